@@ -1,0 +1,176 @@
+"""The `attribution` command: a thin client of the library. Each command parses options, calls one or two
+library functions and renders the result; errors become one line on stderr and a documented exit code."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import duckdb
+import typer
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
+
+from attribution import render
+from attribution.db import fetch
+from attribution.errors import AttributionError, UsageError
+from attribution.ingest import IngestSummary, ingest
+from attribution.render import Format
+from attribution.status import store_status
+from attribution.store import Store, default_store_path
+
+app = typer.Typer(
+    name="attribution",
+    help="Answers from LLM-serving logs: ingest vLLM/SGLang/gateway logs and traces, then query them.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+StoreOpt = Annotated[
+    Path | None,
+    typer.Option("--store", help="Store directory (default: $ATTRIBUTION_STORE, else ./attribution-store).",
+                 show_default=False),
+]
+FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
+
+
+def _open(store: Path | None) -> Store:
+    return Store.open(default_store_path(store))
+
+
+class _IngestProgress:
+    """Rich progress on stderr: files, bytes and rows."""
+
+    def __init__(self) -> None:
+        self.p = Progress(
+            TextColumn("[bold]ingest"), BarColumn(), DownloadColumn(), TextColumn("{task.fields[files]}"),
+            TextColumn("{task.fields[rows]:,} rows"), TimeElapsedColumn(),
+            console=render.err, transient=True, disable=not render.err.is_terminal,
+        )
+        self.task = None
+        self.files_total = self.files_done = self.rows = 0
+
+    def __call__(self, event: str, d: dict) -> None:
+        if event == "start":
+            self.files_total = d["files"]
+            self.task = self.p.add_task("ingest", total=d["bytes"] or 1, files=f"0/{d['files']} files", rows=0)
+        elif event == "advance":
+            self.rows += d["rows"]
+            self.p.update(self.task, advance=d["bytes"], rows=self.rows)
+        elif event == "file_done":
+            self.files_done += 1
+            self.p.update(self.task, files=f"{self.files_done}/{self.files_total} files")
+
+
+def _print_summary(s: IngestSummary) -> None:
+    e = render.err
+    e.print(
+        f"[bold]{len(s.files)} files[/]: {s.count('read')} read, {s.count('unchanged')} unchanged (skipped), "
+        f"{s.count('unrecognised')} unrecognised, {s.count('failed')} failed; "
+        f"{s.bytes / 1e6:,.1f} MB in {s.seconds:,.1f} s -> {s.store}"
+    )
+    if s.rows:
+        e.print("rows added: " + ", ".join(f"{t} {n:,}" for t, n in sorted(s.rows.items()) if t != "ingest_errors"))
+    if s.errors:
+        e.print(f"[yellow]{s.errors:,} problems recorded[/] (see `attribution status` or the ingest_errors table)")
+    for f in s.files:
+        if f.status in ("unrecognised", "failed"):
+            e.print(f"  [yellow]{f.status}[/] {f.path}: {f.message}")
+
+
+@app.command("ingest")
+def ingest_cmd(
+    paths: Annotated[list[str], typer.Argument(help="Files, directories (recursed) or globs; .gz/.zst are read.")],
+    store: StoreOpt = None,
+    fmt: Annotated[str | None, typer.Option("--format", help="Force a format instead of sniffing it.")] = None,
+    deployment: Annotated[str | None, typer.Option(help="Deployment (pod) name for these files.")] = None,
+    label: Annotated[str | None, typer.Option(help="Cohort tag for comparisons, e.g. before / after.")] = None,
+    year: Annotated[int | None, typer.Option(help="Year of vLLM timestamps (they have none); default: mtime.")] = None,
+    tz: Annotated[str | None, typer.Option(help="Zone of naive log timestamps; default: this machine's.")] = None,
+) -> None:
+    """Read logs into the store: incremental (grown files are read from where they stopped), idempotent.
+
+    Example: attribution ingest /var/log/vllm/ --store ./store --year 2026 --tz UTC
+    """
+    prog = _IngestProgress()
+    with prog.p:
+        summary = ingest(paths, default_store_path(store), fmt=fmt, deployment=deployment, label=label,
+                         year=year, tz=tz, progress=prog)
+    _print_summary(summary)
+
+
+@app.command("status")
+def status_cmd(store: StoreOpt = None, fmt: FormatOpt = Format.table) -> None:
+    """What the store holds: files, rows per table, time range per deployment, errors.
+
+    Example: attribution status --format json
+    """
+    import polars as pl
+
+    st = store_status(_open(store))
+    if fmt == Format.json:
+        render.data(st)
+        return
+    render.out.print(f"[bold]store[/] {st['store']}  (commit {st['commit']})")
+    render.out.print(render.table(pl.DataFrame(st["files"]), "files"))
+    render.out.print(render.table(pl.DataFrame({"table": list(st["rows"]), "rows": list(st["rows"].values())}),
+                                  "rows"))
+    if st["deployments"]:
+        render.out.print(render.table(pl.DataFrame(st["deployments"]), "time range per deployment (UTC)"))
+    if st["engine_versions"]:
+        render.out.print(render.table(pl.DataFrame(st["engine_versions"]), "engine starts"))
+    if st["errors"]:
+        render.out.print(render.table(pl.DataFrame(st["errors"]), f"problems ({st['error_count']:,} in all)"))
+
+
+@app.command("query")
+def query_cmd(
+    sql: Annotated[str, typer.Argument(help="SQL over requests, engine_steps, engine_config, access_log, "
+                                            "ingest_files, ingest_errors.")],
+    store: StoreOpt = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Run SQL against the store (DuckDB dialect).
+
+    Example: attribution query "select kind, count(*) from engine_steps group by 1"
+    """
+    con = _open(store).connect()
+    try:
+        df = fetch(con, sql)
+    except duckdb.Error as exc:
+        raise UsageError(f"query failed: {str(exc).splitlines()[0]}") from None
+    render.frame(df, fmt)
+
+
+@app.command("export")
+def export_cmd(
+    duckdb_file: Annotated[Path, typer.Option("--duckdb", help="Database file to write (replaced if it exists).")],
+    store: StoreOpt = None,
+) -> None:
+    """Write the store's tables into one DuckDB database file, for the DuckDB CLI or UI.
+
+    Example: attribution export --duckdb traffic.duckdb
+    """
+    from attribution.export import export_duckdb
+
+    n = export_duckdb(_open(store), duckdb_file)
+    render.err.print(f"wrote {duckdb_file} ({', '.join(f'{t} {c:,}' for t, c in n.items())})")
+
+
+def main() -> None:
+    try:
+        app(standalone_mode=False)
+    except AttributionError as exc:
+        render.err.print(f"[red]error:[/] {exc}", highlight=False)
+        sys.exit(exc.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
+        render.err.print("aborted")
+        sys.exit(130)
+    except Exception as exc:  # click usage errors
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise

@@ -1,0 +1,29 @@
+"""The store as one DuckDB database file (tables, not views), for users of the DuckDB CLI or UI."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from attribution.errors import UsageError
+from attribution.store import Store
+
+EXPORTED = ["requests", "request_events", "engine_steps", "engine_config", "access_log", "ingest_files",
+            "ingest_errors"]
+
+
+def export_duckdb(store: Store, dest: Path) -> dict[str, int]:
+    """Write every table to `dest` atomically (a temporary file renamed into place); returns row counts."""
+    if dest.is_dir():
+        raise UsageError(f"{dest}: is a directory")
+    tmp = dest.with_name(dest.name + ".partial")
+    tmp.unlink(missing_ok=True)
+    con = store.connect()
+    con.execute("attach ? as out", [str(tmp)])
+    counts = {}
+    for t in EXPORTED:
+        con.execute(f"create table out.{t} as select * from {t}")
+        counts[t] = con.execute(f"select count(*) from out.{t}").fetchone()[0]
+    con.execute("detach out")
+    os.replace(tmp, dest)
+    return counts

@@ -1,0 +1,437 @@
+"""Reading input files into the store: which files to read and from where, running their source over chunks
+of lines, filling provenance, and committing rows together with the file's new offset.
+
+Per file (`plan_file`): an unchanged file (same size and mtime) is skipped without being read; a file whose
+head still matches its fingerprint is read from its last offset (a grown log, or a log renamed by rotation
+when its old path is gone); a file whose head changed (rotated or truncated in place) is new content and is
+read from the start. Rows and the offset they lead to are committed together, so an interrupted ingest
+resumes exactly where its last commit stopped.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from attribution import reader, sources
+from attribution.errors import InputError, UsageError
+from attribution.privacy import redact
+from attribution.schema import TABLES, conform, empty
+from attribution.sources.base import ParseContext, ParseResult, Source
+from attribution.store import Store, Writer
+
+WHOLE_MAX_BYTES = 2 << 30
+_GENERIC_STEMS = {"vllm", "sglang", "server", "vllm_server", "sglang_server", "log", "logs", "output", "stdout",
+                  "stderr", "console", "serve", "engine", "current", "latest", "access", "gateway", "litellm"}
+
+
+def local_tz() -> str:
+    """The machine's IANA zone: $TZ, else /etc/localtime's target, else UTC."""
+    tz = os.environ.get("TZ", "").lstrip(":")
+    if tz and "/" in tz or tz == "UTC":
+        return tz
+    try:
+        target = os.path.realpath("/etc/localtime")
+        if "zoneinfo/" in target:
+            return target.split("zoneinfo/", 1)[1]
+    except OSError:
+        pass
+    return "UTC"
+
+
+def default_deployment(path: Path) -> str:
+    """The deployment a file belongs to when --deployment is not given: the file name without compression,
+    rotation (`.1`, `-20260507`) and type suffixes; when that name is generic (`vllm.log`, `server.log`,
+    `stdout`), the name of the directory holding it (one directory per pod is the usual layout)."""
+    name = path.name
+    name = re.sub(r"\.(gz|zst|zstd)$", "", name)
+    name = re.sub(r"(\.\d+)+$", "", name)
+    name = re.sub(r"\.(log|txt|jsonl|ndjson|json|csv|out|err|parquet)$", "", name)
+    name = re.sub(r"[-_.]\d{8}(?:[-_T]?\d{2,6})?$", "", name)
+    if not name or name.lower() in _GENERIC_STEMS:
+        parent = path.resolve().parent.name
+        return parent or name or "default"
+    return name
+
+
+@dataclass
+class FileReport:
+    path: str
+    status: str  # read / unchanged / unrecognised / failed
+    format: str | None = None
+    rows: int = 0
+    errors: int = 0
+    bytes: int = 0
+    message: str | None = None
+
+
+@dataclass
+class IngestSummary:
+    files: list[FileReport] = field(default_factory=list)
+    rows: dict[str, int] = field(default_factory=dict)
+    errors: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+    store: str = ""
+
+    def count(self, status: str) -> int:
+        return sum(1 for f in self.files if f.status == status)
+
+
+Progress = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass
+class ParsedFile:
+    """A file read without a store (tests, previews): every table's rows and the errors."""
+
+    source: str
+    tables: dict[str, pl.DataFrame]
+
+    @property
+    def errors(self) -> pl.DataFrame:
+        return self.tables["ingest_errors"]
+
+
+# -- one file ------------------------------------------------------------------------------------------
+
+
+def _choose_source(path: Path, head: bytes, fmt: str | None) -> Source | None:
+    if fmt:
+        return sources.get(fmt)
+    return sources.sniff(head.decode("utf-8", errors="replace"), str(path))
+
+
+def _lines_frame(chunk: reader.Chunk) -> pl.DataFrame:
+    text = chunk.data.decode("utf-8", errors="replace")
+    if text.endswith("\n"):
+        text = text[:-1]
+    lines = pl.Series("text", [text], dtype=pl.Utf8).str.split("\n").explode()
+    return pl.DataFrame(
+        {"line": pl.int_range(chunk.first_line, chunk.first_line + lines.len(), eager=True, dtype=pl.Int64),
+         "text": lines}
+    )
+
+
+def _finish(result: ParseResult, src: Source, ctx: ParseContext, extra_errors: list[dict[str, Any]]
+            ) -> dict[str, pl.DataFrame]:
+    """Conform a parse result to the canonical tables and fill provenance columns."""
+    out: dict[str, pl.DataFrame] = {}
+    for table, df in result.tables.items():
+        if table not in TABLES or table == "ingest_errors":
+            raise ValueError(f"source {src.name} produced rows for unknown table {table!r}")
+        if df.height == 0:
+            continue
+        fill = {"source": src.name, "source_kind": src.kind, "file": ctx.path, "label": ctx.label}
+        cols = [pl.lit(v, pl.Utf8).alias(k) for k, v in fill.items() if k not in df.columns]
+        if "deployment" in df.columns:
+            cols.append(pl.col("deployment").fill_null(ctx.deployment))
+        else:
+            cols.append(pl.lit(ctx.deployment, pl.Utf8).alias("deployment"))
+        if "request_id" in TABLES[table] and "request_key" not in df.columns and "request_id" in df.columns:
+            cols.append(pl.col("request_id").alias("request_key"))
+        out[table] = conform(table, df.with_columns(cols))
+    errs = []
+    if result.errors is not None and result.errors.height:
+        errs.append(result.errors.with_columns(pl.col("sample").map_elements(redact, return_dtype=pl.Utf8)))
+    if extra_errors:
+        errs.append(pl.DataFrame(extra_errors, schema={"line": pl.Int64, "reason": pl.Utf8, "sample": pl.Utf8}))
+    if errs:
+        e = pl.concat(errs).with_columns(pl.lit(ctx.path).alias("file"), pl.lit(src.name).alias("source"))
+        out["ingest_errors"] = conform("ingest_errors", e)
+    return out
+
+
+def parse_units(
+    path: Path, src: Source, ctx: ParseContext, start: int = 0, first_line: int = 1,
+    chunk_bytes: int = reader.DEFAULT_CHUNK_BYTES, max_line_bytes: int = reader.DEFAULT_MAX_LINE_BYTES,
+) -> Iterator[tuple[reader.Chunk | None, dict[str, Any], dict[str, pl.DataFrame]]]:
+    """Parse a file from an offset, yielding (chunk, parser state before the chunk, rows) per chunk.
+
+    `ctx.state` is advanced in place; the state *before* a chunk is what a resumed read must start from
+    when that chunk turns out to be an unterminated tail that will be read again.
+    """
+    if src.mode == "whole":
+        pieces = reader.Pieces(path)
+        buf = bytearray()
+        for piece in pieces:
+            buf += piece
+            if len(buf) > WHOLE_MAX_BYTES:
+                raise InputError(f"{path}: larger than {WHOLE_MAX_BYTES >> 20} MiB; {src.name} reads whole files")
+        extra = [{"line": None, "reason": pieces.truncated, "sample": None}] if pieces.truncated else []
+        before = copy.deepcopy(ctx.state)
+        result = src.parse_whole(bytes(buf), ctx)
+        yield None, before, _finish(result, src, ctx, extra)
+        return
+    pieces = reader.Pieces(path, start)
+    last_line = first_line
+    for chunk in reader.chunks(path, start, first_line, chunk_bytes, max_line_bytes, pieces=pieces):
+        before = copy.deepcopy(ctx.state)
+        extra = [
+            {"line": ln, "reason": f"line of {size:,} bytes is longer than the {max_line_bytes:,}-byte limit: skipped",
+             "sample": None}
+            for ln, size in chunk.long_lines
+        ]
+        result = src.parse(_lines_frame(chunk), ctx) if chunk.n_lines else ParseResult()
+        last_line = chunk.first_line + chunk.n_lines
+        yield chunk, before, _finish(result, src, ctx, extra)
+    if pieces.truncated:
+        err = [{"line": last_line, "reason": pieces.truncated, "sample": None}]
+        yield None, copy.deepcopy(ctx.state), _finish(ParseResult(), src, ctx, err)
+
+
+def parse_path(
+    path: str | os.PathLike[str], fmt: str | None = None, *, deployment: str | None = None,
+    label: str | None = None, year: int | None = None, tz: str = "UTC", options: dict[str, Any] | None = None,
+    chunk_bytes: int | None = None,
+) -> ParsedFile:
+    """Read one file through the ingest's own path (sniff, decompress, chunk, parse, conform), no store."""
+    p = Path(path)
+    src = _choose_source(p, reader.read_head(p), fmt)
+    if src is None:
+        raise InputError(f"{p}: not a recognised format (use --format; known: {', '.join(sorted(sources.registry()))})")
+    ctx = ParseContext(str(p), deployment or default_deployment(p), label, year, tz, p.stat().st_mtime,
+                       dict(options or {}), {})
+    parts: dict[str, list[pl.DataFrame]] = {t: [] for t in TABLES}
+    for _chunk, _before, rows in parse_units(p, src, ctx, chunk_bytes=chunk_bytes or reader.DEFAULT_CHUNK_BYTES):
+        for t, df in rows.items():
+            parts[t].append(df)
+    tables = {t: pl.concat(dfs) if dfs else empty(t) for t, dfs in parts.items()}
+    return ParsedFile(src.name, tables)
+
+
+# -- into the store ------------------------------------------------------------------------------------
+
+COMPACT_MIN_FILES = 16
+BATCH_MAX_FILES = 256
+
+
+class _Batch:
+    """Rows of several units (chunks or whole files) committed together with the file states they lead to."""
+
+    def __init__(self, writer: Writer, limit_bytes: int, summary: IngestSummary):
+        self.w, self.limit, self.summary = writer, limit_bytes, summary
+        self._reset()
+
+    def _reset(self) -> None:
+        self.sealed: dict[str, list[pl.DataFrame]] = {}
+        self.unsealed: dict[str, dict[str, list[pl.DataFrame]]] = {}  # file key -> table -> frames
+        self.states: dict[str, dict[str, Any]] = {}
+        self.remove: list[str] = []
+        self.bytes = 0
+
+    def add(self, key: str, state: dict[str, Any], rows: dict[str, pl.DataFrame], *, sealed: bool,
+            nbytes: int) -> None:
+        for table, df in rows.items():
+            if sealed:
+                self.sealed.setdefault(table, []).append(df)
+            else:
+                self.unsealed.setdefault(key, {}).setdefault(table, []).append(df)
+            self.summary.rows[table] = self.summary.rows.get(table, 0) + df.height
+        self.states[key] = state
+        self.bytes += nbytes
+        if self.bytes >= self.limit or len(self.states) >= BATCH_MAX_FILES:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.states and not self.remove:
+            return
+        add = []
+        for table, dfs in self.sealed.items():
+            add.append(self.w.write(table, pl.concat(dfs), file_key=None, sealed=True))
+        for key, tables in self.unsealed.items():
+            entries = [self.w.write(t, pl.concat(dfs), file_key=key, sealed=False) for t, dfs in tables.items()]
+            self.states[key]["unsealed_files"] = self.states[key].get("unsealed_files", []) + [
+                e["path"] for e in entries
+            ]
+            add += entries
+        self.w.commit(add, self.remove, self.states)
+        self._reset()
+
+
+def _compact(w: Writer) -> None:
+    """Merge many small sealed data files of a table into one (unsealed ones may still be superseded)."""
+    for table in TABLES:
+        small = [p for p, e in w.snapshot.data.items() if e["table"] == table and e["sealed"]
+                 and (w.root / p).stat().st_size < (256 << 20)]
+        if len(small) < COMPACT_MIN_FILES:
+            continue
+        merged = pl.scan_parquet([w.root / p for p in sorted(small)])
+        entry = w.write(table, merged, file_key=None, sealed=True)
+        w.commit([entry], sorted(small), {})
+
+
+def ingest(
+    paths: list[str], store: str | os.PathLike[str], *, fmt: str | None = None, deployment: str | None = None,
+    label: str | None = None, year: int | None = None, tz: str | None = None,
+    options: dict[str, Any] | None = None, chunk_bytes: int | None = None, max_line_bytes: int | None = None,
+    progress: Progress | None = None,
+) -> IngestSummary:
+    """Ingest files, directories and globs into the store at `store` (created if needed)."""
+    t0 = time.time()
+    if fmt:
+        sources.get(fmt)
+    tz = tz or local_tz()
+    try:
+        from zoneinfo import ZoneInfo
+
+        ZoneInfo(tz)
+    except (KeyError, ValueError) as exc:
+        raise UsageError(f"--tz {tz!r}: not a known time zone (use an IANA name such as Europe/Berlin)") from exc
+    chunk_bytes = chunk_bytes or int(os.environ.get("ATTRIBUTION_CHUNK_BYTES", reader.DEFAULT_CHUNK_BYTES))
+    max_line_bytes = max_line_bytes or reader.DEFAULT_MAX_LINE_BYTES
+    files = reader.discover(paths)
+    st = Store.open(store, create=True)
+    summary = IngestSummary(store=str(st.root))
+    emit = progress or (lambda _e, _d: None)
+    emit("start", {"files": len(files), "bytes": sum(f.stat().st_size for f in files)})
+    with st.writer() as w:
+        index = w.snapshot.path_index()
+        by_fp: dict[int, dict[str, str]] = {}  # fingerprint length -> fingerprint -> file key
+        for k, s in w.snapshot.files.items():
+            if s.get("fp"):
+                by_fp.setdefault(s["fp_len"], {})[s["fp"]] = k
+        batch = _Batch(w, chunk_bytes, summary)
+        opts = dict(fmt=fmt, deployment=deployment, label=label, year=year, tz=tz, options=options or {},
+                    chunk_bytes=chunk_bytes, max_line_bytes=max_line_bytes)
+        for path in files:
+            report = _ingest_file(path, w, batch, index, by_fp, opts, emit)
+            summary.files.append(report)
+            summary.errors += report.errors
+            summary.bytes += report.bytes
+            emit("file_done", {"path": str(path), "status": report.status})
+        batch.flush()
+        _compact(w)
+    summary.seconds = time.time() - t0
+    return summary
+
+
+def _content_left(st: dict[str, Any]) -> bool:
+    """True when the content recorded for a path is no longer there (renamed away by rotation): the path is
+    gone or now starts differently."""
+    old = Path(st["path"])
+    try:
+        return reader.fingerprint(reader.read_head(old, st["fp_len"])) != st["fp"]
+    except OSError:
+        return True
+
+
+def _ingest_file(path: Path, w: Writer, batch: _Batch, index: dict[str, tuple[str, dict[str, Any]]],
+                 by_fp: dict[int, dict[str, str]], opts: dict[str, Any], emit: Progress) -> FileReport:
+    abspath = str(path.resolve())
+    try:
+        stat = path.stat()
+        prev_key, prev = index.get(abspath, (None, None))
+        if prev and prev["size"] == stat.st_size and prev["mtime_ns"] == stat.st_mtime_ns \
+                and prev.get("complete") and prev.get("status") != "failed":
+            emit("advance", {"bytes": stat.st_size, "rows": 0})
+            return FileReport(abspath, "unchanged", prev.get("format"))
+        head = reader.read_head(path)
+    except OSError as exc:
+        return FileReport(abspath, "failed", message=f"cannot read: {exc.strerror or exc}")
+    fp_len = min(reader.FP_BYTES, len(head))
+    key, state, resume = None, None, False
+    if prev and prev.get("status") != "unrecognised" and len(head) >= prev["fp_len"] \
+            and reader.fingerprint(head[: prev["fp_len"]]) == prev["fp"] \
+            and not (reader.compression(path) is None and stat.st_size < prev["offset"]):
+        key, state, resume = prev_key, copy.deepcopy(prev), True
+    elif not prev:
+        moved = next((fps[fp] for n, fps in by_fp.items() if n <= len(head)
+                      and (fp := reader.fingerprint(head[:n])) in fps), None)
+        if moved and _content_left(w.snapshot.files[moved]):
+            key, state, resume = moved, copy.deepcopy(w.snapshot.files[moved]), True
+    now = time.time()
+    if resume:
+        src = sources.get(state["format"])
+    else:
+        try:
+            src = _choose_source(path, head, opts["fmt"])
+        except UnicodeError:
+            src = None
+        key = os.urandom(8).hex()
+        state = {
+            "path": abspath, "format": src.name if src else None, "source_kind": src.kind if src else None,
+            "deployment": opts["deployment"] or default_deployment(path), "label": opts["label"],
+            "tz": opts["tz"], "year": opts["year"], "options": opts["options"], "offset": 0, "lines": 0,
+            "state": {}, "rows": 0, "errors": 0, "first_ingested": now, "unsealed_files": [],
+        }
+    state.update(path=abspath, seq=time.time_ns(), fp=reader.fingerprint(head[:fp_len]), fp_len=fp_len,
+                 size=stat.st_size, mtime_ns=stat.st_mtime_ns, last_ingested=now, complete=False)
+    if src is None:
+        state.update(status="unrecognised", complete=True)
+        reason = "not a recognised log, trace or benchmark format: skipped (use --format to force one)"
+        err = conform("ingest_errors", pl.DataFrame(
+            {"file": [abspath], "line": [None], "source": [None], "reason": [reason], "sample": [None]},
+            schema_overrides={"line": pl.Int64, "source": pl.Utf8, "sample": pl.Utf8}))
+        state["errors"] = 1
+        batch.add(key, state, {"ingest_errors": err}, sealed=True, nbytes=0)
+        return FileReport(abspath, "unrecognised", message=reason, errors=1)
+    # Rows of a previous unterminated tail (or of a whole file read before) are superseded by this read.
+    if resume and state.get("unsealed_files"):
+        gone = [w.snapshot.data[p] for p in state["unsealed_files"] if p in w.snapshot.data]
+        state["rows"] -= sum(e["rows"] for e in gone if e["table"] != "ingest_errors")
+        state["errors"] -= sum(e["rows"] for e in gone if e["table"] == "ingest_errors")
+        batch.remove += state["unsealed_files"]
+        state["unsealed_files"] = []
+    if src.mode == "whole":
+        state.update(offset=0, lines=0, state={}, rows=0, errors=0)
+    state["status"] = "read"
+    report = FileReport(abspath, "read", src.name)
+    ctx = ParseContext(abspath, state["deployment"], state["label"], state["year"], state["tz"], stat.st_mtime,
+                       dict(state["options"]), state["state"])
+    try:
+        units = parse_units(path, src, ctx, state["offset"], state["lines"] + 1, opts["chunk_bytes"],
+                            opts["max_line_bytes"])
+        for chunk, before, rows in units:
+            n_rows = sum(df.height for t, df in rows.items() if t != "ingest_errors")
+            n_err = rows["ingest_errors"].height if "ingest_errors" in rows else 0
+            new = dict(state)
+            new["rows"] = state["rows"] + n_rows
+            new["errors"] = state["errors"] + n_err
+            nbytes = 0
+            if src.mode == "whole":
+                nbytes = stat.st_size
+                new.update(state=ctx.state)
+                sealed = False
+            elif chunk is None:  # truncation notice only
+                sealed = True
+            elif chunk.tail:
+                # The last line had no newline: keep the offset before it and the parser state before it, so
+                # a later read that finds the line completed reads it again and supersedes these rows.
+                nbytes = len(chunk.data)
+                new.update(state=before)
+                sealed = False
+            else:
+                nbytes = len(chunk.data)
+                new.update(offset=chunk.end, lines=chunk.first_line + chunk.n_lines - 1, state=copy.deepcopy(ctx.state))
+                sealed = True
+            batch.add(key, new, rows, sealed=sealed, nbytes=nbytes)
+            state = new
+            report.rows += n_rows
+            report.errors += n_err
+            report.bytes += nbytes
+            emit("advance", {"bytes": nbytes, "rows": n_rows})
+        # Only a file read to its end may later be skipped as unchanged (a killed run stops short of this).
+        state = dict(state, complete=True)
+        batch.add(key, state, {}, sealed=True, nbytes=0)
+    except InputError as exc:
+        report.status, report.message = "failed", str(exc)
+    except Exception as exc:  # a parser bug must not lose the other files; it is reported, not hidden
+        report.status = "failed"
+        report.message = f"internal error in the {src.name} parser: {type(exc).__name__}: {exc}"
+    if report.status == "failed":
+        err = conform("ingest_errors", pl.DataFrame(
+            {"file": [abspath], "line": [None], "source": [src.name], "reason": [report.message], "sample": [None]},
+            schema_overrides={"line": pl.Int64, "sample": pl.Utf8}))
+        failed = dict(state, status="failed", errors=state["errors"] + 1)
+        batch.add(key, failed, {"ingest_errors": err}, sealed=True, nbytes=0)
+        report.errors += 1
+    return report

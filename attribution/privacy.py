@@ -1,0 +1,48 @@
+"""Secrets never reach the store: API keys become sha256 hex (what LiteLLM stores as `hashed_token`), and
+text samples kept for error messages are short and have keys replaced."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+import polars as pl
+
+# sk-... (OpenAI/LiteLLM style), Bearer tokens, and key=... / "api_key": "..." forms.
+_SECRET_RE = r"(?i)(sk-[A-Za-z0-9_\-]{6,}|bearer\s+[A-Za-z0-9_\-\.=:/+]{6,})"
+SECRET_FLAG_RE = re.compile(r"(?i)(api[_-]?key|token|secret|password|credential|auth)")
+SAMPLE_CHARS = 160
+
+
+def hash_key(raw: str | None) -> str | None:
+    """sha256 hex of a raw key; a `Bearer ` prefix is dropped first, an already-hashed value is kept."""
+    if raw is None:
+        return None
+    raw = raw.strip()
+    if raw.lower().startswith("bearer "):
+        raw = raw[7:].strip()
+    if re.fullmatch(r"[0-9a-f]{64}", raw):
+        return raw
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def hash_key_expr(expr: pl.Expr) -> pl.Expr:
+    """Vectorised `hash_key` for a Utf8 column (64-hex values are kept as they are)."""
+    stripped = expr.str.strip_chars().str.replace(r"(?i)^bearer\s+", "")
+    return (
+        pl.when(stripped.str.contains(r"^[0-9a-f]{64}$"))
+        .then(stripped)
+        .otherwise(stripped.map_elements(lambda s: hashlib.sha256(s.encode()).hexdigest(), return_dtype=pl.Utf8))
+    )
+
+
+def redact(text: str | None, limit: int = SAMPLE_CHARS) -> str | None:
+    """A short, key-free sample of a line for `ingest_errors`."""
+    if text is None:
+        return None
+    text = re.sub(_SECRET_RE, lambda m: "sha256:" + hash_key(m.group(0))[:16], text[: limit * 4])
+    return text[:limit]
+
+
+def redact_expr(expr: pl.Expr, limit: int = SAMPLE_CHARS) -> pl.Expr:
+    return expr.str.slice(0, limit * 4).str.replace_all(_SECRET_RE, "<secret>").str.slice(0, limit)

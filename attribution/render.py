@@ -1,0 +1,74 @@
+"""Output for the terminal and for scripts: Rich tables on a TTY, CSV and JSON for pipes. stdout carries data
+only; progress and diagnostics go to stderr."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import date, datetime
+from enum import Enum
+from typing import Any
+
+import polars as pl
+from rich.console import Console
+from rich.table import Table
+
+out = Console(soft_wrap=True)
+err = Console(stderr=True)
+
+
+class Format(str, Enum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+
+
+def _default(o: Any) -> Any:
+    if isinstance(o, datetime | date):
+        return o.isoformat()
+    if isinstance(o, float) and o != o:
+        return None
+    return str(o)
+
+
+def to_json(obj: Any) -> str:
+    return json.dumps(obj, default=_default, indent=2)
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return f"{v:,.4g}" if abs(v) < 1e6 else f"{v:,.0f}"
+    if isinstance(v, int) and not isinstance(v, bool):
+        return f"{v:,}"
+    if isinstance(v, datetime):
+        return v.strftime("%Y-%m-%d %H:%M:%S")
+    return str(v)
+
+
+def table(df: pl.DataFrame, title: str | None = None) -> Table:
+    t = Table(title=title, title_justify="left", header_style="bold")
+    for c in df.columns:
+        numeric = df.schema[c].is_numeric()
+        t.add_column(c, justify="right" if numeric else "left", overflow="fold")
+    for row in df.iter_rows():
+        t.add_row(*(_cell(v) for v in row))
+    return t
+
+
+def frame(df: pl.DataFrame, fmt: Format, title: str | None = None) -> None:
+    if fmt == Format.csv:
+        flat = df.select(
+            pl.col(c).cast(pl.Utf8) if isinstance(df.schema[c], pl.List | pl.Struct | pl.Object) else pl.col(c)
+            for c in df.columns
+        ) if df.width else df
+        sys.stdout.write(flat.write_csv())
+    elif fmt == Format.json:
+        sys.stdout.write(to_json(df.to_dicts()) + "\n")
+    else:
+        out.print(table(df, title))
+
+
+def data(obj: Any) -> None:
+    sys.stdout.write(to_json(obj) + "\n")

@@ -1,0 +1,171 @@
+"""The canonical tables: names, columns, types and units (a contract, see ../shared/DESIGN.md).
+
+Parsers emit Polars frames holding any subset of a table's columns; `conform` adds the missing ones as
+nulls and casts to the canonical types, so every Parquet file of a table has the same schema.
+Units: durations in seconds, usages and rates as fractions 0-1, token counts as Int64, timestamps UTC.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+TS = pl.Datetime("us", "UTC")
+
+# Columns every stored row carries; the ingest fills them, parsers do not have to.
+PROVENANCE: dict[str, pl.DataType] = {
+    "source": pl.Utf8,  # format name: vllm_log, sglang_log, litellm, azure_trace, ...
+    "source_kind": pl.Utf8,  # engine / gateway / trace / bench
+    "file": pl.Utf8,  # path as ingested
+    "line": pl.Int64,  # 1-based physical line in the (decompressed) file; record index for JSON arrays
+    "deployment": pl.Utf8,
+    "label": pl.Utf8,
+}
+
+REQUESTS: dict[str, pl.DataType] = {
+    "request_id": pl.Utf8,
+    "request_key": pl.Utf8,  # normalised join key, see attribution.keys.request_key
+    **PROVENANCE,
+    "engine": pl.Utf8,
+    "engine_version": pl.Utf8,
+    "model": pl.Utf8,
+    "workload": pl.Utf8,
+    "key_alias": pl.Utf8,
+    "key_hash": pl.Utf8,  # sha256 hex of the API key, never the key
+    "team": pl.Utf8,
+    "user": pl.Utf8,
+    "arrival": TS,
+    "first_token": TS,
+    "finished": TS,
+    "queue_s": pl.Float64,
+    "ttft_s": pl.Float64,
+    "tpot_s": pl.Float64,
+    "e2e_s": pl.Float64,
+    "prefill_s": pl.Float64,
+    "decode_s": pl.Float64,
+    "prompt_tokens": pl.Int64,
+    "output_tokens": pl.Int64,
+    "cached_tokens": pl.Int64,
+    "max_tokens": pl.Int64,
+    "stream": pl.Boolean,
+    "status": pl.Utf8,  # ok / error / aborted / failed / received
+    "http_status": pl.Int64,
+    "finish_reason": pl.Utf8,
+    "error": pl.Utf8,
+    "block_hashes": pl.List(pl.Int64),
+}
+
+# Events that complete a request row of the same source (vLLM `Added`, `Finished`, `Aborted` lines).
+# The `requests` view folds them into the request they name.
+REQUEST_EVENTS: dict[str, pl.DataType] = {
+    "request_id": pl.Utf8,
+    "request_key": pl.Utf8,
+    **PROVENANCE,
+    "ts": TS,
+    "event": pl.Utf8,  # received / added / finished / aborted
+}
+
+ENGINE_STEPS: dict[str, pl.DataType] = {
+    "ts": TS,
+    **PROVENANCE,
+    "engine": pl.Utf8,
+    "engine_index": pl.Int64,  # vLLM `Engine 000`, SGLang DP rank
+    "kind": pl.Utf8,  # stats / prefill / decode / iteration
+    "running": pl.Int64,
+    "waiting": pl.Int64,
+    "swapped": pl.Int64,
+    "preemptions": pl.Int64,
+    "kv_usage": pl.Float64,  # fraction 0-1 (full-attention pool for hybrid SGLang)
+    "cpu_kv_usage": pl.Float64,
+    "swa_usage": pl.Float64,
+    "state_usage": pl.Float64,  # hybrid `mamba usage`, fraction 0-1
+    "state_slots": pl.Int64,  # hybrid `mamba num`
+    "prefix_hit_rate": pl.Float64,  # fraction 0-1
+    "prompt_tput": pl.Float64,  # tokens/s
+    "gen_tput": pl.Float64,  # tokens/s
+    "new_seqs": pl.Int64,
+    "new_tokens": pl.Int64,
+    "cached_tokens": pl.Int64,
+    "batch_tokens": pl.Int64,  # tokens processed in the step (vLLM iteration context + generation tokens)
+    "kv_tokens": pl.Int64,  # KV tokens in use (SGLang `#token` / `#full token`)
+    "pending_tokens": pl.Int64,
+    "accept_len": pl.Float64,
+    "elapsed_s": pl.Float64,  # vLLM iteration elapsed time
+    "cuda_graph": pl.Boolean,
+}
+
+# Stored as partial rows, one per startup line that carries a fact; `start_line` names the engine start
+# (the line that began it) and the `engine_config` view folds the partial rows into one row per start.
+ENGINE_CONFIG: dict[str, pl.DataType] = {
+    "start_line": pl.Int64,
+    "ts": TS,
+    **PROVENANCE,
+    "engine": pl.Utf8,
+    "version": pl.Utf8,
+    "model": pl.Utf8,
+    "served_model": pl.Utf8,
+    "flags": pl.List(pl.Struct({"key": pl.Utf8, "value": pl.Utf8})),  # MAP(VARCHAR, VARCHAR) in the view
+    "kv_pool_tokens": pl.Int64,
+    "kv_pool_bytes": pl.Int64,
+    "state_pool_slots": pl.Int64,
+    "state_pool_bytes": pl.Int64,
+    "available_kv_bytes": pl.Int64,
+    "max_concurrency": pl.Float64,
+    "max_running_requests": pl.Int64,
+    "max_model_len": pl.Int64,
+    "block_size": pl.Int64,
+    "mamba_page_padding": pl.Float64,  # fraction
+    "chunked_prefill_size": pl.Int64,
+    "max_prefill_tokens": pl.Int64,
+    "available_gpu_mem_bytes": pl.Int64,
+    "weights_bytes": pl.Int64,
+    "tp_size": pl.Int64,
+}
+
+# uvicorn / SGLang HTTP access lines seen in engine logs (status codes per deployment).
+ACCESS_LOG: dict[str, pl.DataType] = {
+    "ts": TS,  # nearest earlier timestamped line: uvicorn access lines carry none
+    **PROVENANCE,
+    "client": pl.Utf8,
+    "method": pl.Utf8,
+    "path": pl.Utf8,
+    "http_status": pl.Int64,
+}
+
+INGEST_ERRORS: dict[str, pl.DataType] = {
+    "file": pl.Utf8,
+    "line": pl.Int64,
+    "source": pl.Utf8,
+    "reason": pl.Utf8,
+    "sample": pl.Utf8,  # short and redacted: never a prompt or a key
+}
+
+TABLES: dict[str, dict[str, pl.DataType]] = {
+    "requests": REQUESTS,
+    "request_events": REQUEST_EVENTS,
+    "engine_steps": ENGINE_STEPS,
+    "engine_config": ENGINE_CONFIG,
+    "access_log": ACCESS_LOG,
+    "ingest_errors": INGEST_ERRORS,
+}
+
+
+def conform(table: str, df: pl.DataFrame) -> pl.DataFrame:
+    """Return `df` with exactly the columns of `table`, in order, cast to their canonical types.
+
+    Unknown columns are an error in the parser (a typo would silently drop data), not in the input.
+    """
+    schema = TABLES[table]
+    unknown = set(df.columns) - set(schema)
+    if unknown:
+        raise ValueError(f"parser produced unknown columns for {table}: {sorted(unknown)}")
+    exprs = []
+    for name, dtype in schema.items():
+        if name in df.columns:
+            exprs.append(pl.col(name).cast(dtype, strict=False))
+        else:
+            exprs.append(pl.lit(None, dtype=dtype).alias(name))
+    return df.select(exprs)
+
+
+def empty(table: str) -> pl.DataFrame:
+    return pl.DataFrame(schema=TABLES[table])

@@ -1,0 +1,72 @@
+"""The contract between the ingest and one log format.
+
+A source says whether a file is its own (`sniff`, from the decoded head of the file) and turns lines into
+rows of the canonical tables (`parse`). The ingest owns files, offsets, decompression, chunking, the store
+and provenance columns; a source owns only the meaning of lines.
+
+Line sources (`mode = "lines"`) are called once per chunk of complete lines, in file order; anything they
+must remember across chunks (the current year, engine version, the start line of an engine start, the last
+timestamp) lives in `ctx.state`, a JSON-serialisable dict that the ingest persists with the file's offset, so
+a file read in one go and a file read in pieces across runs (or after a crash) give identical rows.
+Whole-file sources (`mode = "whole"`: JSON documents, Parquet) get the complete decompressed bytes once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import polars as pl
+
+
+@dataclass
+class ParseContext:
+    path: str  # the file as the user named it (for messages and the `file` column)
+    deployment: str  # --deployment, else derived from the path (see attribution.ingest.default_deployment)
+    label: str | None  # --label
+    year: int | None  # --year; None means: infer (see attribution.sources.timefmt)
+    tz: str  # IANA zone of naive timestamps (--tz, default the machine's)
+    file_mtime: float  # POSIX seconds, for year inference
+    options: dict[str, Any] = field(default_factory=dict)  # source-specific CLI options (--start, --mapping, ...)
+    state: dict[str, Any] = field(default_factory=dict)  # parser-owned, persisted between chunks and runs
+
+
+@dataclass
+class ParseResult:
+    tables: dict[str, pl.DataFrame] = field(default_factory=dict)  # table name -> rows (subset of columns)
+    errors: pl.DataFrame | None = None  # columns: line (Int64), reason (Utf8), sample (Utf8)
+
+    def add(self, table: str, df: pl.DataFrame | None) -> None:
+        if df is None or df.height == 0:
+            return
+        prev = self.tables.get(table)
+        self.tables[table] = df if prev is None else pl.concat([prev, df], how="diagonal_relaxed")
+
+    def add_errors(self, df: pl.DataFrame | None) -> None:
+        if df is None or df.height == 0:
+            return
+        df = df.select(
+            pl.col("line").cast(pl.Int64), pl.col("reason").cast(pl.Utf8), pl.col("sample").cast(pl.Utf8)
+        )
+        self.errors = df if self.errors is None else pl.concat([self.errors, df])
+
+
+class Source:
+    """Base class; subclasses set the class attributes and implement `sniff` and `parse` (or `parse_whole`)."""
+
+    name: ClassVar[str]  # format name, e.g. "vllm_log"; also the --format value
+    kind: ClassVar[str]  # engine / gateway / trace / bench
+    mode: ClassVar[str] = "lines"  # or "whole"
+    description: ClassVar[str] = ""
+
+    def sniff(self, head: str, path: str) -> float:
+        """Confidence 0..1 that the file whose first ~64 KiB decode to `head` is in this format."""
+        raise NotImplementedError
+
+    def parse(self, lines: pl.DataFrame, ctx: ParseContext) -> ParseResult:
+        """`lines` has columns `line` (Int64, 1-based physical line number) and `text` (Utf8, no newline;
+        `\\r` and ANSI codes still in place: stripping them is the source's business)."""
+        raise NotImplementedError
+
+    def parse_whole(self, data: bytes, ctx: ParseContext) -> ParseResult:
+        raise NotImplementedError

@@ -1,0 +1,48 @@
+"""Clean-up shared by the console-log sources (section 0 of ../shared/formats/engine-logs.md).
+
+Real captured logs carry noise added outside the engine: ANSI colour codes, `\\r` (vLLM rewrites a newline
+inside a message as `\\r\\n`; tqdm redraws a bar with bare `\\r`), Docker/kubectl RFC3339 prefixes and
+supervisor prefixes (`runner-llm-1  | `). `segments` turns physical lines into logical segments: one per
+`\\r`-separated piece, cleaned, keeping the physical line number, so a record hidden after a progress bar is
+still found and every row still points at its line.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+ANSI_RE = r"\x1b\[[0-9;?]*[A-Za-z]"
+# Docker --timestamps / kubectl --timestamps: `2026-05-12T08:01:39.331095044Z ` (or with an offset).
+RFC3339_PREFIX_RE = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) "
+# docker compose / supervisor: `runner-llm-1  | `
+SUPERVISOR_PREFIX_RE = r"^[A-Za-z0-9_.\-]+\s+\| "
+
+
+def clean(expr: pl.Expr) -> pl.Expr:
+    """Strip ANSI codes and outer prefixes from one segment."""
+    return (
+        expr.str.replace_all(ANSI_RE, "")
+        .str.replace(RFC3339_PREFIX_RE, "")
+        .str.replace(SUPERVISOR_PREFIX_RE, "")
+        .str.replace(RFC3339_PREFIX_RE, "")
+    )
+
+
+def segments(lines: pl.DataFrame) -> pl.DataFrame:
+    """`line`, `text` (physical) -> `line`, `seg` (0-based index within the line), `text` (cleaned).
+
+    Lines without `\\r` (nearly all) skip the split; empty segments are dropped.
+    """
+    has_cr = lines["text"].str.contains("\r", literal=True)
+    plain = lines.filter(~has_cr).with_columns(pl.lit(0, pl.Int32).alias("seg"))
+    parts = lines.filter(has_cr)
+    if parts.height:
+        parts = (
+            parts.with_columns(pl.col("text").str.split("\r"))
+            .with_columns(pl.int_ranges(pl.col("text").list.len(), dtype=pl.Int32).alias("seg"))
+            .explode(["text", "seg"])
+        )
+        out = pl.concat([plain, parts.select(plain.columns)]).sort(["line", "seg"])
+    else:
+        out = plain
+    return out.with_columns(clean(pl.col("text"))).filter(pl.col("text").str.len_bytes() > 0)

@@ -1,0 +1,94 @@
+"""A DuckDB connection over a store snapshot: `raw_<table>` relations over the live Parquet files, and the
+public views users query (`requests`, `engine_steps`, `engine_config`, `access_log`, `ingest_files`,
+`ingest_errors`), built from `queries/stg_*.sql`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import duckdb
+import polars as pl
+
+from attribution import queries
+from attribution.schema import TABLES, empty
+
+if TYPE_CHECKING:
+    from attribution.store import Snapshot, Store
+
+# Views built by a staging query; every other table is exposed as stored.
+STAGED = {"requests": "stg_requests", "engine_config": "stg_engine_config"}
+
+INGEST_FILES_COLUMNS = {
+    "file": pl.Utf8,
+    "format": pl.Utf8,
+    "source_kind": pl.Utf8,
+    "deployment": pl.Utf8,
+    "label": pl.Utf8,
+    "status": pl.Utf8,
+    "size_bytes": pl.Int64,
+    "bytes_read": pl.Int64,
+    "lines": pl.Int64,
+    "rows": pl.Int64,
+    "errors": pl.Int64,
+    "first_ingested": pl.Datetime("us", "UTC"),
+    "last_ingested": pl.Datetime("us", "UTC"),
+    "rotated": pl.Boolean,
+}
+
+
+def _sql_list(paths: list[str]) -> str:
+    return "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "]"
+
+
+def ingest_files_frame(snapshot: Snapshot) -> pl.DataFrame:
+    rows = []
+    newest: dict[str, int] = {}
+    for st in snapshot.files.values():
+        newest[st["path"]] = max(newest.get(st["path"], -1), st["seq"])
+    for st in snapshot.files.values():
+        rows.append(
+            {
+                "file": st["path"],
+                "format": st.get("format"),
+                "source_kind": st.get("source_kind"),
+                "deployment": st.get("deployment"),
+                "label": st.get("label"),
+                "status": st.get("status"),
+                "size_bytes": st.get("size"),
+                "bytes_read": st.get("offset"),
+                "lines": st.get("lines"),
+                "rows": st.get("rows", 0),
+                "errors": st.get("errors", 0),
+                "first_ingested": st.get("first_ingested"),
+                "last_ingested": st.get("last_ingested"),
+                "rotated": st["seq"] != newest[st["path"]],
+            }
+        )
+    df = pl.DataFrame(rows, schema={**INGEST_FILES_COLUMNS, "first_ingested": pl.Float64, "last_ingested": pl.Float64})
+    return df.with_columns(
+        (pl.col(c) * 1e6).cast(pl.Int64).cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
+        for c in ("first_ingested", "last_ingested")
+    ).sort("file")
+
+
+def connect(store: Store, snapshot: Snapshot) -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect(":memory:")
+    con.execute("set TimeZone = 'UTC'")
+    for table in TABLES:
+        files = [str(store.root / p) for p in sorted(snapshot.live(table))]
+        raw = f"raw_{table}"
+        if files:
+            con.execute(
+                f"create view {raw} as select * from read_parquet({_sql_list(files)}, union_by_name = true)"
+            )
+        else:
+            con.register(f"_{raw}_empty", empty(table).to_arrow())
+            con.execute(f"create view {raw} as select * from _{raw}_empty")
+    for table in TABLES:
+        if table in STAGED:
+            con.execute(f"create view {table} as {queries.load(STAGED[table]).sql}")
+        else:
+            con.execute(f"create view {table} as select * from raw_{table}")
+    con.register("_ingest_files", ingest_files_frame(snapshot).to_arrow())
+    con.execute("create view ingest_files as select * from _ingest_files")
+    return con
