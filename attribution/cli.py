@@ -88,6 +88,9 @@ def ingest_cmd(
     label: Annotated[str | None, typer.Option(help="Cohort tag for comparisons, e.g. before / after.")] = None,
     year: Annotated[int | None, typer.Option(help="Year of vLLM timestamps (they have none); default: mtime.")] = None,
     tz: Annotated[str | None, typer.Option(help="Zone of naive log timestamps; default: this machine's.")] = None,
+    start: Annotated[str | None, typer.Option(help="Start time for relative-time traces (Mooncake, BurstGPT, "
+                                                   "bench); default 2024-01-01T00:00:00Z.")] = None,
+    mapping: Annotated[Path | None, typer.Option(help="Field mapping (TOML) for a JSON access-log layout.")] = None,
 ) -> None:
     """Read logs into the store: incremental (grown files are read from where they stopped), idempotent.
 
@@ -95,8 +98,9 @@ def ingest_cmd(
     """
     prog = _IngestProgress()
     with prog.p:
+        options = {k: v for k, v in {"start": start, "mapping": str(mapping) if mapping else None}.items() if v}
         summary = ingest(paths, default_store_path(store), fmt=fmt, deployment=deployment, label=label,
-                         year=year, tz=tz, progress=prog)
+                         year=year, tz=tz, options=options, progress=prog)
     _print_summary(summary)
 
 
@@ -120,6 +124,8 @@ def status_cmd(store: StoreOpt = None, fmt: FormatOpt = Format.table) -> None:
         render.out.print(render.table(pl.DataFrame(st["deployments"]), "time range per deployment (UTC)"))
     if st["engine_versions"]:
         render.out.print(render.table(pl.DataFrame(st["engine_versions"]), "engine starts"))
+    if st["joins"]:
+        render.out.print(render.table(pl.DataFrame(st["joins"]), "engine <-> gateway matching per source"))
     if st["errors"]:
         render.out.print(render.table(pl.DataFrame(st["errors"]), f"problems ({st['error_count']:,} in all)"))
 

@@ -10,8 +10,23 @@ import polars as pl
 
 # sk-... (OpenAI/LiteLLM style), Bearer tokens, and key=... / "api_key": "..." forms.
 _SECRET_RE = r"(?i)(sk-[A-Za-z0-9_\-]{6,}|bearer\s+[A-Za-z0-9_\-\.=:/+]{6,})"
-SECRET_FLAG_RE = re.compile(r"(?i)(api[_-]?key|token|secret|password|credential|auth)")
+# A flag name that holds a secret: `api_key`, `hf_token`, `auth`, `password`... but not `max_num_batched_tokens`,
+# `num_speculative_tokens` or `tokenizer`: whole words only, counts excluded. Two patterns without look-arounds
+# so Polars (Rust regex) can use them too.
+SECRET_FLAG_RE = re.compile(
+    r"(?i)(?:^|[_-])(?:api[_-]?key|keys?|tokens?|secret|password|passwd|credentials?|auth(?:orization)?)(?:$|[_-])"
+)
+NOT_SECRET_FLAG_RE = re.compile(r"(?i)^(?:max|num)[_-]|(?:[_-]tokens|token[_-]ids)$")
 SAMPLE_CHARS = 160
+
+
+def is_secret_flag(name: str) -> bool:
+    return bool(SECRET_FLAG_RE.search(name)) and not NOT_SECRET_FLAG_RE.search(name)
+
+
+def secret_flag_expr(name: pl.Expr) -> pl.Expr:
+    """Vectorised `is_secret_flag` over a column of flag names."""
+    return name.str.contains(SECRET_FLAG_RE.pattern) & ~name.str.contains(NOT_SECRET_FLAG_RE.pattern)
 
 
 def hash_key(raw: str | None) -> str | None:

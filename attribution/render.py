@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from datetime import date, datetime
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 import polars as pl
@@ -17,7 +17,7 @@ out = Console(soft_wrap=True)
 err = Console(stderr=True)
 
 
-class Format(str, Enum):
+class Format(StrEnum):
     table = "table"
     csv = "csv"
     json = "json"

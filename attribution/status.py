@@ -1,4 +1,5 @@
-"""What a store holds: files by status, rows per table, time span per deployment, errors."""
+"""What a store holds: files by status, rows per table, time span per deployment, engine starts, how many
+requests matched across engine and gateway logs, and the problems met while reading."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ def store_status(store: Store) -> dict[str, Any]:
     rows = {t: con.execute(f"select count(*) from {t}").fetchone()[0] for t in [*TABLES, "ingest_files"]}
     coverage = queries.run(con, "store_coverage_by_deployment")
     errors = queries.run(con, "ingest_errors_by_reason")
+    joins = queries.run(con, "join_coverage_by_source")
     versions = fetch(
         con,
         "select deployment, engine, version, model, count(*) as starts from engine_config group by all order by 1, 3",
@@ -32,6 +34,7 @@ def store_status(store: Store) -> dict[str, Any]:
         "rows": rows,
         "deployments": coverage.to_dicts(),
         "engine_versions": versions.to_dicts(),
+        "joins": joins.to_dicts(),
         "errors": errors.head(20).to_dicts(),
         "error_count": int(errors["count"].sum()) if errors.height else 0,
     }

@@ -1,15 +1,20 @@
 """A DuckDB connection over a store snapshot: `raw_<table>` relations over the live Parquet files, and the
 public views users query (`requests`, `engine_steps`, `engine_config`, `access_log`, `ingest_files`,
-`ingest_errors`), built from `queries/stg_*.sql`."""
+`ingest_errors`, and `joined_requests`: one row per request, engine and gateway sides matched), built from
+`queries/stg_*.sql`."""
 
 from __future__ import annotations
 
+import os
+import tomllib
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import duckdb
 import polars as pl
 
 from attribution import queries
+from attribution.errors import UsageError
 from attribution.schema import TABLES, empty
 
 if TYPE_CHECKING:
@@ -91,4 +96,36 @@ def connect(store: Store, snapshot: Snapshot) -> duckdb.DuckDBPyConnection:
             con.execute(f"create view {table} as select * from raw_{table}")
     con.register("_ingest_files", ingest_files_frame(snapshot).to_arrow())
     con.execute("create view ingest_files as select * from _ingest_files")
+    con.register("_workload_map", load_workload_map(store).to_arrow())
+    con.execute("create view workload_map as select * from _workload_map")
+    con.execute(f"create view joined_requests as {queries.load('stg_joined_requests').sql}")
     return con
+
+
+def workloads_file(store: Store) -> Path | None:
+    """$ATTRIBUTION_WORKLOADS, else <store>/workloads.toml, else ./workloads.toml."""
+    for cand in (os.environ.get("ATTRIBUTION_WORKLOADS"), store.root / "workloads.toml", "workloads.toml"):
+        if cand and Path(cand).is_file():
+            return Path(cand)
+    return None
+
+
+def load_workload_map(store: Store) -> pl.DataFrame:
+    """`workloads.toml`: a `[workloads]` table mapping a key hash, key alias or team to a workload name:
+
+        [workloads]
+        "3f2a...e9" = "search"      # sha256 hex of an API key
+        "batch-etl" = "etl"         # a key alias or team
+    """
+    path = workloads_file(store)
+    pairs: dict[str, str] = {}
+    if path is not None:
+        try:
+            doc = tomllib.loads(path.read_text())
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise UsageError(f"{path}: not a valid workloads file ({exc})") from exc
+        table = doc.get("workloads", {})
+        if not isinstance(table, dict) or not all(isinstance(v, str) for v in table.values()):
+            raise UsageError(f"{path}: expected a [workloads] table of \"key hash, alias or team\" = \"name\"")
+        pairs = {str(k): v for k, v in table.items()}
+    return pl.DataFrame({"match": list(pairs), "name": list(pairs.values())}, schema={"match": pl.Utf8, "name": pl.Utf8})

@@ -1,0 +1,371 @@
+"""vLLM startup lines -> `engine_config` partial rows (section V-3 of ../shared/formats/engine-logs.md).
+
+Owns the engine-start grouping (`start_line`), the version/model/flags lines, the memory lines, and the
+per-start context (version, served model, `--max-log-len`, block size) that request rows and later facts
+need. Helper of `vllm_log`; it has no `SOURCES` of its own.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from typing import Any
+
+import polars as pl
+
+from attribution.privacy import SECRET_FLAG_RE, hash_key
+
+GIB = 1 << 30
+
+# Start markers and their rank in the order one process start prints them. A marker opens a new engine
+# start when no start is open, when its rank is lower than the previous marker's (the sequence began
+# again), when it repeats a rank other than the engine-init line (a second `non-default args`), or when
+# the engine served traffic (a stats, Received or Added line) since the previous marker. The engine-init
+# line may repeat within one start (one per data-parallel engine core). Facts seen before any marker
+# open an implicit start at their own line.
+RANK_BANNER, RANK_API, RANK_ARGS, RANK_INIT = 0, 1, 2, 3
+
+_BLOCK = r"[\u2580-\u259f]"  # the ASCII-art banner of 0.20+ is drawn with block elements
+BANNER_VERSION_RE = rf"{_BLOCK}\s+version\s+(\S+)\s*$"
+BANNER_MODEL_RE = rf"{_BLOCK}\s+model\s+(\S+)\s*$"
+API_VERSION_RE = r"^vLLM API server version (\S+)"
+INIT_RE = r"^Initializing an? (?:V1 )?LLM engine \(v([^)\s]+)\)"
+
+# (regex that marks the line, regex that must then match, output columns and casts). A line that is
+# marked but does not match is an error, not silence.
+_SPECS: list[tuple[str, str, list[tuple[str, str]]]] = [
+    (
+        r"^Available KV cache memory:",
+        r"^Available KV cache memory: ([\d.]+) ?GiB",
+        [("available_kv_gib", "f")],
+    ),
+    (
+        r"^[\w +]+ KV cache size:",
+        r"^([\w +]+?) KV cache size: ([\d,]+) tokens(?:, Maximum concurrency for ([\d,]+) tokens per "
+        r"request: ([\d.]+)x)?",
+        [("_dev", "s"), ("kv_pool_tokens", "c"), ("max_model_len", "c"), ("max_concurrency", "f")],
+    ),
+    (
+        r"^Maximum concurrency for",
+        r"^Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x",
+        [("max_model_len", "c"), ("max_concurrency", "f")],
+    ),
+    (r"^Model loading took", r"^Model loading took ([\d.]+) ?GiB", [("weights_gib", "f")]),
+    (r"^Loading model weights took", r"^Loading model weights took ([\d.]+) ?GB", [("weights_gib", "f")]),
+    (r"^model weights take", r"^model weights take ([\d.]+) ?GiB", [("weights_gib", "f")]),
+    (r"reserved for KV Cache is", r"reserved for KV Cache is ([\d.]+) ?GiB", [("available_kv_gib", "f")]),
+    (r"^Memory profiling results:", r"kv_cache_size=([\d.]+) ?GiB", [("available_kv_gib", "f")]),
+    (r"^# \w+ blocks:", r"^# (\w+) blocks: (\d+)", [("_blocks_dev", "s"), ("_blocks", "i")]),
+    (
+        r"^Setting attention block size to",
+        r"^Setting attention block size to (\d+) tokens",
+        [("block_size", "i")],
+    ),
+    (r"^Padding mamba page size by", r"^Padding mamba page size by ([\d.]+)%", [("mamba_page_padding", "p")]),
+    (
+        r"^Chunked prefill is enabled with",
+        r"^Chunked prefill is enabled with max_num_batched_tokens=(\d+)",
+        [("chunked_prefill_size", "i")],
+    ),
+    (r"^vLLM API server version", API_VERSION_RE, [("_v_api", "s")]),
+    (r"^Initializing an? (?:V1 )?LLM engine", INIT_RE, [("_v_init", "s")]),
+]
+# Cheap literal pre-filter: every marked line contains one of these.
+_LITERALS = [
+    "KV cache memory",
+    "KV cache size",
+    "KV Cache is",
+    "Maximum concurrency",
+    "took",
+    "take",
+    "blocks:",
+    "Memory profiling",
+    "Setting attention",
+    "Padding mamba",
+    "Chunked prefill",
+    "version",
+    "model",
+    "args",
+]
+
+# Flags whose name is a secret *word* (`api_key`, `hf_token`), not a substring (`max_num_batched_tokens`,
+# `tokenizer`): privacy.SECRET_FLAG_RE alone would hash token counts.
+_SECRET_SEGMENT_RE = re.compile(
+    r"(?i)(?:^|[_-])(?:api[_-]?key|keys?|tokens?|secret|password|passwd|credentials?|auth(?:orization)?)(?:$|[_-])"
+)
+_NOT_SECRET = re.compile(r"(?i)(?:^|_)(?:max|num|min)_|_tokens$|token_ids")
+# Object reprs are not literals: `<ConfigFormat.AUTO: 'auto'>`, `<function cmd at 0x7f66>`. Quoted strings
+# are matched first so that a `<think>` inside a value is left alone.
+_OBJECT_REPR_RE = re.compile(r"""('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")|<([A-Za-z_][\w.]*)(?:[: ][^<>]*)?>""")
+
+
+def is_secret_flag(key: str) -> bool:
+    return bool(SECRET_FLAG_RE.search(key) and _SECRET_SEGMENT_RE.search(key) and not _NOT_SECRET.search(key))
+
+
+def render_flag(key: str, value: Any) -> str | None:
+    """A flag value as stored: strings as they are, other values as JSON; secrets as sha256 hex."""
+    if value is None:
+        return None
+    if is_secret_flag(key):
+        if isinstance(value, str):
+            return hash_key(value)
+        if isinstance(value, list | tuple):
+            return json.dumps([hash_key(str(v)) for v in value])
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, default=str)
+
+
+def parse_args_text(text: str) -> dict[str, Any]:
+    """`{'model': ..., ...}` (non-default args) or `Namespace(a=1, ...)` (0.8.x `args:`) -> dict.
+
+    Parsed with `ast`, never evaluated. Object reprs (`<Enum.X: 1>`, `<function f at 0x..>`) become their
+    names; a value that is not a literal (`torch.bfloat16`, a config object) is kept as its source text.
+    Raises ValueError if the text is not a dict or a call.
+    """
+    text = _OBJECT_REPR_RE.sub(
+        lambda m: m.group(1) if m.group(1) is not None else repr(m.group(2)), text.strip()
+    )
+    try:
+        node = ast.parse(text, mode="eval").body
+    except (SyntaxError, RecursionError, MemoryError) as exc:
+        raise ValueError(f"not a Python literal ({type(exc).__name__})") from None
+    if isinstance(node, ast.Dict):
+        items = [(k, v) for k, v in zip(node.keys, node.values, strict=True) if isinstance(k, ast.Constant)]
+        pairs = [(str(k.value), v) for k, v in items]
+    elif isinstance(node, ast.Call):
+        pairs = [(kw.arg, kw.value) for kw in node.keywords if kw.arg]
+    else:
+        raise ValueError("expected a dict or Namespace(...)")
+    out: dict[str, Any] = {}
+    for key, val in pairs:
+        try:
+            out[key] = ast.literal_eval(val)
+        except (ValueError, TypeError, SyntaxError, RecursionError):
+            out[key] = ast.unparse(val)
+    return out
+
+
+def _args_facts(idx: int, msg: str) -> dict[str, Any]:
+    """One args line -> the facts it carries (or an `_error`)."""
+    body = msg.split(":", 1)[1].strip() if msg.startswith("non-default args:") else msg[len("args: ") :]
+    try:
+        args = parse_args_text(body)
+    except ValueError as exc:
+        return {"idx": idx, "_error": f"unparseable startup args: {exc}"}
+    served = args.get("served_model_name")
+    if isinstance(served, list | tuple):
+        served = served[0] if served else None
+
+    def as_int(key: str) -> int | None:
+        v = args.get(key)
+        return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+    return {
+        "idx": idx,
+        "flags": [{"key": k, "value": render_flag(k, v)} for k, v in args.items()],
+        "model": args.get("model") or args.get("model_tag"),
+        "served_model": served,
+        "max_running_requests": as_int("max_num_seqs"),
+        "tp_size": as_int("tensor_parallel_size"),
+        "max_model_len": as_int("max_model_len"),
+        "block_size": as_int("block_size"),
+        "_max_log_len": as_int("max_log_len"),
+    }
+
+
+_ARGS_SCHEMA = {
+    "idx": pl.UInt32,
+    "_error": pl.Utf8,
+    "flags": pl.List(pl.Struct({"key": pl.Utf8, "value": pl.Utf8})),
+    "model": pl.Utf8,
+    "served_model": pl.Utf8,
+    "max_running_requests": pl.Int64,
+    "tp_size": pl.Int64,
+    "max_model_len": pl.Int64,
+    "block_size": pl.Int64,
+    "_max_log_len": pl.Int64,
+}
+
+
+def _cast(expr: pl.Expr, how: str) -> pl.Expr:
+    if how == "c":
+        return expr.str.replace_all(",", "", literal=True).cast(pl.Int64, strict=False)
+    if how == "i":
+        return expr.cast(pl.Int64, strict=False)
+    if how == "f":
+        return expr.cast(pl.Float64, strict=False)
+    if how == "p":
+        return expr.cast(pl.Float64, strict=False) / 100
+    return expr
+
+
+def extract_facts(recs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Headed records (idx, line, ts, msg) -> (facts: one row per startup line with a fact, errors)."""
+    cand = recs.filter(pl.any_horizontal(pl.col("msg").str.contains(lit, literal=True) for lit in _LITERALS))
+    if cand.height == 0:
+        return pl.DataFrame(), pl.DataFrame()
+    msg = pl.col("msg")
+    cols: dict[str, pl.Expr] = {}
+    errs: list[pl.Expr] = []
+    for mark, regex, outs in _SPECS:
+        marked = msg.str.contains(mark)
+        for i, (name, how) in enumerate(outs, start=1):
+            val = pl.when(marked).then(_cast(msg.str.extract(regex, i), how))
+            cols[name] = val if name not in cols else pl.coalesce(cols[name], val)
+        errs.append(
+            pl.when(marked & ~msg.str.contains(regex)).then(pl.lit(f"unparseable startup line: {mark}"))
+        )
+    facts = cand.with_columns(
+        **cols,
+        _v_banner=msg.str.extract(BANNER_VERSION_RE, 1),
+        _m_banner=msg.str.extract(BANNER_MODEL_RE, 1),
+        _is_args=msg.str.starts_with("non-default args:") | msg.str.starts_with("args: Namespace("),
+        _err=pl.coalesce(errs),
+    )
+    init = pl.col("_v_init").is_not_null()
+    facts = facts.with_columns(
+        _m_init=pl.when(init).then(msg.str.extract(r"with config: model='([^']*)'", 1)),
+        _s_init=pl.when(init).then(msg.str.extract(r", served_model_name=([^,]+), ", 1)),
+        _tp_init=pl.when(init).then(msg.str.extract(r", tensor_parallel_size=(\d+), ", 1).cast(pl.Int64)),
+        _len_init=pl.when(init).then(msg.str.extract(r", max_seq_len=(\d+), ", 1).cast(pl.Int64)),
+    )
+    args_rows = facts.filter("_is_args")
+    parsed = pl.DataFrame(
+        [_args_facts(i, m) for i, m in zip(args_rows["idx"], args_rows["msg"], strict=True)],
+        schema=_ARGS_SCHEMA,
+    )
+    parsed = parsed.rename({c: f"_a_{c}" for c in parsed.columns if c != "idx" and not c.startswith("_")})
+    facts = facts.join(parsed, on="idx", how="left").with_columns(
+        version=pl.coalesce("_v_banner", "_v_api", "_v_init"),
+        model=pl.coalesce("_a_model", "_m_banner", "_m_init"),
+        served_model=pl.coalesce("_a_served_model", "_s_init"),
+        flags="_a_flags",
+        max_running_requests="_a_max_running_requests",
+        tp_size=pl.coalesce("_a_tp_size", "_tp_init"),
+        max_model_len=pl.coalesce("_a_max_model_len", "max_model_len", "_len_init"),
+        block_size=pl.coalesce("_a_block_size", "block_size"),
+        available_kv_bytes=(pl.col("available_kv_gib") * GIB).round(0).cast(pl.Int64),
+        weights_bytes=(pl.col("weights_gib") * GIB).round(0).cast(pl.Int64),
+        _err=pl.coalesce("_err", "_error"),
+        rank=pl.when(pl.col("_v_banner").is_not_null())
+        .then(RANK_BANNER)
+        .when(pl.col("_v_api").is_not_null())
+        .then(RANK_API)
+        .when(pl.col("_is_args"))
+        .then(RANK_ARGS)
+        .when(pl.col("_v_init").is_not_null())
+        .then(RANK_INIT),
+    )
+    errors = facts.filter(pl.col("_err").is_not_null()).select(
+        "line", reason="_err", sample=msg.str.replace(r"[{(].*$", "...")
+    )
+    useful = pl.any_horizontal(pl.col(c).is_not_null() for c in [*FACT_COLUMNS, "_blocks", "rank"])
+    return facts.filter(pl.col("_err").is_null() & useful), errors
+
+
+FACT_COLUMNS = [
+    "version",
+    "model",
+    "served_model",
+    "flags",
+    "kv_pool_tokens",
+    "available_kv_bytes",
+    "max_concurrency",
+    "max_running_requests",
+    "max_model_len",
+    "block_size",
+    "mamba_page_padding",
+    "chunked_prefill_size",
+    "weights_bytes",
+    "tp_size",
+]
+_CTX = {"version": pl.Utf8, "model": pl.Utf8, "max_log_len": pl.Int64, "block_size": pl.Int64}
+
+
+def assign_starts(recs: pl.DataFrame, facts: pl.DataFrame, state: dict[str, Any]) -> pl.DataFrame:
+    """Add `start_line` and the per-start context columns (`ctx_version`, `ctx_model`, `ctx_max_log_len`,
+    `ctx_block_size`) to the records; update `state` (see the marker rule above)."""
+    st = state.setdefault("start", {"line": None, "rank": None, "traffic": False, "ctx": {}})
+    if facts.height:
+        recs = recs.join(
+            facts.select(
+                "idx",
+                "rank",
+                _f_version="version",
+                _f_model=pl.coalesce("served_model", "model"),
+                _f_max_log_len="_max_log_len",
+                _f_block_size="block_size",
+                _fact=pl.lit(True),
+            ),
+            on="idx",
+            how="left",
+        )
+    else:
+        recs = recs.with_columns(
+            rank=pl.lit(None, pl.Int32),
+            _fact=pl.lit(None, pl.Boolean),
+            **{f"_f_{k}": pl.lit(None, t) for k, t in _CTX.items()},
+        )
+    recs = recs.with_columns(_cum=pl.col("traffic").cast(pl.Int64).cum_sum())
+    marks = recs.filter(pl.col("rank").is_not_null()).select("idx", "line", "rank", "_cum")
+    if marks.height:
+        prev_rank = marks["rank"].shift(1)
+        prev_rank = prev_rank.scatter(0, st["rank"]) if st["rank"] is not None else prev_rank
+        prev_cum = marks["_cum"].shift(1).fill_null(0 if not st["traffic"] else -1)
+        rank = marks["rank"]
+        new = (
+            prev_rank.is_null()
+            | (rank < prev_rank)
+            | ((rank == prev_rank) & (rank < RANK_INIT))
+            | (marks["_cum"] > prev_cum)
+        )
+        starts = marks.filter(new).select("idx", _start=pl.col("line"))
+        recs = recs.join(starts, on="idx", how="left")
+    else:
+        recs = recs.with_columns(_start=pl.lit(None, pl.Int64))
+    prior = st["line"]
+    recs = recs.with_columns(start_line=pl.col("_start").forward_fill().fill_null(pl.lit(prior, pl.Int64)))
+    orphans = recs.filter(pl.col("_fact") & pl.col("start_line").is_null())
+    if orphans.height:
+        recs = recs.with_columns(start_line=pl.col("start_line").fill_null(orphans["line"][0]))
+    in_prior = pl.col("start_line") == prior if prior is not None else pl.lit(False)
+    recs = recs.with_columns(
+        (
+            pl.col(f"_f_{k}")
+            .forward_fill()
+            .over("start_line")
+            .fill_null(pl.when(in_prior).then(pl.lit(st["ctx"].get(k), t)))
+            .alias(f"ctx_{k}")
+        )
+        for k, t in _CTX.items()
+    )
+    if recs.height:
+        last = recs.row(recs.height - 1, named=True)
+        if last["start_line"] is not None:
+            st["line"] = int(last["start_line"])
+            st["ctx"] = {k: last[f"ctx_{k}"] for k in _CTX}
+        if marks.height:
+            st["rank"] = int(marks["rank"][-1])
+            st["traffic"] = bool(recs["_cum"][-1] > marks["_cum"][-1])
+        else:
+            st["traffic"] = bool(st["traffic"] or recs["traffic"].any())
+    return recs.drop("rank", "_fact", "_cum", "_start", *(f"_f_{k}" for k in _CTX))
+
+
+def config_rows(facts: pl.DataFrame, recs: pl.DataFrame) -> pl.DataFrame:
+    """Partial `engine_config` rows: one per fact line, keyed by its start."""
+    if facts.height == 0:
+        return pl.DataFrame()
+    f = facts.join(recs.select("idx", "start_line", "ctx_block_size"), on="idx", how="left")
+    # `# GPU blocks` counts blocks; vLLM's default block size is 16 tokens on CUDA.
+    block = pl.col("ctx_block_size").fill_null(
+        pl.when(pl.col("_blocks_dev").str.to_lowercase().is_in(["gpu", "cuda"])).then(16)
+    )
+    f = f.with_columns(
+        kv_pool_tokens=pl.coalesce("kv_pool_tokens", pl.col("_blocks") * block), engine=pl.lit("vllm")
+    )
+    has_fact = pl.any_horizontal(pl.col(c).is_not_null() for c in FACT_COLUMNS)
+    return f.filter(has_fact).select("start_line", "ts", "line", "engine", *FACT_COLUMNS)
