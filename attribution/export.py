@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from attribution.db import fetch
 from attribution.errors import UsageError
 from attribution.store import Store
 
@@ -23,7 +24,7 @@ def export_duckdb(store: Store, dest: Path) -> dict[str, int]:
     counts = {}
     for t in EXPORTED:
         con.execute(f"create table out.{t} as select * from {t}")
-        counts[t] = con.execute(f"select count(*) from out.{t}").fetchone()[0]
+        counts[t] = fetch(con, f"select count(*) as n from out.{t}").item()
     con.execute("detach out")
     os.replace(tmp, dest)
     return counts

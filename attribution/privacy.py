@@ -9,7 +9,7 @@ import re
 import polars as pl
 
 # sk-... (OpenAI/LiteLLM style), Bearer tokens, and key=... / "api_key": "..." forms.
-_SECRET_RE = r"(?i)(sk-[A-Za-z0-9_\-]{6,}|bearer\s+[A-Za-z0-9_\-\.=:/+]{6,})"
+SECRET_RE = r"(?i)(\bsk-[A-Za-z0-9_\-]{6,}|bearer\s+[A-Za-z0-9_\-\.=:/+]{6,})"
 # A flag name that holds a secret: `api_key`, `hf_token`, `auth`, `password`... but not `max_num_batched_tokens`,
 # `num_speculative_tokens` or `tokenizer`: whole words only, counts excluded. Two patterns without look-arounds
 # so Polars (Rust regex) can use them too.
@@ -55,9 +55,9 @@ def redact(text: str | None, limit: int = SAMPLE_CHARS) -> str | None:
     """A short, key-free sample of a line for `ingest_errors`."""
     if text is None:
         return None
-    text = re.sub(_SECRET_RE, lambda m: "sha256:" + hash_key(m.group(0))[:16], text[: limit * 4])
+    text = re.sub(SECRET_RE, lambda m: "sha256:" + hash_key(m.group(0))[:16], text[: limit * 4])
     return text[:limit]
 
 
 def redact_expr(expr: pl.Expr, limit: int = SAMPLE_CHARS) -> pl.Expr:
-    return expr.str.slice(0, limit * 4).str.replace_all(_SECRET_RE, "<secret>").str.slice(0, limit)
+    return expr.str.slice(0, limit * 4).str.replace_all(SECRET_RE, "<secret>").str.slice(0, limit)

@@ -19,7 +19,7 @@ def store_status(store: Store) -> dict[str, Any]:
         "select status, count(*) as files, sum(size_bytes) as bytes from ingest_files where not rotated "
         "group by status order by status",
     )
-    rows = {t: con.execute(f"select count(*) from {t}").fetchone()[0] for t in [*TABLES, "ingest_files"]}
+    rows = {t: fetch(con, f"select count(*) as n from {t}").item() for t in [*TABLES, "ingest_files"]}
     coverage = queries.run(con, "store_coverage_by_deployment")
     errors = queries.run(con, "ingest_errors_by_reason")
     joins = queries.run(con, "join_coverage_by_source")

@@ -1,9 +1,7 @@
-"""The `attribution` command: a thin client of the library. Each command parses options, calls one or two
-library functions and renders the result; errors become one line on stderr and a documented exit code."""
+"""Commands over the store itself: ingest, status, query, export."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -12,31 +10,13 @@ import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
 
 from attribution import render
+from attribution.cli.app import FormatOpt, StoreOpt, app, open_store
 from attribution.db import fetch
-from attribution.errors import AttributionError, UsageError
+from attribution.errors import UsageError
 from attribution.ingest import IngestSummary, ingest
 from attribution.render import Format
 from attribution.status import store_status
-from attribution.store import Store, default_store_path
-
-app = typer.Typer(
-    name="attribution",
-    help="Answers from LLM-serving logs: ingest vLLM/SGLang/gateway logs and traces, then query them.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-
-StoreOpt = Annotated[
-    Path | None,
-    typer.Option("--store", help="Store directory (default: $ATTRIBUTION_STORE, else ./attribution-store).",
-                 show_default=False),
-]
-FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
-
-
-def _open(store: Path | None) -> Store:
-    return Store.open(default_store_path(store))
+from attribution.store import default_store_path
 
 
 class _IngestProgress:
@@ -112,7 +92,7 @@ def status_cmd(store: StoreOpt = None, fmt: FormatOpt = Format.table) -> None:
     """
     import polars as pl
 
-    st = store_status(_open(store))
+    st = store_status(open_store(store))
     if fmt == Format.json:
         render.data(st)
         return
@@ -141,7 +121,7 @@ def query_cmd(
 
     Example: attribution query "select kind, count(*) from engine_steps group by 1"
     """
-    con = _open(store).connect()
+    con = open_store(store).connect()
     try:
         df = fetch(con, sql)
     except duckdb.Error as exc:
@@ -160,23 +140,7 @@ def export_cmd(
     """
     from attribution.export import export_duckdb
 
-    n = export_duckdb(_open(store), duckdb_file)
+    n = export_duckdb(open_store(store), duckdb_file)
     render.err.print(f"wrote {duckdb_file} ({', '.join(f'{t} {c:,}' for t, c in n.items())})")
 
 
-def main() -> None:
-    try:
-        app(standalone_mode=False)
-    except AttributionError as exc:
-        render.err.print(f"[red]error:[/] {exc}", highlight=False)
-        sys.exit(exc.exit_code)
-    except (typer.Abort, KeyboardInterrupt):
-        render.err.print("aborted")
-        sys.exit(130)
-    except Exception as exc:  # click usage errors
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        raise

@@ -1,0 +1,22 @@
+"""The `attribution` command: a thin client of the library. Each command parses options, calls one or two
+library functions and renders the result; errors become one line on stderr and a documented exit code.
+Commands live in the modules imported below, each registering on the one Typer `app`."""
+
+from __future__ import annotations
+
+import sys
+
+from attribution import render
+from attribution.cli import store_cmds  # noqa: F401  (registers ingest, status, query, export)
+from attribution.cli.app import app
+from attribution.errors import AttributionError
+
+__all__ = ["app", "main"]
+
+
+def main() -> None:
+    try:
+        app()  # standalone: Typer prints usage errors itself (exit 2) and turns Ctrl-C into an abort
+    except AttributionError as exc:
+        render.err.print(f"[red]error:[/] {exc}", highlight=False)
+        sys.exit(exc.exit_code)
