@@ -1,0 +1,134 @@
+"""The SGLang logger header (`[2025-01-01 12:00:00(.mmm) DP0 TP0] msg`, and `[16:43:29 TP0] msg` up to 0.3.3),
+shared by the SGLang console-log sources (engine-logs.md S-0): records, their UTC time, ranks and message.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from zoneinfo import ZoneInfo
+
+import polars as pl
+
+from attribution.sources.base import ParseContext
+from attribution.sources.common import segments
+from attribution.sources.timefmt import to_utc
+
+HEADER_RE = r"^.*?\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{3})?|\d\d:\d\d:\d\d(?:\.\d{3})?)((?: [A-Z][A-Z_]*\d+)*)\] (.*)$"
+# where a record starts inside a segment (pasted logs glue records, tqdm bars end without a newline)
+_GLUE_RE = (
+    r"(\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{3})?(?: [A-Z][A-Z_]*\d+)*\] "
+    r"|\[\d\d:\d\d:\d\d(?:\.\d{3})?(?: [A-Z][A-Z_]*\d+)+\] )"
+)
+# messages whose text may quote a log line (prompts, arguments): never split
+_UNSPLIT_RE = r"^(?:Receive|Finish|in=|server_args=)"
+_US_PER_DAY = 86_400_000_000
+_HALF_DAY_US = _US_PER_DAY // 2
+_EPOCH = date(1970, 1, 1)
+
+
+def headed(lines: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
+    """`line`, `text` -> `line`, `seg`, `text`, `has_header`, `bad_ts`, `ts`, `ranks`, `engine_index`,
+    `primary`, `tp0`, `msg`. Updates ctx.state (`day`, `last_tod_us`, `last_ts_us`).
+
+    One row per record (see `_split_glued`). engine_index is the DP rank; `primary`: every rank number is 0;
+    `tp0`: every rank but DP is 0 (one line per data-parallel scheduler). Segments without a header keep
+    their whole text as `msg` and the time of the nearest earlier header (old uvicorn access lines have none).
+    """
+    st = ctx.state
+    df = _split_glued(segments(lines)).with_columns(pl.col("text").str.extract_groups(HEADER_RE).alias("_h"))
+    df = df.with_columns(
+        pl.col("_h").struct.field("1").alias("_ts"),
+        pl.col("_h").struct.field("2").fill_null("").alias("ranks"),
+        pl.col("_h").struct.field("3").alias("_msg"),
+    ).drop("_h")
+    dated = pl.col("_ts").str.len_chars() > 12
+    df = df.with_columns(
+        pl.col("_ts").is_not_null().alias("has_header"),
+        dated.fill_null(False).alias("_dated"),
+        pl.when(dated).then(pl.col("_ts").str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False)).alias("_dt"),
+        pl.when(~dated).then(pl.col("_ts").str.to_time("%H:%M:%S%.f", strict=False)).alias("_tm"),
+    )
+    tod_us = (
+        pl.when(pl.col("_dated"))
+        .then(pl.col("_dt").dt.time().cast(pl.Int64) // 1000)
+        .otherwise(pl.col("_tm").cast(pl.Int64) // 1000)
+    )
+    df = df.with_columns(
+        tod_us.alias("_tod"),
+        pl.when(pl.col("_dated")).then(pl.col("_dt").dt.date().cast(pl.Int32)).alias("_day"),
+    ).with_columns((pl.col("has_header") & pl.col("_tod").is_null()).alias("bad_ts"))
+    df = _assign_days(df, ctx)
+    naive = (pl.col("_day").cast(pl.Int64) * _US_PER_DAY + pl.col("_tod")).cast(pl.Datetime("us"))
+    df = df.with_columns(to_utc(naive, ctx.tz).alias("ts"))
+    last = st.get("last_ts_us")
+    ts_us = pl.col("ts").cast(pl.Int64)
+    if last is not None:
+        ts_us = pl.when(pl.int_range(pl.len()) == 0).then(ts_us.fill_null(last)).otherwise(ts_us)
+    df = df.with_columns(ts_us.forward_fill().cast(pl.Datetime("us", "UTC")).alias("ts"))
+    if df.height and df["ts"][-1] is not None:
+        st["last_ts_us"] = int(df["ts"].cast(pl.Int64)[-1])
+    return df.select(
+        "line",
+        "seg",
+        "text",
+        "has_header",
+        "bad_ts",
+        "ts",
+        "ranks",
+        pl.col("ranks").str.extract(r" DP(\d+)").cast(pl.Int64).alias("engine_index"),
+        (~pl.col("ranks").str.contains(r"[A-Z]0*[1-9]")).alias("primary"),
+        (~pl.col("ranks").str.replace_all(r" DP\d+", "").str.contains(r"[A-Z]0*[1-9]")).alias("tp0"),
+        pl.coalesce("_msg", "text").alias("msg"),
+    )
+
+
+def _split_glued(segs: pl.DataFrame) -> pl.DataFrame:
+    """One segment per record: a segment is cut in front of every header after its first character, unless
+    its first record is a request or server_args line (their text may quote a log line)."""
+    keep = pl.col("text").str.extract(HEADER_RE, 3).str.contains(_UNSPLIT_RE).fill_null(False)
+    return (
+        segs.with_columns(
+            pl.when(keep)
+            .then(pl.concat_list(pl.col("text")))
+            .otherwise(pl.col("text").str.replace_all(_GLUE_RE, "\x00$1").str.split("\x00"))
+            .alias("text")
+        )
+        .explode("text")
+        .filter(pl.col("text").str.len_bytes() > 0)
+        .with_columns(pl.int_range(pl.len(), dtype=pl.Int32).over("line").alias("seg"))
+    )
+
+
+def _assign_days(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
+    """Fill `_day` (days since 1970-01-01) for the short `[HH:MM:SS TP0]` headers.
+
+    The date is that of the last dated header before (this chunk or the state); with none, the date of the
+    file's mtime in `--tz`, or the day before when the first time of day is later than the mtime's (a line
+    cannot be written after its file's mtime). The day rolls over whenever the time of day goes backwards by
+    more than 12 hours from one header to the next.
+    """
+    st = ctx.state
+    timed = df.filter(pl.col("_tod").is_not_null()).select("line", "seg", "_dated", "_day", "_tod")
+    if timed.height == 0:
+        return df
+    if not timed["_dated"].all() and st.get("day") is None and not timed["_dated"][0]:
+        st["day"] = _first_day(int(timed["_tod"][0]), ctx)
+    prev = timed["_tod"].shift(1)
+    if st.get("last_tod_us") is not None:
+        prev = prev.scatter(0, st["last_tod_us"])
+    timed = timed.with_columns(prev.alias("_prev"), pl.col("_dated").cast(pl.Int32).cum_sum().alias("_grp"))
+    roll = (~pl.col("_dated") & ((pl.col("_prev") - pl.col("_tod")) > _HALF_DAY_US)).fill_null(False)
+    timed = timed.with_columns(
+        pl.col("_day").forward_fill().fill_null(pl.lit(st.get("day"), pl.Int32)).alias("_anchor"),
+        roll.cast(pl.Int32).cum_sum().over("_grp").alias("_rolls"),
+    ).with_columns((pl.col("_anchor") + pl.col("_rolls")).cast(pl.Int32).alias("_day"))
+    st["day"] = int(timed["_day"][-1])
+    st["last_tod_us"] = int(timed["_tod"][-1])
+    return df.drop("_day").join(timed.select("line", "seg", "_day"), on=["line", "seg"], how="left")
+
+
+def _first_day(first_tod_us: int, ctx: ParseContext) -> int:
+    mt = datetime.fromtimestamp(ctx.file_mtime, ZoneInfo(ctx.tz))
+    mtime_tod_us = ((mt.hour * 60 + mt.minute) * 60 + mt.second) * 1_000_000 + mt.microsecond
+    day = (mt.date() - _EPOCH).days
+    return day - 1 if first_tod_us > mtime_tod_us else day

@@ -1,0 +1,140 @@
+"""SGLang scheduler `Prefill batch` / `Decode batch` lines -> `engine_steps` (engine-logs.md S-1). The field
+list changed in nearly every release, so a line is read as a header plus a list of `key: value` pairs, and
+keys not in FIELDS are skipped: a new field never breaks a line.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from attribution.privacy import redact_expr
+
+KIND_RE = r"^(?:Prefill|Decode) batch(?:\(| \[|[.,])"
+LINE_RE = r"^(Prefill|Decode) batch(?:\(mixed #running-req: (\d+)\))?(?: \[\d+\])?[.,](?: (.*))?$"
+# key: value, where a value may continue with `, full=...` / `, swa=...` (the SWA pool form).
+PAIR_RE = r"[^:,]+: [^,]*(?:, [a-z_]+=[^,]*)*"
+
+# log key -> (column, type); several keys can feed one column (plain and hybrid pool names).
+FIELDS: dict[str, tuple[str, str]] = {
+    "#new-seq": ("new_seqs", "int"),
+    "#new-token": ("new_tokens", "int"),
+    "#cached-token": ("cached_tokens", "int"),
+    "token usage": ("kv_usage", "float"),
+    "full token usage": ("kv_usage", "float"),
+    "swa token usage": ("swa_usage", "float"),
+    "mamba usage": ("state_usage", "float"),
+    "mamba num": ("state_slots", "int"),
+    "#token": ("kv_tokens", "int"),
+    "#full token": ("kv_tokens", "int"),
+    "#running-req": ("running", "int"),
+    "#queue-req": ("waiting", "int"),
+    "#pending-token": ("pending_tokens", "int"),
+    "accept len": ("accept_len", "float"),
+    "gen throughput (token/s)": ("gen_tput", "float"),
+    "input throughput (token/s)": ("prompt_tput", "float"),
+    "cache hit rate": ("prefix_hit_rate", "pct"),
+    "cuda graph": ("cuda_graph", "bool"),
+    "cpu graph": ("cuda_graph", "bool"),
+    "npu graph": ("cuda_graph", "bool"),
+    "musa graph": ("cuda_graph", "bool"),
+}
+COLUMNS: dict[str, str] = {col: typ for col, typ in FIELDS.values()}
+
+
+def _cast(expr: pl.Expr, typ: str) -> pl.Expr:
+    s = expr.str.strip_chars()
+    if typ == "int":
+        return s.cast(pl.Int64, strict=False)
+    if typ == "float":
+        return s.cast(pl.Float64, strict=False)
+    if typ == "pct":
+        return s.str.strip_suffix("%").cast(pl.Float64, strict=False) / 100.0
+    return pl.when(s == "True").then(True).when(s == "False").then(False).otherwise(None)
+
+
+def parse_steps(df: pl.DataFrame) -> tuple[pl.DataFrame | None, pl.DataFrame | None]:
+    """Headed segments -> (engine_steps rows, errors). Only segments with a header are considered.
+
+    Header: `Prefill batch` / `Decode batch`, optional `(mixed #running-req: N)` (0.3.2) and ` [iter]`
+    (SGLANG_LOG_FORWARD_ITERS), then `.` or `,`. The SWA form `#token: full=N, swa=N, token usage: full=0.XX,
+    swa=0.XX` keeps its `, swa=` part in the value: `full=` feeds the plain column, `swa=` swa_usage. Hybrid
+    pools: `full token usage` is kv_usage, `#full token` kv_tokens, `mamba usage` / `mamba num` state_usage /
+    state_slots. A line with an unreadable known value or no `#running-req` is an error, not a row.
+    """
+    cand = df.filter(pl.col("has_header") & pl.col("msg").str.contains(KIND_RE))
+    if cand.height == 0:
+        return None, None
+    cand = cand.with_columns(pl.col("msg").str.extract_groups(LINE_RE).alias("_m")).with_columns(
+        pl.col("_m").struct.field("1").str.to_lowercase().alias("kind"),
+        pl.col("_m").struct.field("2").cast(pl.Int64, strict=False).alias("_mixed_running"),
+        pl.col("_m").struct.field("3").fill_null("").alias("_body"),
+    )
+    bad_head = cand.filter(pl.col("kind").is_null())
+    cand = cand.filter(pl.col("kind").is_not_null())
+
+    pairs = (
+        cand.select("line", "seg", pl.col("_body").str.extract_all(PAIR_RE).alias("_p"))
+        .explode("_p")
+        .filter(pl.col("_p").is_not_null())
+        .with_columns(
+            pl.col("_p").str.extract(r"^([^:]+): ").str.strip_chars().alias("key"),
+            pl.col("_p").str.extract(r"^[^:]+: (.*)$").alias("value"),
+        )
+    )
+    # The SWA form puts both pools in one value: `full=` goes to the plain column, `swa=` to swa_usage.
+    is_split = pl.col("value").str.contains(r"^\s*full=")
+    full_part = pl.col("value").str.extract(r"full=([^,]*)")
+    swa_part = pl.col("value").str.extract(r"swa=([^,]*)")
+    keymap = pl.DataFrame({"key": list(FIELDS), "col": [c for c, _ in FIELDS.values()]})
+    known = pairs.join(keymap, on="key", how="inner")
+    long = pl.concat(
+        [
+            known.select(
+                "line", "seg", "key", "col", pl.when(is_split).then(full_part).otherwise("value").alias("v")
+            ),
+            known.filter(is_split & (pl.col("key") == "token usage")).select(
+                "line", "seg", "key", pl.lit("swa_usage").alias("col"), swa_part.alias("v")
+            ),
+        ]
+    )
+    wide = long.group_by("line", "seg").agg(
+        [pl.col("v").filter(pl.col("col") == c).first().alias(c) for c in COLUMNS]
+    )
+    rows = cand.select("line", "seg", "ts", "engine_index", "kind", "_mixed_running", "msg").join(
+        wide, on=["line", "seg"], how="left"
+    )
+    typed, bad = [], []
+    for col, typ in COLUMNS.items():
+        val = _cast(pl.col(col), typ)
+        typed.append(val.alias(col))
+        bad.append(
+            pl.when(pl.col(col).is_not_null() & val.is_null()).then(pl.lit(f"unreadable value for {col}"))
+        )
+    rows = rows.with_columns(*typed, pl.coalesce(bad).alias("_bad")).with_columns(
+        pl.coalesce("running", "_mixed_running").alias("running")
+    )
+    rows = rows.with_columns(
+        pl.when(pl.col("_bad").is_not_null())
+        .then("_bad")
+        .when(pl.col("running").is_null())
+        .then(pl.lit("batch line without #running-req"))
+        .alias("_bad")
+    )
+    errors = pl.concat(
+        [
+            bad_head.select(
+                "line",
+                pl.lit("malformed batch line").alias("reason"),
+                redact_expr(pl.col("msg")).alias("sample"),
+            ),
+            rows.filter(pl.col("_bad").is_not_null()).select(
+                "line", pl.col("_bad").alias("reason"), redact_expr(pl.col("msg")).alias("sample")
+            ),
+        ]
+    )
+    steps = (
+        rows.filter(pl.col("_bad").is_null())
+        .sort("line", "seg")
+        .select("line", "ts", pl.lit("sglang").alias("engine"), "engine_index", "kind", *COLUMNS)
+    )
+    return steps, errors

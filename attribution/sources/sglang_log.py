@@ -1,0 +1,131 @@
+"""The SGLang server console log (`sglang_log`, engine-logs.md Part B): scheduler batch lines -> engine_steps,
+start-up lines -> engine_config, `--log-requests` lines -> requests / request_events, uvicorn access lines ->
+access_log. The header, step, config and request rules live in the `_sglang_*` helper modules; this module
+ties them together and keeps the state (dates, last timestamp, current start and its served model).
+"""
+
+from __future__ import annotations
+
+import re
+
+import polars as pl
+
+from attribution.privacy import redact_expr
+from attribution.sources._sglang_config import parse_memory, parse_server_args, start_lines
+from attribution.sources._sglang_header import headed
+from attribution.sources._sglang_requests import parse_requests
+from attribution.sources._sglang_steps import parse_steps
+from attribution.sources.base import ParseContext, ParseResult, Source
+
+# uvicorn access line; SGLang 0.4.3+ puts its own `[ts] ` header in front, older ones print it bare.
+ACCESS_RE = r'^(?:\(.*? pid=\d+\) )?[A-Z]+:\s+(\S+):(\d+) - "(\S+) (\S+) HTTP/[\d.]+" (\d{3})(?: .*)?$'
+_STRONG = (
+    "] Prefill batch",
+    "] Decode batch",
+    "server_args=ServerArgs(",
+    "] Receive: obj=",
+    "] Finish: obj=",
+    "] in=GenerateReqInput(",
+    '"event": "request.received',
+    '"event": "request.finished"',
+)
+_WEAK = ("max_total_num_tokens=", "KV Cache is allocated", "Mamba Cache is allocated", "Load weight end. ")
+_HEADER = re.compile(
+    r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{3})?(?: [A-Z][A-Z_]*\d+)*\] |\[\d\d:\d\d:\d\d TP\d+\] "
+)
+
+
+def served_models(df: pl.DataFrame, state: dict) -> pl.DataFrame:
+    """Add `model`: the served model name (else model path) of the start each segment belongs to."""
+    name = (
+        pl.when("is_args")
+        .then(
+            pl.coalesce(
+                pl.col("msg").str.extract(r", served_model_name='([^']*)'"),
+                pl.col("msg").str.extract(r"\(model_path='([^']*)'"),
+            )
+        )
+        .forward_fill()
+    )
+    df = df.with_columns(name.fill_null(pl.lit(state.get("model"), pl.Utf8)).alias("model"))
+    if df.height and df["is_args"].any():
+        state["model"] = df["model"][-1]
+    return df
+
+
+def parse_access(df: pl.DataFrame) -> tuple[pl.DataFrame | None, pl.DataFrame | None]:
+    cand = df.filter(
+        pl.col("msg").str.contains(' - "', literal=True)
+        & pl.col("msg").str.contains(r"^(?:\(.*? pid=\d+\) )?[A-Z]+:\s")
+    )
+    if cand.height == 0:
+        return None, None
+    cand = cand.with_columns(pl.col("msg").str.extract_groups(ACCESS_RE).alias("_m"))
+    m = pl.col("_m").struct
+    ok = m.field("1").is_not_null()
+    rows = cand.filter(ok).select(
+        "line",
+        "ts",
+        m.field("1").alias("client"),
+        m.field("3").alias("method"),
+        # the query string can carry keys or user data: only the path is kept
+        m.field("4").str.replace(r"\?.*$", "").alias("path"),
+        m.field("5").cast(pl.Int64).alias("http_status"),
+    )
+    errors = cand.filter(~ok).select(
+        "line", pl.lit("unreadable access line").alias("reason"), redact_expr(pl.col("msg")).alias("sample")
+    )
+    return rows, errors
+
+
+class SGLangLog(Source):
+    name = "sglang_log"
+    kind = "engine"
+    description = "SGLang server console log (scheduler batch lines, start-up, --log-requests, access lines)"
+
+    def sniff(self, head: str, path: str) -> float:
+        if any(s in head for s in _STRONG):
+            return 0.95
+        if _HEADER.search(head) and any(s in head for s in _WEAK):
+            return 0.8
+        if _HEADER.search(head) and "sglang" in (head + path).lower():
+            return 0.6
+        return 0.0
+
+    def parse(self, lines: pl.DataFrame, ctx: ParseContext) -> ParseResult:
+        st = ctx.state
+        res = ParseResult()
+        df = headed(lines, ctx)
+        res.add_errors(
+            df.filter("bad_ts").select(
+                "line",
+                pl.lit("unreadable timestamp").alias("reason"),
+                redact_expr(pl.col("text")).alias("sample"),
+            )
+        )
+        df = df.filter(~pl.col("bad_ts"))
+        df = served_models(start_lines(df, st), st)
+
+        steps, errs = parse_steps(df)
+        res.add("engine_steps", steps)
+        res.add_errors(errs)
+
+        args, errs = parse_server_args(df)
+        res.add_errors(errs)
+        facts, errs = parse_memory(df, st)
+        res.add_errors(errs)
+        for part in ([args] if args is not None else []) + facts:
+            res.add("engine_config", part.with_columns(pl.lit("sglang").alias("engine")))
+
+        requests, events, errs = parse_requests(df, ctx.tz)
+        res.add("requests", requests)
+        res.add("request_events", events)
+        res.add_errors(errs)
+
+        access, errs = parse_access(df)
+        res.add("access_log", access)
+        res.add_errors(errs)
+        return res
+
+
+SOURCES = [SGLangLog()]

@@ -1,0 +1,57 @@
+"""Standing rules of the codebase, checked: lint clean, the library never imports streamlit, every SQL
+question carries its header, and nothing from the unlicensed console logs is committed."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO, SHARED
+
+from attribution import queries
+
+
+def test_ruff_is_clean():
+    ruff = shutil.which("ruff") or str(Path(sys.executable).with_name("ruff"))
+    proc = subprocess.run([ruff, "check", "attribution", "tests", "bench"], cwd=REPO, capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_library_never_imports_streamlit():
+    for f in (REPO / "attribution").rglob("*.py"):
+        tree = ast.parse(f.read_text())
+        for node in ast.walk(tree):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            assert not any(n.split(".")[0] == "streamlit" for n in names), f"{f} imports streamlit"
+
+
+@pytest.mark.parametrize("sql", sorted((REPO / "queries").glob("*.sql")), ids=lambda p: p.name)
+def test_every_query_has_its_header(sql: Path):
+    q = queries.load(sql.stem)
+    for part in ("Question:", "Grain:", "Parameters:"):
+        assert part in q.doc, f"{sql.name}: header lacks `-- {part}`"
+    assert "select * from final" in q.sql.lower(), f"{sql.name}: end with `select * from final`"
+
+
+def test_no_unlicensed_console_log_lines_are_committed():
+    seen = set()
+    for f in list(SHARED.glob("traces/vllm_server_logs/*.txt")) + list(SHARED.glob("traces/real_logs/*.log")):
+        for line in f.read_bytes().splitlines():
+            if len(line) > 60:
+                seen.add(hashlib.sha1(line.strip()).digest())
+    assert seen, "../shared/traces console logs are missing"
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True).stdout.splitlines()
+    for name in tracked:
+        p = REPO / name
+        if not p.is_file() or p.stat().st_size > 5_000_000:
+            continue
+        hits = sum(1 for line in p.read_bytes().splitlines()
+                   if len(line) > 60 and hashlib.sha1(line.strip()).digest() in seen)
+        assert hits < 5, f"{name} holds {hits} lines of the unlicensed console logs in ../shared/traces"
