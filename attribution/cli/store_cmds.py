@@ -51,12 +51,16 @@ def _print_summary(s: IngestSummary) -> None:
         f"{s.bytes / 1e6:,.1f} MB in {s.seconds:,.1f} s -> {s.store}"
     )
     if s.rows:
-        e.print("rows added: " + ", ".join(f"{t} {n:,}" for t, n in sorted(s.rows.items()) if t != "ingest_errors"))
+        names = {"engine_config": "engine_config (startup facts)"}
+        e.print("rows added: " + ", ".join(f"{names.get(t, t)} {n:,}" for t, n in sorted(s.rows.items())
+                                           if t != "ingest_errors"))
     if s.errors:
         e.print(f"[yellow]{s.errors:,} problems recorded[/] (see `attribution status` or the ingest_errors table)")
-    for f in s.files:
-        if f.status in ("unrecognised", "failed"):
-            e.print(f"  [yellow]{f.status}[/] {f.path}: {f.message}")
+    bad = [f for f in s.files if f.status in ("unrecognised", "failed")]
+    for f in bad[:10]:
+        e.print(f"  [yellow]{f.status}[/] {f.path}: {f.message}", highlight=False)
+    if len(bad) > 10:
+        e.print(f"  ... and {len(bad) - 10} more (see `attribution status`)")
 
 
 @app.command("ingest")
