@@ -104,14 +104,10 @@ class ParsedFile:
 # -- one file ------------------------------------------------------------------------------------------
 
 
-# Documentation often quotes log lines; it is never sniffed as a log (an explicit --format still reads it).
-_DOC_NAME_RE = re.compile(r"(?i)(\.(md|markdown|rst|html?|pdf|ipynb|py|sh|toml|ya?ml)$|^(license|licence|copying|notice)(\.|$))")
-
-
 def _choose_source(path: Path, head: bytes, fmt: str | None) -> Source | None:
     if fmt:
         return sources.get(fmt)
-    if _DOC_NAME_RE.search(path.name):
+    if reader.DOC_NAME_RE.search(path.name):  # documentation quotes log lines; --format still reads it
         return None
     return sources.sniff(head.decode("utf-8", errors="replace"), str(path))
 

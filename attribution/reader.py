@@ -8,9 +8,11 @@ Offsets and line numbers refer to the decompressed stream.
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import hashlib
 import os
+import re
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -28,10 +30,16 @@ DEFAULT_MAX_LINE_BYTES = 64 << 20
 
 _SKIP_DIRS = {".git", "__pycache__", ".ipynb_checkpoints"}
 STORE_MARKER = "attribution-store.json"  # attribution.store.MARKER
+# Inside a directory being walked, documentation (which often quotes log lines) is passed over silently, and
+# so is whatever a `.attributionignore` file (fnmatch patterns, one per line) names. A file named on the
+# command line is always read.
+IGNORE_FILE = ".attributionignore"
+DOC_NAME_RE = re.compile(r"(?i)(\.(md|markdown|rst|html?|pdf|ipynb|py|sh|toml|ya?ml)$|^(license|licence|copying|notice)(\.|$))")
 
 
 def discover(paths: list[str]) -> list[Path]:
-    """Expand directories (recursively, hidden entries skipped) and globs into a sorted list of files."""
+    """Expand directories (recursively; hidden entries, documentation and `.attributionignore` patterns
+    skipped) and globs into a sorted list of files."""
     out: dict[str, Path] = {}
     for raw in paths:
         if any(ch in raw for ch in "*?["):
@@ -46,18 +54,38 @@ def discover(paths: list[str]) -> list[Path]:
             candidates = [p]
         for c in candidates:
             if c.is_dir():
+                ignored: list[tuple[Path, list[str]]] = []
                 for root, dirs, files in os.walk(c):
                     if STORE_MARKER in files:  # never read a store (ours) as input
                         dirs[:] = []
                         continue
+                    if IGNORE_FILE in files:
+                        ignored.append((Path(root), _ignore_patterns(Path(root) / IGNORE_FILE)))
                     dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIP_DIRS)
                     for name in sorted(files):
-                        if not name.startswith("."):
-                            f = Path(root) / name
-                            out.setdefault(str(f.resolve()), f)
+                        f = Path(root) / name
+                        if name.startswith(".") or DOC_NAME_RE.search(name) or _is_ignored(f, ignored):
+                            continue
+                        out.setdefault(str(f.resolve()), f)
             elif c.is_file():
                 out.setdefault(str(c.resolve()), c)
     return [out[k] for k in sorted(out)]
+
+
+def _ignore_patterns(path: Path) -> list[str]:
+    lines = path.read_text(errors="replace").splitlines()
+    return [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+
+
+def _is_ignored(f: Path, ignored: list[tuple[Path, list[str]]]) -> bool:
+    for base, patterns in ignored:
+        try:
+            rel = f.relative_to(base).as_posix()
+        except ValueError:
+            continue
+        if any(fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(f.name, p) for p in patterns):
+            return True
+    return False
 
 
 def compression(path: Path) -> str | None:

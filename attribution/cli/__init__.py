@@ -7,7 +7,10 @@ from __future__ import annotations
 import sys
 
 from attribution import render
-from attribution.cli import store_cmds  # noqa: F401  (registers ingest, status, query, export)
+from attribution.cli import (
+    simulate_cmd,  # noqa: F401
+    store_cmds,  # noqa: F401  (registers ingest, status, query, export)
+)
 from attribution.cli.app import app
 from attribution.errors import AttributionError
 
@@ -18,5 +21,5 @@ def main() -> None:
     try:
         app()  # standalone: Typer prints usage errors itself (exit 2) and turns Ctrl-C into an abort
     except AttributionError as exc:
-        render.err.print(f"[red]error:[/] {exc}", highlight=False)
+        render.err.print(f"[red]error:[/] {exc}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)

@@ -46,12 +46,21 @@ def fake_key(alias: str) -> str:
 
 
 def write_lines(lines: pl.DataFrame, path: Path) -> Path:
-    """Write `text` ordered by (t, order); `.gz` paths are gzip-compressed (level 6, as gzip's CLI)."""
-    lines = lines.with_columns(pl.col("order").cast(pl.Int64)).sort("t", "order", maintain_order=True)
+    """Write `text` ordered by (t, order); `.gz` paths are gzip-compressed (level 6, as gzip's CLI).
+
+    Times are compared in whole microseconds, as the request timestamps are stored: a step starting at a
+    request's arrival must sort after that request's own line whatever the float rounding. The gzip header
+    holds no time and no name, so the same lines give the same bytes."""
+    t_us = (pl.col("t") * 1e6).round(0).cast(pl.Int64)
+    lines = lines.with_columns(pl.col("order").cast(pl.Int64)).sort(t_us, "order", maintain_order=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     # A one-column CSV without quoting or header is the lines themselves, written by Polars in bulk.
-    with gzip.open(path, "wb", compresslevel=6) if path.suffix == ".gz" else open(path, "wb") as f:
-        lines.select("text").write_csv(f, include_header=False, quote_style="never")
+    with open(path, "wb") as raw:
+        if path.suffix == ".gz":
+            with gzip.GzipFile(filename="", mode="wb", compresslevel=6, fileobj=raw, mtime=0) as f:
+                lines.select("text").write_csv(f, include_header=False, quote_style="never")
+        else:
+            lines.select("text").write_csv(raw, include_header=False, quote_style="never")
     return path
 
 
