@@ -8,6 +8,9 @@ import sys
 
 from attribution import render
 from attribution.cli import (
+    analyses,  # noqa: F401
+    attribution_cmds,  # noqa: F401  (registers thresholds, compare)
+    memsplit_cmd,  # noqa: F401
     simulate_cmd,  # noqa: F401
     store_cmds,  # noqa: F401  (registers ingest, status, query, export)
 )

@@ -48,6 +48,8 @@ class PodConfig:
     block: int  # prefix-cache block size in tokens
     interval: float  # stats interval (vLLM logs every 10 s)
     record_steps: bool
+    long_min: int = 0  # prefill of a request whose KV length (ptot) exceeds this costs long_scale times as much
+    long_scale: float = 1.0
 
 
 def _columns(buf: array, names: tuple[str, ...]) -> dict[str, np.ndarray]:
@@ -89,6 +91,7 @@ def run_pod(arr: dict, cfg: PodConfig, hashes: list[list[int]] | None = None) ->
     n_req = len(t_arr)
     pool, cap, budget_max, mixed = cfg.pool, cfg.cap, cfg.budget, cfg.mixed
     base, p_tok, p_attn, d_seq, d_tok = cfg.base, cfg.p_tok, cfg.p_attn, cfg.d_seq, cfg.d_tok
+    long_min, long_scale = cfg.long_min, cfg.long_scale
     interval, record, block = cfg.interval, cfg.record_steps, cfg.block
     cache = PrefixCache(block) if cfg.cache else None
 
@@ -186,6 +189,7 @@ def run_pod(arr: dict, cfg: PodConfig, hashes: list[list[int]] | None = None) ->
         budget = budget_max - n_dec if decode and mixed else (0 if decode else budget_max)
         # Prefill chunks: running prefills first, then FCFS admission while the budget lasts.
         p_tokens = 0
+        p_cost = 0.0  # prefill tokens weighted by the long-prefill factor (equal to p_tokens without one)
         attn = 0.0
         chunks: list[tuple[int, int]] = []
         for r in pf:
@@ -237,10 +241,12 @@ def run_pod(arr: dict, cfg: PodConfig, hashes: list[list[int]] | None = None) ->
             new_tok += c
             chunks.append((h, c))
         for r, c in chunks:
+            f = long_scale if long_min and ptot[r] > long_min else 1.0
             p_tokens += c
-            attn += c * (ptot[r] - rem[r] + c / 2)
+            p_cost += c * f
+            attn += c * (ptot[r] - rem[r] + c / 2) * f
         b_step = n_dec if decode else 0
-        alpha = base + p_tok * p_tokens + p_attn * attn + (d_seq * n_dec + d_tok * dec_tok if decode else 0.0)
+        alpha = base + p_tok * p_cost + p_attn * attn + (d_seq * n_dec + d_tok * dec_tok if decode else 0.0)
         beta = d_tok * n_dec if decode else 0.0
         # How many identical steps follow? One partial chunk that uses the whole budget repeats until
         # fewer tokens than a chunk remain; decoders repeat until one finishes or KV runs out.
@@ -251,7 +257,7 @@ def run_pod(arr: dict, cfg: PodConfig, hashes: list[list[int]] | None = None) ->
             if len(chunks) == 1 and chunks[0][1] < rem[chunks[0][0]]:
                 r, c = chunks[0]
                 n = rem[r] // c
-                beta += p_attn * c * c
+                beta += p_attn * c * c * (long_scale if long_min and ptot[r] > long_min else 1.0)
             else:
                 n = 1
         if decode:

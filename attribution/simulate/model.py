@@ -130,6 +130,8 @@ class Profile:
 
     step = base + prefill_per_token * prefill tokens + prefill_attn * sum(chunk * (context + chunk/2))
            + decode_per_seq * decoding requests + decode_per_kv_token * their live tokens
+    where a chunk of a request whose KV length at prefill exceeds long_prefill_min_tokens (when set) counts
+    long_prefill_scale times in both prefill terms: a kernel that switches on above a threshold.
     """
 
     name: str
@@ -141,6 +143,8 @@ class Profile:
     prefill_attn_s: float
     decode_per_seq_s: float
     decode_per_kv_token_s: float
+    long_prefill_min_tokens: int = 0  # a threshold-gated prefill kernel: above this KV length at prefill ...
+    long_prefill_scale: float = 1.0  # ... a request's prefill costs (per token and attention) scale by this
 
 
 @dataclass(frozen=True)
@@ -259,11 +263,15 @@ def load_profile(name: str, base: Path | None = None) -> Profile:
             prefill_attn_s=float(cost.get("prefill_attn_s", 0.0)),
             decode_per_seq_s=float(cost.get("decode_per_seq_s", 0.0)),
             decode_per_kv_token_s=float(cost.get("decode_per_kv_token_s", 0.0)),
+            long_prefill_min_tokens=int(cost.get("long_prefill_min_tokens", 0)),
+            long_prefill_scale=float(cost.get("long_prefill_scale", 1.0)),
         )
     except KeyError as e:
         raise UsageError(f"{path}: missing {e.args[0]!r}") from None
     if prof.batching not in ("mixed", "prefill_first"):
         raise UsageError(f"{path}: batching must be 'mixed' or 'prefill_first'")
+    if prof.long_prefill_scale <= 0 or prof.long_prefill_min_tokens < 0:
+        raise UsageError(f"{path}: cost.long_prefill_scale must be > 0 and long_prefill_min_tokens >= 0")
     if prof.base_s <= 0:
         raise UsageError(f"{path}: cost.base_s must be > 0 (every step takes time)")
     return prof

@@ -43,6 +43,8 @@ def pod_config(scn: Scenario, phase: int, record_steps: bool, cache: bool) -> Po
         block=scn.block_size,
         interval=scn.stats_interval_s,
         record_steps=record_steps,
+        long_min=prof.long_prefill_min_tokens,
+        long_scale=prof.long_prefill_scale,
     )
 
 

@@ -1,0 +1,192 @@
+"""What every analysis shares: the time window (`--since/--until`, absolute or relative to the newest request),
+the grouping (`--by`), the per-request selection every query reads (`analysis_requests`, a temporary table made
+once per connection from queries/analysis_requests.sql), and the result object the CLI, dashboard and report
+render without computing anything themselves.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from attribution import queries
+from attribution.db import fetch
+from attribution.errors import AttributionError, UsageError
+
+PERCENTILE_METHOD = (
+    "Percentiles are exact over per-request rows: DuckDB quantile_cont, linear interpolation between the two "
+    "nearest ranks (numpy's default method)."
+)
+_RELATIVE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h|d|w)\s*$", re.IGNORECASE)
+_UNITS = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_SERIALS = itertools.count(1)
+_CURRENT: dict[int, int] = {}  # id(connection) -> serial of the selection its analysis_requests holds
+
+
+class GroupBy(StrEnum):
+    workload = "workload"
+    model = "model"
+    deployment = "deployment"
+    label = "label"
+    day = "day"
+    version = "version"
+    all = "all"
+
+
+def parse_when(text: str | datetime | date | None) -> datetime | timedelta | None:
+    """An absolute time (ISO date or date-time; naive means UTC) or a relative span (`7d`, `24h`, `30m`, `2w`)."""
+    if text is None or isinstance(text, datetime | date):
+        return _as_utc(text) if text is not None else None
+    if m := _RELATIVE_RE.match(text):
+        return timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2).lower()])
+    try:
+        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(
+            f"{text!r} is not a time: use an ISO date or date-time (2025-06-02, 2025-06-02T14:00, naive = UTC) "
+            "or a span back from the newest request (7d, 24h, 30m, 2w)"
+        ) from None
+    return _as_utc(value)
+
+
+def _as_utc(value: datetime | date) -> datetime:
+    if not isinstance(value, datetime):
+        value = datetime(value.year, value.month, value.day)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+@dataclass(frozen=True)
+class Window:
+    """[since, until) in UTC; None is an open end. `newest` is what relative spans counted back from."""
+
+    since: datetime | None = None
+    until: datetime | None = None
+    newest: datetime | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"since": self.since, "until": self.until}
+
+
+def resolve_window(con: duckdb.DuckDBPyConnection, since: Any = None, until: Any = None) -> Window:
+    """Turn --since/--until into absolute UTC times. Relative spans count back from the newest request's
+    arrival in the store (so `--since 7d` means the last seven days of data, also for archived logs)."""
+    s, u = parse_when(since), parse_when(until)
+    newest = None
+    if isinstance(s, timedelta) or isinstance(u, timedelta):
+        newest = fetch(con, "select max(coalesce(arrival, finished)) as t from joined_requests").item()
+        if newest is None:
+            raise UsageError("a relative --since/--until needs requests in the store, and it has none")
+        newest = _as_utc(newest)
+        s = newest - s if isinstance(s, timedelta) else s
+        u = newest - u if isinstance(u, timedelta) else u
+    if s is not None and u is not None and s >= u:
+        raise UsageError(f"--since ({s.isoformat()}) must be before --until ({u.isoformat()})")
+    return Window(s, u, newest)
+
+
+@dataclass
+class Selection:
+    """A connection whose `analysis_requests` table holds the requests of `window`, grouped by `by`."""
+
+    con: duckdb.DuckDBPyConnection
+    window: Window
+    by: GroupBy
+    requests: int = 0
+    serial: int = 0
+
+    def run(self, name: str, **params: Any) -> pl.DataFrame:
+        """Run queries/<name>.sql; the window bounds are passed to every query that names them."""
+        if _CURRENT.get(id(self.con)) != self.serial:
+            raise AttributionError("this selection was replaced by a later select() on the same connection")
+        return queries.run(self.con, name, **{**self.window_params(), **params})
+
+    def window_params(self) -> dict[str, Any]:
+        return {"since": self.window.since, "until": self.window.until}
+
+
+def select(con: duckdb.DuckDBPyConnection, *, since: Any = None, until: Any = None,
+           by: GroupBy | str = GroupBy.workload) -> Selection:
+    """Prepare `con` (a store connection, or any connection with a `joined_requests` relation) for the
+    analyses: materialise the window's requests once. `since` may be a resolved Window. A later select() on
+    the same connection replaces this one (using the older Selection then raises)."""
+    by = GroupBy(by)
+    window = since if isinstance(since, Window) else resolve_window(con, since, until)
+    materialize(con, "analysis_requests", since=window.since, until=window.until, by=by.value)
+    n = fetch(con, "select count(*) filter (where in_window) as n from analysis_requests").item()
+    serial = _CURRENT[id(con)] = next(_SERIALS)
+    return Selection(con, window, by, int(n or 0), serial)
+
+
+def frames_connection(requests: pl.DataFrame, engine_steps: pl.DataFrame | None = None,
+                      engine_config: pl.DataFrame | None = None) -> duckdb.DuckDBPyConnection:
+    """A connection over in-memory frames instead of a store: `requests` (columns of the requests table, one
+    row per request) as joined_requests, and optional engine_steps / engine_config rows. For simulated or
+    uploaded data, and for tests."""
+    from attribution.schema import conform
+
+    con = duckdb.connect(":memory:")
+    con.execute("set TimeZone = 'UTC'")
+    for name, df in (("joined_requests", requests), ("engine_steps", engine_steps),
+                     ("engine_config", engine_config)):
+        table = "requests" if name == "joined_requests" else name
+        frame = conform(table, df if df is not None else pl.DataFrame())
+        con.register(f"_{name}", frame.to_arrow())
+        con.execute(f"create view {name} as select * from _{name}")
+    return con
+
+
+def materialize(con: duckdb.DuckDBPyConnection, name: str, table: str | None = None, **params: Any) -> None:
+    """Store the rows of queries/<name>.sql in a temporary table (default: the query's name) on `con`, so the
+    queries that follow read them without recomputing the engine x gateway join."""
+    q = queries.load(name)
+    missing = [p for p in q.params if p not in params]
+    if missing:
+        raise UsageError(f"queries/{name}.sql needs parameters: {', '.join(missing)}")
+    con.execute(f"create or replace temp table {table or name} as\n{q.sql}", {p: params[p] for p in q.params})
+
+
+@dataclass
+class Analysis:
+    """One analysis's answer: named frames (the first is the main one), what each column means, and labels
+    such as `sampled` or `estimate` that a reader must see next to the numbers."""
+
+    name: str
+    params: dict[str, Any]
+    tables: dict[str, pl.DataFrame]
+    titles: dict[str, str] = field(default_factory=dict)
+    definitions: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def main(self) -> str:
+        return next(iter(self.tables))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "analysis": self.name,
+            "params": self.params,
+            "tables": {k: df.to_dicts() for k, df in self.tables.items()},
+            "definitions": self.definitions,
+            "notes": self.notes,
+        }
+
+
+def base_params(sel: Selection) -> dict[str, Any]:
+    return {**sel.window.to_dict(), "by": sel.by.value, "requests": sel.requests}
+
+
+def name_groups(df: pl.DataFrame, by: GroupBy) -> pl.DataFrame:
+    """Name the group column for the grouping (`workload`, `day`, ...; `group` for all); drop it when the
+    groups are the deployments and the frame already has a deployment column."""
+    if "grp" not in df.columns:
+        return df
+    if by == GroupBy.deployment and "deployment" in df.columns:
+        return df.drop("grp")
+    return df.rename({"grp": "group" if by == GroupBy.all else by.value})

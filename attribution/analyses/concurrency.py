@@ -1,0 +1,152 @@
+"""Concurrency per deployment (and group): the event sweep of DESIGN.md over per-request intervals (exact),
+the engine's own step lines where a deployment has nothing else (sampled), or a replay of arrivals through
+the simulator's service model where only arrivals are known (estimate). The sweep runs in DuckDB SQL
+(queries/concurrency_segments.sql) so it scales to millions of requests."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from attribution import queries
+from attribution.analyses.common import (
+    PERCENTILE_METHOD,
+    Analysis,
+    GroupBy,
+    Selection,
+    base_params,
+    materialize,
+    name_groups,
+)
+from attribution.db import fetch
+
+DEFAULT_SERVICE_MODEL = "vllm-chat-small"
+METRIC_ORDER = {m: i for i, m in enumerate(("running", "waiting", "in_system", "kv_tokens", "seen_at_arrival"))}
+NICE_BUCKETS_S = (1, 5, 10, 30, 60, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400)
+SCHEMA = {
+    "deployment": pl.Utf8, "grp": pl.Utf8, "metric": pl.Utf8, "source": pl.Utf8, "peak": pl.Float64,
+    "mean": pl.Float64, "p50": pl.Float64, "p90": pl.Float64, "p99": pl.Float64, "peak_at": pl.Datetime("us", "UTC"),
+}
+
+DEFINITIONS = {
+    "intervals": "waiting = [arrival, arrival + queue_s), running = [arrival + queue_s, arrival + e2e_s); half-open, "
+    "so a request ending at t and one starting at t never overlap. Where queue_s is unknown the split is "
+    "unknown and the whole interval counts as in_system only",
+    "running/waiting/in_system": "time-weighted over the span from the first arrival to the last end (within "
+    "the window): mean = time average; pXX = the smallest value v such that the count was <= v for at least "
+    "XX% of that time; peak = the maximum, peak_at = its first instant",
+    "kv_tokens": "live KV tokens of the running requests: prompt_tokens from admission plus output tokens "
+    "growing linearly from 0 at the first token to output_tokens at the end (an approximation: chunked "
+    "prefill fills the prompt gradually); percentiles weight each state by its duration at its mean value in "
+    "whole tokens",
+    "seen_at_arrival": "the other requests in the system (running + waiting) at the instant a request arrived; "
+    + PERCENTILE_METHOD,
+    "source": "exact = sweep over per-request intervals; sampled = the engine's step lines (running/waiting "
+    "as printed; each line weighted by the time to the next, at most max_gap_s; a peak between lines is "
+    "missed); estimate = arrivals replayed through the simulator's service model (see notes)",
+}
+
+
+def pick_bucket_s(span_s: float, points: int = 500) -> int:
+    """The smallest round bucket width giving at most `points` buckets over `span_s`."""
+    for b in NICE_BUCKETS_S:
+        if span_s / b <= points:
+            return b
+    return NICE_BUCKETS_S[-1]
+
+
+def exact_frames(sel: Selection, *, per_group: bool, timeseries: bool, bucket_s: int | None
+                 ) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """Sweep the intervals of `sel` (its connection's analysis_requests): stats and, if asked, a time series."""
+    materialize(sel.con, "concurrency_segments", **sel.window_params(), per_group=per_group)
+    stats = queries.run(sel.con, "concurrency_stats").with_columns(source=pl.lit("exact"))
+    series = None
+    if timeseries:
+        if bucket_s is None:
+            span = fetch(sel.con, "select max(s) from (select (max(t + dur_us) - min(t)) / 1e6 as s "
+                                  "from concurrency_segments group by deployment)").item()
+            bucket_s = pick_bucket_s(float(span or 0))
+        series = queries.run(sel.con, "concurrency_timeseries", bucket_us=int(bucket_s * 1_000_000))
+    return stats, series
+
+
+def concurrency(sel: Selection, *, per_group: bool = True, estimate: bool = True,
+                service_model: str = DEFAULT_SERVICE_MODEL, timeseries: bool = False,
+                bucket_s: int | None = None, max_gap_s: float = 60.0) -> Analysis:
+    """Running, waiting, in-system and live KV tokens per deployment (`pods`) and per deployment and group
+    (`groups`, when `per_group` and the grouping is not by deployment): peak, time-weighted mean and
+    percentiles, and the concurrency each arrival saw. `deployments` says where each figure comes from."""
+    per_group = per_group and sel.by not in (GroupBy.all, GroupBy.deployment)
+    sources = sel.run("concurrency_sources_by_deployment")
+    frames: list[pl.DataFrame] = []
+    series: list[pl.DataFrame] = []
+    notes: list[str] = []
+    by_source = {s: sources.filter(pl.col("source") == s) for s in ("exact", "sampled", "estimate")}
+
+    if by_source["exact"].height:
+        stats, ts = exact_frames(sel, per_group=per_group, timeseries=timeseries, bucket_s=bucket_s)
+        frames.append(stats)
+        if ts is not None:
+            series.append(ts.with_columns(source=pl.lit("exact")))
+        for row in by_source["exact"].iter_rows(named=True):
+            unknown = row["with_interval"] - row["split_known"]
+            if unknown == row["with_interval"]:
+                if not row["step_lines"]:  # else the engine's lines count running and waiting (below)
+                    notes.append(f"{row['deployment']}: queue time unknown for all {unknown:,} requests: the "
+                                 "waiting/running split is unknown, only in_system is reported")
+            elif unknown:
+                notes.append(f"{row['deployment']}: queue time unknown for {unknown:,} of {row['with_interval']:,} "
+                             "requests: running/waiting count only the others, in_system counts them all")
+            if row["arrival_only"]:
+                notes.append(f"{row['deployment']}: {row['arrival_only']:,} requests without an end time are "
+                             "left out of the sweep")
+
+    sampled = by_source["sampled"]["deployment"].to_list()
+    if sampled:
+        frames.append(sel.run("concurrency_sampled", deployments=sampled, max_gap_s=max_gap_s)
+                      .drop("lines").with_columns(source=pl.lit("sampled")))
+        notes.append(f"sampled (engine step lines only, not per-request intervals): {', '.join(sampled)}")
+    # Where the requests do not say when they were admitted, the engine's own lines still count the running
+    # and waiting requests: add those (sampled) beside the exact in_system.
+    split_from_steps = by_source["exact"].filter((pl.col("split_known") == 0) & (pl.col("step_lines") > 0))
+    if split_from_steps.height:
+        deps = split_from_steps["deployment"].to_list()
+        frames.append(sel.run("concurrency_sampled", deployments=deps, max_gap_s=max_gap_s).drop("lines")
+                      .filter(pl.col("metric").is_in(["running", "waiting", "kv_tokens"]))
+                      .with_columns(source=pl.lit("sampled")))
+        notes.append(f"running, waiting and kv_tokens sampled from the engine's step lines (in_system and "
+                     f"seen_at_arrival exact): {', '.join(deps)}")
+
+    arrival_only = by_source["estimate"]["deployment"].to_list()
+    if arrival_only and estimate:
+        from attribution.analyses.estimate import estimate_concurrency
+
+        est, ts, est_notes = estimate_concurrency(sel, arrival_only, service_model=service_model,
+                                                  per_group=per_group, timeseries=timeseries, bucket_s=bucket_s)
+        frames.append(est)
+        if ts is not None:
+            series.append(ts.with_columns(source=pl.lit("estimate")))
+        notes.extend(est_notes)
+    elif arrival_only:
+        notes.append(f"arrivals only, not estimated (estimate=False): {', '.join(arrival_only)}")
+
+    allrows = pl.concat([pl.DataFrame(schema=SCHEMA),
+                         *(f.select(list(SCHEMA)).cast(SCHEMA) for f in frames if f.width)])
+    allrows = allrows.sort("deployment", pl.col("grp"), pl.col("metric").replace_strict(METRIC_ORDER, default=9),
+                           "source", nulls_last=False, maintain_order=True)
+    pods = allrows.filter(pl.col("grp").is_null()).drop("grp")
+    tables = {"pods": pods}
+    titles = {"pods": "concurrency per deployment"}
+    if per_group:
+        tables["groups"] = name_groups(allrows.filter(pl.col("grp").is_not_null()), sel.by)
+        titles["groups"] = f"concurrency per deployment and {sel.by.value}"
+    tables["deployments"] = sources
+    titles["deployments"] = "what each deployment's figures come from"
+    if series:
+        tables["timeseries"] = pl.concat(series, how="vertical_relaxed")
+        titles["timeseries"] = "over time (per deployment)"
+    return Analysis(
+        name="concurrency",
+        params={**base_params(sel), "per_group": per_group, "estimate": estimate, "service_model": service_model,
+                "max_gap_s": max_gap_s, "bucket_s": bucket_s},
+        tables=tables, titles=titles, definitions=DEFINITIONS, notes=notes,
+    )

@@ -1,0 +1,34 @@
+"""Length distributions per group: prompt, output and cached tokens, by request count and by token volume
+(a few long prompts can be most of the prefill work), with log-spaced histogram bins for charts."""
+
+from __future__ import annotations
+
+from attribution.analyses.common import PERCENTILE_METHOD, Analysis, Selection, base_params, name_groups
+from attribution.errors import UsageError
+
+DEFINITIONS = {
+    "percentiles": PERCENTILE_METHOD,
+    "requests": "requests whose source gave that count (cached_tokens is often unknown); arrival in the window",
+    "tok_p50/tok_p90/tok_p99": "token-weighted percentiles: the smallest length L such that requests no longer "
+    "than L hold at least 50/90/99% of the group's tokens",
+    "top1_token_share": "share of the group's tokens in its longest 1% of requests (ceil(requests / 100) of them)",
+    "histogram": "bins per power of ten: bin i holds lengths L with i <= bins_per_decade * log10(L) < i + 1, "
+    "i.e. the integers lo <= L < hi; lengths of 0 are bin -1 [0, 1); request_share counts requests, "
+    "token_share weighs them by length",
+}
+
+
+def lengths(sel: Selection, *, bins_per_decade: int = 10) -> Analysis:
+    """Prompt, output and cached tokens per group: stats (count, mean, p50, p90, p99, p99.9, max, token-weighted
+    percentiles, top-1% token share) and a log-binned histogram with count- and token-weighted shares."""
+    if bins_per_decade < 1:
+        raise UsageError("bins per decade must be at least 1")
+    stats = sel.run("length_stats_by_group")
+    hist = sel.run("length_histogram_by_group", bins_per_decade=bins_per_decade)
+    return Analysis(
+        name="lengths",
+        params={**base_params(sel), "bins_per_decade": bins_per_decade},
+        tables={"stats": name_groups(stats, sel.by), "histogram": name_groups(hist, sel.by)},
+        titles={"stats": f"token lengths by {sel.by.value}", "histogram": "log-spaced histogram"},
+        definitions=DEFINITIONS,
+    )

@@ -1,0 +1,194 @@
+"""The `analyze` summary: every analysis on one selection, cut down to one screen (lengths per group,
+concurrency and capacity per pod, latency per cohort, goodput), plus the two or three findings worth a look,
+picked by simple rules from those same numbers."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import polars as pl
+
+from attribution.analyses.capacity import capacity
+from attribution.analyses.common import Analysis, GroupBy, Selection, base_params, select
+from attribution.analyses.concurrency import concurrency
+from attribution.analyses.latency import Slo, latency, parse_slo
+from attribution.analyses.lengths import lengths
+from attribution.db import fetch
+
+DEFINITIONS = {
+    "lengths": "tokens per request, request-weighted; top1_share = share of the group's prompt tokens in its "
+    "longest 1% of prompts",
+    "concurrency": "per pod: time-weighted percentiles of running requests (in_system where the split is "
+    "unknown), see `attribution concurrency`",
+    "latency": "seconds, exact percentiles (linear interpolation); per cohort = label, else engine version, when "
+    "the window holds more than one, else per group",
+    "goodput": "share of requests meeting every SLO term, and good requests per second; ERS = mean contest score",
+    "capacity": "completed requests per pod per day, and what Little's law allows at the observed ceiling",
+    "findings": "rules over the numbers above, strongest first: a pod at its configured running limit or "
+    "queueing, latency change between cohorts, low SLO attainment, long prompts dominating the prefill "
+    "tokens, pods far below or near their capacity",
+}
+
+
+def cohort_of(sel: Selection) -> GroupBy | None:
+    """Label, else engine version, when the window holds more than one of them (a before/after)."""
+    n = fetch(sel.con, "select count(distinct label) as labels, count(distinct engine_version) as versions "
+                       "from analysis_requests where in_window")
+    if n["labels"].item() > 1:
+        return GroupBy.label
+    if n["versions"].item() > 1:
+        return GroupBy.version
+    return None
+
+
+def analyze(con, *, since: Any = None, until: Any = None, by: GroupBy | str = GroupBy.workload,
+            slo: Slo | None = None, gpu_hour_cost: float | None = None) -> Analysis:
+    """Run lengths, concurrency, latency, goodput and capacity on one window and return the one-screen
+    summary tables and `findings`."""
+    sel = select(con, since=since, until=until, by=by)
+    slo = slo or parse_slo()
+    len_r = lengths(sel)
+    conc = concurrency(sel, per_group=False)  # the summary shows pods only
+    cap = capacity(sel, gpu_hour_cost=gpu_hour_cost, per_group=False, conc=conc)
+    lat = latency(sel, slo=slo)
+    cohort = cohort_of(sel)
+    lat_cohort = lat
+    if cohort:
+        csel = select(con, since=sel.window, by=cohort)
+        lat_cohort = latency(csel, slo=slo, scores=[])
+        # cohorts in time order (first arrival), so that a change reads from before to after
+        order = fetch(con, "select grp, min(t_arrival) as t from analysis_requests where in_window group by grp")
+        rank = dict(zip(order["grp"], order["t"].rank("ordinal"), strict=True))
+        col = cohort.value
+        lat_cohort.tables["percentiles"] = lat_cohort.tables["percentiles"].sort(
+            pl.col(col).replace_strict(rank, default=None), maintain_order=True)
+    gcol = "group" if sel.by == GroupBy.all else sel.by.value
+    ccol = "group" if (cohort or sel.by) == GroupBy.all else (cohort or sel.by).value
+    tables = {
+        "lengths": _lengths(len_r.tables["stats"], gcol),
+        "concurrency": _concurrency(conc.tables["pods"], conc.tables["deployments"]),
+        "latency": lat_cohort.tables["percentiles"].filter(pl.col("metric") != "queue_s").select(
+            ccol, "metric", "requests", "p50", "p90", "p99"),
+        "goodput": _goodput(lat.tables["goodput"], lat.tables.get("scores"), gcol),
+        "capacity": _capacity(cap),
+    }
+    findings = pick_findings(tables, lat_cohort.tables["percentiles"], lat.tables["slo_terms"], ccol,
+                             cohort is not None, gcol, slo)
+    tables = {"findings": findings, **tables}
+    return Analysis(
+        name="analyze",
+        params={**base_params(sel), "cohort": cohort.value if cohort else None, "slo": slo.to_dict(),
+                "gpu_hour_cost": gpu_hour_cost},
+        tables=tables,
+        titles={
+            "findings": "worth a look",
+            "lengths": f"token lengths by {gcol}",
+            "concurrency": "concurrency per pod (time-weighted)",
+            "latency": f"latency by {ccol} (seconds)",
+            "goodput": f"goodput for {slo.describe()}",
+            "capacity": "capacity per pod per day",
+        },
+        definitions=DEFINITIONS,
+        notes=list(dict.fromkeys(conc.notes + cap.notes)),
+    )
+
+
+def _lengths(stats: pl.DataFrame, gcol: str) -> pl.DataFrame:
+    return stats.filter(pl.col("metric") != "cached_tokens").select(
+        gcol, pl.col("metric").str.replace("_tokens", ""), "requests", "mean", "p50", "p90", "p99", "max",
+        pl.col("top1_token_share").alias("top1_share"))
+
+
+def _concurrency(pods: pl.DataFrame, deps: pl.DataFrame) -> pl.DataFrame:
+    """One row per pod: running requests (in_system where nothing counts them) and the waiting queue; each
+    figure's source is exact, sampled or estimate (see `attribution concurrency`)."""
+    cols = ["source", "peak", "mean", "p50", "p99"]
+
+    def metric(name: str, prefix: str) -> pl.DataFrame:
+        return pods.filter(pl.col("metric") == name).select("deployment", *[pl.col(c).alias(prefix + c) for c in cols])
+
+    df = (metric("in_system", "s_").join(metric("running", "r_"), on="deployment", how="left")
+          .join(metric("waiting", "w_"), on="deployment", how="left"))
+    known = pl.col("r_peak").is_not_null()
+    return df.select(
+        "deployment",
+        pl.when(known).then(pl.lit("running")).otherwise(pl.lit("in_system")).alias("counted"),
+        *[pl.when(known).then(pl.col(f"r_{c}")).otherwise(pl.col(f"s_{c}")).alias(c) for c in cols],
+        pl.col("w_peak").alias("waiting_peak"), pl.col("w_p99").alias("waiting_p99"),
+    ).join(deps.select("deployment", pl.col("configured_max_running").alias("limit")), on="deployment",
+           how="left").sort("deployment")
+
+
+def _goodput(good: pl.DataFrame, scores: pl.DataFrame | None, gcol: str) -> pl.DataFrame:
+    out = good.select(gcol, "requests", "good_share", "goodput_per_s")
+    if scores is not None and scores.height:
+        name = scores["score"][0]
+        ers = scores.filter(pl.col("score") == name).select(gcol, pl.col("mean").alias(f"{name}_mean"))
+        out = out.join(ers, on=gcol, how="left", maintain_order="left")
+    return out
+
+
+def _capacity(cap: Analysis) -> pl.DataFrame:
+    df = cap.tables["capacity"].select("deployment", "completed_per_day", "busiest_hour_per_day", "ceiling",
+                                       "ceiling_metric", "capacity_per_day", "utilization")
+    if "cost" in cap.tables:
+        df = df.join(cap.tables["cost"].select("deployment", "usd_per_m_input", "usd_per_m_output"),
+                     on="deployment", how="left", maintain_order="left")
+    return df
+
+
+def pick_findings(t: dict[str, pl.DataFrame], cohort_pct: pl.DataFrame, slo_terms: pl.DataFrame, ccol: str,
+                  has_cohorts: bool, gcol: str, slo: Slo, k: int = 3) -> pl.DataFrame:
+    """At most `k` findings, one per kind, strongest first (strengths are rough 0-1 ranks, not statistics)."""
+    found: list[tuple[float, str, str]] = []  # (strength 0-1, kind, text)
+    conc = t["concurrency"]
+    pinned = conc.filter(pl.col("limit").is_not_null() & (pl.col("counted") == "running")
+                         & (pl.col("peak") >= pl.col("limit")))
+    if pinned.height:
+        limits = ", ".join(sorted({f"{x:,}" for x in pinned["limit"]}))
+        found.append((1.0, "ceiling", f"{', '.join(pinned['deployment'])} ran at the configured limit of {limits} "
+                      f"running requests ({', '.join(sorted(set(pinned['source'])))}); up to "
+                      f"{_n(pinned['waiting_peak'].max())} waited at once"))
+    for r in conc.filter(~pl.col("deployment").is_in(pinned["deployment"].implode())).iter_rows(named=True):
+        if (r["waiting_p99"] or 0) > 0:
+            found.append((0.5, "queueing", f"{r['deployment']}: requests waited in the queue more than 1% of the "
+                          f"time (up to {_n(r['waiting_peak'])} at once) while at most {_n(r['peak'])} ran"))
+    if has_cohorts and cohort_pct.height:
+        for metric, q in (("ttft_s", "p50"), ("ttft_s", "p99"), ("tpot_s", "p50"), ("e2e_s", "p99")):
+            rows = cohort_pct.filter(pl.col("metric") == metric).select(ccol, q).drop_nulls()
+            if rows.height >= 2 and rows[q].min() > 0:
+                first, last = rows.row(0), rows.row(rows.height - 1)
+                ratio = last[1] / first[1]
+                how = f"{1 / ratio:.1f}x faster" if ratio < 1 else f"{ratio:.1f}x slower"
+                found.append((min(1.0, abs(math.log2(ratio)) / 2), "change",
+                              f"{metric[:-2].upper()} {q} went from {first[1]:.3g} s ({first[0]}) to {last[1]:.3g} s "
+                              f"({last[0]}): {how}"))
+    for r in t["goodput"].iter_rows(named=True):
+        share = r["good_share"]
+        if share is not None and share < 0.9:
+            terms = slo_terms.filter(pl.col(gcol) == r[gcol]).sort("met_share")
+            worst = f"; {terms['term'][0]} is met by {terms['met_share'][0]:.0%}" if terms.height else ""
+            found.append((1 - share, "slo", f"{share:.0%} of {r[gcol]} requests meet {slo.describe()}{worst}"))
+    for r in t["lengths"].filter(pl.col("metric") == "prompt").iter_rows(named=True):
+        if (r["top1_share"] or 0) >= 0.05:
+            found.append((min(1.0, r["top1_share"] * 4), "long_prompts",
+                          f"in {r[gcol]}, the longest 1% of prompts carry {r['top1_share']:.0%} of the prompt "
+                          f"tokens (p99 {_n(r['p99'])}, max {_n(r['max'])})"))
+    for r in t["capacity"].iter_rows(named=True):
+        u = r["utilization"]
+        if u is not None and (u < 0.25 or u > 0.8):
+            found.append((0.3 if u < 0.25 else 0.7, "utilization",
+                          f"{r['deployment']} completed {_n(r['completed_per_day'])} requests/day, {u:.0%} of the "
+                          f"{_n(r['capacity_per_day'])} its observed ceiling allows"))
+    best: dict[str, tuple[float, str, str]] = {}
+    for f in sorted(found, key=lambda f: -f[0]):
+        best.setdefault(f[1], f)  # one finding per kind, the strongest
+    top = sorted(best.values(), key=lambda f: -f[0])[:k]
+    return pl.DataFrame({"kind": [f[1] for f in top], "finding": [f[2] for f in top]},
+                        schema={"kind": pl.Utf8, "finding": pl.Utf8})
+
+
+def _n(v: Any) -> str:
+    return "?" if v is None else f"{v:,.0f}"
+

@@ -1,0 +1,187 @@
+"""Commands that answer questions from the store: lengths, concurrency, latency, capacity, and analyze (ingest,
+then a one-screen summary). Each parses its options, calls attribution.analyses and renders the result; the
+numbers are the library's, the same in the table, CSV and JSON forms."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import polars as pl
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from attribution import analyses, render
+from attribution.analyses import Analysis, GroupBy
+from attribution.cli.app import FormatOpt, StoreOpt, app, open_store
+from attribution.errors import UsageError
+from attribution.render import Format
+from attribution.store import default_store_path
+
+PIPE_WIDTH = 150
+SinceOpt = Annotated[str | None, typer.Option(
+    "--since", help="Start: an ISO date or time (UTC unless it has a zone) or a span back from the newest request "
+                    "(7d, 24h, 30m, 2w).", show_default=False)]
+UntilOpt = Annotated[str | None, typer.Option(
+    "--until", help="End (exclusive), in the same forms as --since.", show_default=False)]
+ByOpt = Annotated[GroupBy, typer.Option(
+    "--by", help="Group requests by workload, model, deployment, label, day (UTC), version (engine) or all.")]
+TableOpt = Annotated[str | None, typer.Option(
+    "--table", help="With --format csv: which of the result's tables to write (default: the first).",
+    show_default=False)]
+SloOpt = Annotated[list[str] | None, typer.Option(
+    "--slo", help="A term of the joint SLO, METRIC=SECONDS (queue, ttft, tpot, e2e); repeat for more terms, e.g. "
+                  "--slo ttft=0.5 --slo tpot=0.05. Default: the `chat` preset.", show_default=False)]
+PresetOpt = Annotated[str | None, typer.Option(
+    "--preset", help="A named SLO from presets.toml (chat, ...).", show_default=False)]
+CostOpt = Annotated[float | None, typer.Option(
+    "--gpu-hour-cost", help="Price of one GPU-hour (e.g. 2.0) for the cost per million tokens.", show_default=False)]
+
+
+def _select(store: Path | None, since: str | None, until: str | None, by: GroupBy) -> analyses.Selection:
+    return analyses.select(open_store(store).connect(), since=since, until=until, by=by)
+
+
+def _cell(v: object, column: str) -> str:
+    """Display only: shares as percentages, large numbers without exponents (the data keeps full precision)."""
+    if isinstance(v, float) and v == v:
+        if column.endswith("share") or column == "utilization":
+            return f"{v:.1%}"
+        if abs(v) >= 1000:
+            return f"{v:,.0f}"
+    return render._cell(v)
+
+
+def _table(df: pl.DataFrame, title: str) -> Table:
+    t = Table(title=title, title_justify="left", header_style="bold")
+    for c in df.columns:
+        t.add_column(c, justify="right" if df.schema[c].is_numeric() else "left", overflow="fold")
+    for row in df.iter_rows():
+        t.add_row(*(_cell(v, c) for v, c in zip(row, df.columns, strict=True)))
+    return t
+
+
+def show(result: Analysis, fmt: Format, table: str | None = None, hide: tuple[str, ...] = ()) -> None:
+    """Write `result`: every table (but `hide`) and the notes as Rich tables, one table as CSV, all as JSON."""
+    if fmt == Format.json:
+        render.data(result.to_dict())
+        return
+    if fmt == Format.csv:
+        name = table or result.main
+        if name not in result.tables:
+            raise UsageError(f"--table {name!r}: this result has {', '.join(result.tables)}")
+        render.frame(result.tables[name], Format.csv)
+        return
+    # a pipe or file gets the width of a wide terminal rather than Rich's default of 80 columns
+    out = render.out if render.out.is_terminal else Console(soft_wrap=True, width=PIPE_WIDTH)
+    for name, df in result.tables.items():
+        if name not in hide:
+            out.print(_table(df, result.titles.get(name, name)))
+    for note in result.notes:
+        out.print(f"[yellow]note:[/] {note}", highlight=False)
+
+
+@app.command("lengths")
+def lengths_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt = None,
+                by: ByOpt = GroupBy.workload, fmt: FormatOpt = Format.table, table: TableOpt = None,
+                bins_per_decade: Annotated[int, typer.Option(help="Histogram bins per power of ten.")] = 10,
+                histogram: Annotated[bool, typer.Option(help="Also print the histogram table.")] = False) -> None:
+    """Prompt, output and cached tokens per group: count, mean, p50/p90/p99/p99.9, max, token-weighted
+    percentiles and the token share of the longest 1%; log-binned histogram in JSON/CSV (--table histogram).
+
+    Example: attribution lengths --by workload --since 7d
+    """
+    res = analyses.lengths(_select(store, since, until, by), bins_per_decade=bins_per_decade)
+    show(res, fmt, table, hide=() if histogram else ("histogram",))
+
+
+@app.command("concurrency")
+def concurrency_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt = None,
+                    by: ByOpt = GroupBy.workload, fmt: FormatOpt = Format.table, table: TableOpt = None,
+                    per_group: Annotated[bool, typer.Option(help="Also sweep each group on its own.")] = True,
+                    timeseries: Annotated[bool, typer.Option(help="Add running/waiting over time.")] = False,
+                    bucket: Annotated[int | None, typer.Option(help="Time-series bucket in seconds (default: "
+                                                                    "about 500 buckets).", show_default=False)] = None,
+                    estimate: Annotated[bool, typer.Option(help="Estimate arrival-only traces with the "
+                                                                "simulator.")] = True,
+                    service_model: Annotated[str, typer.Option(help="Simulator scenario used as the service model "
+                                                                    "for estimates.")] = "vllm-chat-small") -> None:
+    """Requests running and waiting at once per deployment (and group): peak, time-weighted mean and
+    p50/p90/p99, concurrency seen at each arrival, live KV tokens; exact, sampled or estimated (labelled).
+
+    Example: attribution concurrency --by workload --timeseries --format json
+    """
+    res = analyses.concurrency(_select(store, since, until, by), per_group=per_group, estimate=estimate,
+                               service_model=service_model, timeseries=timeseries, bucket_s=bucket)
+    show(res, fmt, table)
+
+
+@app.command("latency")
+def latency_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt = None,
+                by: ByOpt = GroupBy.workload, fmt: FormatOpt = Format.table, table: TableOpt = None,
+                slo: SloOpt = None, preset: PresetOpt = None,
+                score: Annotated[list[str] | None, typer.Option(help="Score preset (default: all, e.g. ers).",
+                                                                show_default=False)] = None,
+                buckets: Annotated[str, typer.Option(help="Prompt-length bucket edges in tokens.")]
+                = "256,1024,4096,16384,65536") -> None:
+    """Queue, TTFT, TPOT and end-to-end percentiles per group and prompt-length bucket; goodput for a joint
+    SLO; per-request scores (the contest score ERS).
+
+    Example: attribution latency --by label --slo ttft=0.5 --slo tpot=0.05
+    """
+    try:
+        edges = [int(x) for x in buckets.split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"--buckets {buckets!r}: write token counts separated by commas") from None
+    sel = _select(store, since, until, by)
+    res = analyses.latency(sel, slo=analyses.parse_slo(slo, preset), scores=analyses.score_presets(score),
+                           bucket_edges=edges)
+    show(res, fmt, table)
+
+
+@app.command("capacity")
+def capacity_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt = None,
+                 by: ByOpt = GroupBy.all, fmt: FormatOpt = Format.table, table: TableOpt = None,
+                 gpu_hour_cost: CostOpt = None,
+                 gpus_per_pod: Annotated[int | None, typer.Option(help="GPUs per pod (default: the engine's "
+                                                                       "tp_size, else 1).", show_default=False)] = None,
+                 ) -> None:
+    """Completed requests per pod per day, the capacity Little's law gives at the observed concurrency
+    ceiling, and the cost per million input and output tokens.
+
+    Example: attribution capacity --gpu-hour-cost 2.0
+    """
+    res = analyses.capacity(_select(store, since, until, by), gpu_hour_cost=gpu_hour_cost, gpus_per_pod=gpus_per_pod)
+    show(res, fmt, table)
+
+
+@app.command("analyze")
+def analyze_cmd(
+    paths: Annotated[list[str] | None, typer.Argument(help="Logs to ingest first (files, directories, globs); "
+                                                           "none: summarise the store as it is.")] = None,
+    store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt = None, by: ByOpt = GroupBy.workload,
+    fmt: FormatOpt = Format.table, table: TableOpt = None, slo: SloOpt = None, preset: PresetOpt = None,
+    gpu_hour_cost: CostOpt = None,
+    year: Annotated[int | None, typer.Option(help="Year of vLLM timestamps (they have none).")] = None,
+    tz: Annotated[str | None, typer.Option(help="Zone of naive log timestamps; default: this machine's.")] = None,
+    label: Annotated[str | None, typer.Option(help="Cohort tag for the ingested files.")] = None,
+    deployment: Annotated[str | None, typer.Option(help="Deployment name for the ingested files.")] = None,
+) -> None:
+    """Ingest PATHs, then print one screen: lengths per workload, concurrency and capacity per pod, latency
+    per cohort, goodput, and the findings worth a look.
+
+    Example: attribution analyze sample_logs/ --store demo-store --year 2026 --tz UTC
+    """
+    if paths:
+        from attribution.cli.store_cmds import _IngestProgress, _print_summary
+        from attribution.ingest import ingest
+
+        prog = _IngestProgress()
+        with prog.p:
+            summary = ingest(paths, default_store_path(store), deployment=deployment, label=label, year=year, tz=tz,
+                             progress=prog)
+        _print_summary(summary)
+    res = analyses.analyze(open_store(store).connect(), since=since, until=until, by=by,
+                           slo=analyses.parse_slo(slo, preset), gpu_hour_cost=gpu_hour_cost)
+    show(res, fmt, table)

@@ -1,0 +1,105 @@
+"""`attribution memsplit`: where to put the KV / recurrent-state boundary of a hybrid model, from the store
+(attribution.memsplit computes it; this parses options and renders the result)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+import typer
+
+from attribution.cli.analyses import SinceOpt, TableOpt, UntilOpt, show
+from attribution.cli.app import FormatOpt, StoreOpt, app, open_store
+from attribution.memory.profile import GiB
+from attribution.memsplit import Overrides, Settings, memsplit
+from attribution.render import Format
+
+BRIEF = ("summary", "flags", "whatif")  # what the terminal shows unless --all
+
+
+class Engine(StrEnum):
+    sglang = "sglang"
+    vllm = "vllm"
+
+
+@app.command("memsplit")
+def memsplit_cmd(
+    model: Annotated[
+        str | None,
+        typer.Option(
+            help="Model preset (e.g. qwen3.5-35b-a3b) or config.json path; "
+            "default: the model each engine start logged."
+        ),
+    ] = None,
+    engine: Annotated[Engine | None, typer.Option(help="Only engine starts of this engine.")] = None,
+    tp: Annotated[
+        int | None,
+        typer.Option(help="Tensor-parallel size (default: the logged tp_size, else 1).", show_default=False),
+    ] = None,
+    cache_gib: Annotated[
+        float | None,
+        typer.Option(help="GiB per GPU the caches had (default: from the log).", show_default=False),
+    ] = None,
+    kv_cache_dtype: Annotated[
+        str | None,
+        typer.Option(help="KV cache dtype if not in the logged flags (fp8, bfloat16).", show_default=False),
+    ] = None,
+    mamba_ssm_dtype: Annotated[
+        str | None, typer.Option(help="SSM state dtype if not in the logged flags.", show_default=False)
+    ] = None,
+    slots_per_request: Annotated[
+        int | None,
+        typer.Option(help="State slots per running request (default: from the flags).", show_default=False),
+    ] = None,
+    deployment: Annotated[
+        list[str] | None, typer.Option(help="Only this deployment (repeatable).", show_default=False)
+    ] = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    percentile: Annotated[float, typer.Option(help="Demand percentile the pools are sized for.")] = 0.99,
+    headroom: Annotated[float, typer.Option(help="Extra share on top of that demand.")] = 0.10,
+    kv_low: Annotated[
+        float, typer.Option(help="KV usage below which the KV pool counts as having room.")
+    ] = 0.8,
+    whatif: Annotated[bool, typer.Option(help="Replay the arrivals under both splits (simulator).")] = True,
+    service_model: Annotated[
+        str | None,
+        typer.Option(
+            help="Simulator engine profile for the replay (default: the one nearest the engine's version).",
+            show_default=False,
+        ),
+    ] = None,
+    store: StoreOpt = None,
+    fmt: FormatOpt = Format.table,
+    table: TableOpt = None,
+    show_all: Annotated[
+        bool, typer.Option("--all", help="Print every table, not only summary, flags, what-if.")
+    ] = False,
+) -> None:
+    """The current KV / state split of each engine start, how often the state pool (or running cap) bound
+    while the KV pool had room, the split the traffic asks for with the flags that enact it, and a replay of
+    the measured arrivals under both.
+
+    Example: attribution memsplit --model qwen3.5-35b-a3b --engine vllm --cache-gib 5 --kv-cache-dtype fp8
+    """
+    ov = Overrides(
+        cache_bytes=None if cache_gib is None else int(cache_gib * GiB),
+        tp=tp,
+        kv_cache_dtype=kv_cache_dtype,
+        mamba_ssm_dtype=mamba_ssm_dtype,
+        slots_per_request=slots_per_request,
+    )
+    res = memsplit(
+        open_store(store).connect(),
+        model,
+        engine=engine and engine.value,
+        deployments=deployment,
+        since=since,
+        until=until,
+        overrides=ov,
+        run_whatif=whatif,
+        service_model=service_model,
+        settings=Settings(kv_low=kv_low, percentile=percentile, headroom=headroom),
+    )
+    hide = () if show_all else tuple(n for n in res.tables if n not in BRIEF)
+    show(res, fmt, table, hide=hide)

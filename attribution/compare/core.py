@@ -1,0 +1,345 @@
+"""`compare`: two cohorts of requests (by label, engine version or time window) side by side. Queue, TTFT,
+TPOT and end-to-end percentiles are re-weighted to a common mix of workload x prompt-length strata, so a
+change of traffic mix is not read as an engine change; ratios carry stratified bootstrap intervals; the
+attribution table says, per catalogue feature, whether it can explain the change; per-pod capacity before
+and after comes from the capacity analysis.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from attribution import queries
+from attribution.analyses.common import Analysis, Selection
+from attribution.compare import attribution as attr
+from attribution.compare import stats
+from attribution.compare.cohorts import CohortBy, Cohorts, resolve
+from attribution.errors import UsageError
+from attribution.thresholds.catalogue import Catalogue, load_catalogue
+from attribution.thresholds.crossings import MAX_GAP_S, mark_requests, prepare
+from attribution.thresholds.settings import engine_starts
+
+METRICS = ("queue_s", "ttft_s", "tpot_s", "e2e_s")
+DEFAULT_EDGES = (256, 1024, 4096, 16384, 65536)
+METHOD = (
+    "Strata are workload x prompt-length bucket; only strata with requests in both cohorts count, each "
+    "weighted by its share of {mix} (the common mix); within a stratum every "
+    "request weighs the same. Re-weighted percentiles interpolate linearly between order statistics (with one "
+    "stratum: DuckDB quantile_cont). 95% intervals: percentile bootstrap of the ratio after/before of the "
+    "re-weighted percentiles, {B} resamples (seed {seed}), resampling each stratum's requests with "
+    "replacement in each cohort independently; within a resample the percentile is the inverted-CDF one "
+    "(the smallest value whose re-weighted CDF reaches p), computed exactly by bisection with conditional "
+    "binomial draws."
+)
+
+
+def bucket_labels(edges: tuple[int, ...]) -> list[str]:
+    """Labels of bucket indices 0..len(edges): `<256`, `256-1023`, ..., `>=65536`."""
+    out = [f"<{edges[0]}"]
+    out += [f"{lo}-{hi - 1}" for lo, hi in zip(edges, edges[1:], strict=False)]
+    return out + [f">={edges[-1]}"]
+
+
+class _Rows:
+    """The compare rows as numpy arrays: cohort mask, stratum codes, metric values."""
+
+    def __init__(self, rows: pl.DataFrame, edges: tuple[int, ...]) -> None:
+        self.after = (rows["cohort"] == "after").to_numpy()
+        self.workloads = sorted(set(rows["workload"].to_list()))
+        w_idx = rows["workload"].replace_strict({w: i for i, w in enumerate(self.workloads)},
+                                                return_dtype=pl.Int64).to_numpy()
+        self.nb = len(edges) + 2  # bucket 0 = unknown length, then 1 + bucket index
+        b_idx = (rows["bucket"].fill_null(-1) + 1).to_numpy()
+        self.codes = w_idx * self.nb + b_idx
+        self.n_strata = len(self.workloads) * self.nb
+        self.labels = ["(unknown)"] + bucket_labels(edges)
+        self.values = {m: rows[m].cast(pl.Float64).fill_null(np.nan).to_numpy() for m in METRICS}
+
+    def stratum_workload(self) -> np.ndarray:
+        return np.arange(self.n_strata) // self.nb
+
+    def stratum_bucket(self) -> np.ndarray:
+        return np.arange(self.n_strata) % self.nb
+
+
+class _Estimator:
+    def __init__(self, data: _Rows, *, ps: tuple[float, ...], mix: str, resamples: int, seed: int) -> None:
+        self.d, self.ps, self.mix, self.resamples = data, ps, mix, resamples
+        self.rng = np.random.default_rng(seed)
+        self._cache: dict[tuple[str, tuple[float, ...], bytes], list[dict[str, Any]]] = {}
+
+    def ratio(self, metric: str, subset: np.ndarray | None = None, ps: tuple[float, ...] | None = None
+              ) -> list[dict[str, Any]]:
+        """One dict per percentile: re-weighted before/after, ratio with interval, raw (unweighted) ratio.
+        The same requests asked twice (a feature that crossed nowhere, two features with one threshold) get
+        the same answer, computed once."""
+        ps = ps or self.ps
+        vals = self.d.values[metric]
+        ok = np.isfinite(vals) if subset is None else np.isfinite(vals) & subset
+        key = (metric, ps, hashlib.blake2b(np.packbits(ok).tobytes(), digest_size=16).digest())
+        if key not in self._cache:
+            self._cache[key] = self._ratio(vals, ok, ps)
+        return self._cache[key]
+
+    def _ratio(self, vals: np.ndarray, ok: np.ndarray, ps: tuple[float, ...]) -> list[dict[str, Any]]:
+        d = self.d
+        b, a = ok & ~d.after, ok & d.after
+        vb, cb, va, ca = vals[b], d.codes[b], vals[a], d.codes[a]
+        w = stats.mix_weights(cb, ca, d.n_strata, self.mix)
+        nan = np.full(len(ps), np.nan)
+        if w.sum() == 0:
+            pb = pa = nan
+            lo = hi = dlo = dhi = nan
+        else:
+            pb, pa = stats.weighted_percentiles(vb, cb, w, ps), stats.weighted_percentiles(va, ca, w, ps)
+            db = stats.bootstrap_percentiles(vb, cb, w, ps, self.resamples, self.rng)
+            da = stats.bootstrap_percentiles(va, ca, w, ps, self.resamples, self.rng)
+            with np.errstate(all="ignore"):
+                lo, hi = stats.interval(da / db)
+            dlo, dhi = stats.interval(da - db)
+        raw_b = np.quantile(vb, ps) if vb.size else nan
+        raw_a = np.quantile(va, ps) if va.size else nan
+        matched_b, matched_a = int((w[cb] > 0).sum()), int((w[ca] > 0).sum())
+        out = []
+        with np.errstate(all="ignore"):
+            for i, p in enumerate(ps):
+                ratio = pa[i] / pb[i] if pb[i] > 0 else np.nan
+                out.append({
+                    "percentile": f"p{p * 100:g}", "before": pb[i], "after": pa[i], "ratio": ratio,
+                    "ratio_lo": lo[i] if np.isfinite(ratio) else np.nan,
+                    "ratio_hi": hi[i] if np.isfinite(ratio) else np.nan,
+                    "diff": pa[i] - pb[i], "diff_lo": dlo[i], "diff_hi": dhi[i],
+                    "raw_before": raw_b[i], "raw_after": raw_a[i],
+                    "raw_ratio": raw_a[i] / raw_b[i] if raw_b[i] > 0 else np.nan,
+                    "n_before": matched_b, "n_after": matched_a,
+                    "unmatched": int(vb.size + va.size - matched_b - matched_a),
+                })  # fmt: skip
+        return out
+
+
+def _frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
+    return pl.DataFrame(rows).with_columns(pl.col(pl.Float64).fill_nan(None)) if rows else pl.DataFrame()
+
+
+def compare(sel: Selection, *, by: CohortBy | str = CohortBy.label, before: str | None = None,
+            after: str | None = None, catalogue: Catalogue | None = None, features: list[str] | None = None,
+            metrics: tuple[str, ...] = METRICS, percentiles: tuple[float, ...] = stats.PERCENTILES,
+            edges: tuple[int, ...] = DEFAULT_EDGES, mix: str = "pooled", resamples: int = stats.RESAMPLES,
+            seed: int = 0, tolerance: float = 0.05, attribution_percentile: float = 0.5,
+            capacity: bool = True, gpu_mem_gib: float | None = None, max_gap_s: float = MAX_GAP_S) -> Analysis:
+    """Compare two cohorts of the selection's window (see the module docstring and `METHOD`)."""
+    bad = [m for m in metrics if m not in METRICS]
+    if bad or not metrics:
+        raise UsageError(f"metrics must be among {', '.join(METRICS)} (got {', '.join(metrics) or 'none'})")
+    if list(edges) != sorted(set(edges)) or not edges:
+        raise UsageError("prompt-length bucket edges must be increasing, e.g. 256,1024,4096,16384,65536")
+    if mix not in ("pooled", "before", "after"):
+        raise UsageError("--mix must be pooled, before or after")
+    con = sel.con
+    cat = (catalogue or load_catalogue()).select(features)
+    settings = prepare(con, cat, gpu_mem_gib=gpu_mem_gib)
+    mark_requests(con)
+    cohorts = resolve(con, by, before, after)
+    rows = queries.run(con, "compare_requests", **cohorts.params(), edges=list(edges))
+    counts = {c: int((rows["cohort"] == c).sum()) for c in ("before", "after")}
+    if not counts["before"] or not counts["after"]:
+        raise UsageError(f"a cohort has no completed requests ({cohorts.describe('before')}: {counts['before']}, "
+                         f"{cohorts.describe('after')}: {counts['after']})")
+    data = _Rows(rows, edges)
+    est = _Estimator(data, ps=tuple(percentiles), mix=mix, resamples=resamples, seed=seed)
+    summary, overall = [], {}
+    for m in metrics:
+        for r in est.ratio(m):
+            summary.append({"metric": m, **r, "changed": bool(attr.material(r["ratio"], r["ratio_lo"],
+                                                                            r["ratio_hi"], tolerance))})
+        overall[m] = _headline(summary[-len(percentiles):])
+    tables: dict[str, pl.DataFrame] = {"summary": _frame(summary)}
+    tables["by_workload"] = _by_group(est, data, metrics, "workload")
+    tables["by_bucket"] = _by_group(est, data, metrics, "bucket")
+    tables["mix"] = _mix(data, mix)
+    groups = attr.crossing_groups(con, engine_starts(con), settings, rows, max_gap_s)
+    tables["attribution"] = _attribution(est, data, groups, metrics, overall, attribution_percentile, tolerance)
+    tables["cohorts"] = _cohorts(rows, cohorts)
+    if capacity:
+        tables["capacity"] = _capacity(sel, cohorts)
+    notes = _notes(tables, tolerance) + _sharpest(tables["attribution"])
+    titles = {
+        "summary": f"{cohorts.describe('after')} vs {cohorts.describe('before')}: re-weighted percentiles",
+        "by_workload": "per workload (re-weighted over prompt-length buckets)",
+        "by_bucket": "per prompt-length bucket (re-weighted over workloads)",
+        "mix": "traffic mix per stratum (workload x prompt-length bucket)",
+        "attribution": f"attribution: can a feature explain the change? (p{attribution_percentile * 100:g} "
+                       "within crossing and other requests)",
+        "cohorts": "cohorts", "capacity": "capacity per pod (Little's law at the observed ceiling)",
+    }
+    definitions = {
+        "method": METHOD.format(B=resamples, seed=seed, mix={
+            "pooled": "both cohorts' requests together", "before": "the before cohort's requests",
+            "after": "the after cohort's requests"}[mix]),
+        "ratio": "after / before of the re-weighted percentile; ratio_lo/ratio_hi: its 95% bootstrap interval",
+        "raw_ratio": "the same without re-weighting (each cohort's own mix): where it differs from ratio, the "
+        "traffic mix changed",
+        "unmatched": "requests in strata that only one cohort has: left out of the re-weighted percentiles",
+        "changed": f"the interval excludes 1 and the change is larger than {tolerance:.0%}",
+        "verdict": attr.VERDICT_RULES,
+        "crossed": "a request crossed a feature when its quantity is beyond the threshold in effect after the "
+        "change (else before); step-scoped features: the request arrived while its deployment's latest step "
+        f"line (at most {max_gap_s:g} s old) was over it",
+    }
+    params = {**sel.window.to_dict(), **cohorts.params(), "metrics": list(metrics), "percentiles": list(percentiles),
+              "edges": list(edges), "mix": mix, "resamples": resamples, "seed": seed, "tolerance": tolerance,
+              "attribution_percentile": attribution_percentile}
+    return Analysis("compare", params, tables, titles, definitions, notes)
+
+
+def _headline(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The metric's largest material change over the percentiles (else its largest change): what the
+    attribution table asks each feature to explain."""
+    def size(r: dict[str, Any]) -> float:
+        return abs(np.log(r["ratio"])) if np.isfinite(r["ratio"]) and r["ratio"] > 0 else -1.0
+
+    changed = [r for r in rows if r["changed"]]
+    return max(changed or rows, key=size)
+
+
+def _by_group(est: _Estimator, data: _Rows, metrics: tuple[str, ...], kind: str) -> pl.DataFrame:
+    of = data.stratum_workload() if kind == "workload" else data.stratum_bucket()
+    names = data.workloads if kind == "workload" else data.labels
+    rows = []
+    for i, name in enumerate(names):
+        subset = of[data.codes] == i
+        if not subset.any():
+            continue
+        for m in metrics:
+            for r in est.ratio(m, subset):
+                if r["n_before"] or r["n_after"]:
+                    rows.append({kind: name, "metric": m, **r})
+    return _frame(rows)
+
+
+def _mix(data: _Rows, mix: str) -> pl.DataFrame:
+    nb = np.bincount(data.codes[~data.after], minlength=data.n_strata)
+    na = np.bincount(data.codes[data.after], minlength=data.n_strata)
+    w = stats.mix_weights(data.codes[~data.after], data.codes[data.after], data.n_strata, mix)
+    s = np.nonzero(nb + na)[0]
+    return pl.DataFrame({
+        "workload": [data.workloads[i // data.nb] for i in s], "bucket": [data.labels[i % data.nb] for i in s],
+        "n_before": nb[s], "n_after": na[s], "share_before": nb[s] / max(nb.sum(), 1),
+        "share_after": na[s] / max(na.sum(), 1), "weight": w[s],
+    })  # fmt: skip
+
+
+def _attribution(est: _Estimator, data: _Rows, groups: list[attr.Group], metrics: tuple[str, ...],
+                 overall: dict[str, dict[str, Any]], p: float, tolerance: float) -> pl.DataFrame:
+    rows = []
+    n_b, n_a = int((~data.after).sum()), int(data.after.sum())
+    for g in groups:
+        cb, ca = int((g.crossed & ~data.after).sum()), int((g.crossed & data.after).sum())
+        for m in metrics:
+            o = overall[m]
+            if not np.isfinite(o["ratio"]) and not (o["n_before"] and o["n_after"]):
+                continue
+            cr = est.ratio(m, g.crossed, ps=(p,))[0] if cb and ca else None
+            ot = est.ratio(m, ~g.crossed, ps=(p,))[0] if cb < n_b or ca < n_a else None
+            short, text = attr.verdict(
+                metric=m, overall=trip(o), at=o["percentile"], share_before=cb / max(n_b, 1),
+                share_after=ca / max(n_a, 1),
+                crossing=trip(cr), other=trip(ot), n_cross=(cb, ca), n_other=(n_b - cb, n_a - ca),
+                tolerance=tolerance)
+            rows.append({
+                "feature": g.feature, "title": g.title, "scope": g.scope, "quantity": g.quantity, "op": g.op,
+                "threshold": g.threshold, "status_before": g.status_before, "status_after": g.status_after,
+                "metric": m, "crossed_before": cb, "crossed_after": ca, "share_before": cb / max(n_b, 1),
+                "share_after": ca / max(n_a, 1), "overall_percentile": o["percentile"], "overall_ratio": o["ratio"],
+                "crossing_ratio": trip(cr)[0], "crossing_lo": trip(cr)[1], "crossing_hi": trip(cr)[2],
+                "other_ratio": trip(ot)[0], "other_lo": trip(ot)[1], "other_hi": trip(ot)[2],
+                "verdict": short, "explanation": text,
+            })  # fmt: skip
+    return _frame(rows)
+
+
+def trip(r: dict[str, Any] | None) -> tuple[float, float, float]:
+    return (r["ratio"], r["ratio_lo"], r["ratio_hi"]) if r else (np.nan, np.nan, np.nan)
+
+
+def _cohorts(rows: pl.DataFrame, cohorts: Cohorts) -> pl.DataFrame:
+    return rows.group_by("cohort").agg(
+        pl.len().alias("requests"),
+        pl.col("deployment").n_unique().alias("deployments"),
+        pl.concat_str(pl.col("engine").fill_null("?"), pl.lit(" "), pl.col("engine_version").fill_null("?"))
+        .unique().sort().str.join(", ").alias("engines"),
+        pl.col("arrival").min().alias("first_arrival"), pl.col("arrival").max().alias("last_arrival"),
+    ).with_columns(pl.col("cohort").replace_strict({"before": cohorts.describe("before"),
+                                                    "after": cohorts.describe("after")}).alias("definition"),
+                   (pl.col("cohort") == "after").alias("_o")).sort("_o").drop("_o")
+
+
+def _capacity(sel: Selection, cohorts: Cohorts) -> pl.DataFrame:
+    """The capacity analysis of each cohort, side by side per pod: its numbers `_before` and `_after`."""
+    from attribution.analyses import capacity, select
+
+    parts = []
+    if cohorts.by == CohortBy.window:
+        for which, (since, until) in (("before", cohorts.before_window), ("after", cohorts.after_window)):
+            cap = capacity(select(sel.con, since=since, until=until, by="all"), per_group=False)
+            parts.append((which, cap.tables["capacity"]))
+    else:
+        grp = "label" if cohorts.by == CohortBy.label else "version"
+        cap = capacity(select(sel.con, since=sel.window, by=grp), per_group=True).tables["capacity"]
+        for which, value in (("before", cohorts.before), ("after", cohorts.after)):
+            parts.append((which, cap.filter((pl.col(grp) == value) | pl.col(grp).str.ends_with(f" {value}"))
+                          .drop(grp)))
+    (_, b), (_, a) = parts
+    if b.is_empty() and a.is_empty():
+        return pl.DataFrame()
+    nums = [c for c in b.columns if c != "deployment" and b.schema[c].is_numeric()]
+    wide = b.select("deployment", *[pl.col(c).alias(f"{c}_before") for c in nums]).join(
+        a.select("deployment", *[pl.col(c).alias(f"{c}_after") for c in nums]), on="deployment", how="full",
+        coalesce=True)
+    ratio = (pl.col("capacity_per_day_after") / pl.col("capacity_per_day_before")).alias("capacity_ratio")
+    return wide.with_columns(ratio).sort("deployment") if "capacity_per_day" in nums else wide.sort("deployment")
+
+
+def _sharpest(att: pl.DataFrame) -> list[str]:
+    """Where several features could explain one metric's change (their crossing sets overlap), name the one
+    whose crossing and other requests differ most: the likelier of them."""
+    if att.is_empty():
+        return []
+    out = []
+    for (m,), part in att.filter(pl.col("verdict") == "explains").group_by("metric", maintain_order=True):
+        if part.height < 2:
+            continue
+        part = part.with_columns((pl.col("crossing_ratio") / pl.col("other_ratio")).log().abs().alias("_c"))
+        best = part.sort("_c", descending=True).row(0, named=True)
+        out.append(f"{part.height} features could explain the {m} change ({', '.join(part['feature'])}): their "
+                   f"crossing requests overlap; the sharpest contrast is {best['feature']} (crossing "
+                   f"x{best['crossing_ratio']:.3g}, others x{best['other_ratio']:.3g})")
+    return out
+
+
+def _notes(tables: dict[str, pl.DataFrame], tolerance: float) -> list[str]:
+    notes = []
+    s = tables["summary"]
+    if s.height:
+        outside = (pl.col("raw_ratio") < pl.col("ratio_lo")) | (pl.col("raw_ratio") > pl.col("ratio_hi"))
+        shifted = s.filter(outside & ((pl.col("raw_ratio").log() - pl.col("ratio").log()).abs() > np.log1p(tolerance)))
+        if shifted.height:
+            pairs = ", ".join(f"{r['metric']} {r['percentile']} (raw x{r['raw_ratio']:.3g}, re-weighted "
+                              f"x{r['ratio']:.3g})" for r in shifted.iter_rows(named=True))
+            notes.append(f"the traffic mix changed: without re-weighting these would read differently: {pairs}")
+        unmatched = int(s["unmatched"].max() or 0)
+        if unmatched:
+            notes.append(f"up to {unmatched:,} requests fall in strata only one cohort has and are left out "
+                         "(see the mix table)")
+        undefined = s.filter(pl.col("ratio").is_null() & pl.col("before").is_not_null())
+        if undefined.height:
+            notes.append("ratio undefined where the before percentile is 0 (e.g. no queueing): read diff instead")
+    missing = [m for m in METRICS if m in set(s["metric"].to_list()) and
+               s.filter(pl.col("metric") == m)["before"].is_null().all()] if s.height else []
+    if missing:
+        notes.append(f"no values for {', '.join(missing)} in one cohort (the logs do not give them)")
+    return notes

@@ -1,0 +1,144 @@
+"""Re-weighted percentiles of one cohort's requests and their stratified bootstrap.
+
+Requests fall into strata (workload x prompt-length bucket). A cohort's re-weighted percentile is the
+percentile of the mixture in which stratum s has weight w_s (a common mix shared by both cohorts) and every
+request of s counts w_s / n_s. The point estimate interpolates linearly between order statistics (with equal
+weights it is DuckDB's quantile_cont); the bootstrap resamples n_s requests with replacement within every
+stratum and takes the inverted-CDF percentile (the smallest value whose re-weighted CDF reaches p), found
+by bisection over the sorted values with conditional binomial draws (a rounded normal where a draw's
+variance exceeds 25), so no index arrays of size resamples x requests are ever built.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+PERCENTILES = (0.5, 0.9, 0.99)
+RESAMPLES = 1000
+CI_LEVEL = 0.95
+EPS = 1e-12
+NORMAL_VAR = 25.0
+TABLE_CELLS = 4_000_000  # strata x distinct values up to which cumulative counts are tabled (32 MB)
+
+
+def mix_weights(codes_a: np.ndarray, codes_b: np.ndarray, n_strata: int, mix: str = "pooled") -> np.ndarray:
+    """Common weights per stratum, zero where either cohort has no request: `pooled` (both cohorts' requests
+    together), `before` or `after` (that cohort's mix)."""
+    na = np.bincount(codes_a, minlength=n_strata).astype(float)
+    nb = np.bincount(codes_b, minlength=n_strata).astype(float)
+    both = (na > 0) & (nb > 0)
+    base = {"pooled": na + nb, "before": na, "after": nb}[mix]
+    w = np.where(both, base, 0.0)
+    total = w.sum()
+    return w / total if total > 0 else w
+
+
+def weighted_percentiles(values: np.ndarray, codes: np.ndarray, weights: np.ndarray,
+                         ps: tuple[float, ...] = PERCENTILES) -> np.ndarray:
+    """Re-weighted percentiles with linear interpolation: item i (sorted, unit weight u_i, cumulative C_i)
+    sits at position (C_i - u_i) / (1 - u_last); with equal weights that is (i - 1) / (n - 1), numpy's and
+    DuckDB quantile_cont's rule. NaN when no request falls in a weighted stratum."""
+    keep = weights[codes] > 0
+    v, c = values[keep], codes[keep]
+    if v.size == 0:
+        return np.full(len(ps), np.nan)
+    n_s = np.bincount(c, minlength=weights.size)
+    u = weights[c] / n_s[c]
+    order = np.argsort(v, kind="stable")
+    v, u = v[order], u[order] / u.sum()
+    if v.size == 1:
+        return np.full(len(ps), v[0])
+    pos = (np.cumsum(u) - u) / (1.0 - u[-1])
+    return np.interp(np.asarray(ps), pos, v)
+
+
+def bootstrap_percentiles(values: np.ndarray, codes: np.ndarray, weights: np.ndarray,
+                          ps: tuple[float, ...] = PERCENTILES, resamples: int = RESAMPLES,
+                          rng: np.random.Generator | None = None) -> np.ndarray:
+    """(len(ps), resamples) bootstrap draws of the re-weighted inverted-CDF percentiles.
+
+    Each resample draws n_s requests with replacement in every stratum s. The percentile is found by
+    bisection over the distinct sorted values: the resampled count of stratum s below a cut is a binomial
+    draw conditioned on the counts at the enclosing cuts, which is exactly multinomial resampling, evaluated
+    only where the bisection looks (about log2(distinct values) cuts).
+    """
+    rng = rng or np.random.default_rng(0)
+    keep = weights[codes] > 0
+    v, c = values[keep], codes[keep]
+    if v.size == 0:
+        return np.full((len(ps), resamples), np.nan)
+    present = np.unique(c)
+    c = np.searchsorted(present, c)  # strata renumbered 0..S-1
+    n_strata = present.size
+    distinct, g = np.unique(v, return_inverse=True)
+    k = distinct.size
+    n_s = np.bincount(c, minlength=n_strata)
+    if n_strata * (k + 1) <= TABLE_CELLS:  # counts below every cut, per stratum: a lookup per query
+        cells = np.bincount(c.astype(np.int64) * (k + 1) + g + 1, minlength=n_strata * (k + 1))
+        table = np.cumsum(cells.reshape(n_strata, k + 1), axis=1).ravel()
+
+        def below(e: np.ndarray) -> np.ndarray:
+            return table[stride + e[..., None]]
+    else:  # one sorted key per request: a binary search per query
+        keys = np.sort(c.astype(np.int64) * k + g)
+        offsets = np.searchsorted(keys, np.arange(n_strata, dtype=np.int64) * k)
+
+        def below(e: np.ndarray) -> np.ndarray:
+            return np.searchsorted(keys, base + e[..., None]) - offsets
+    w = weights[present]
+    a = w / w.sum() / n_s  # weight of one resampled request of each stratum
+    shape = (len(ps), resamples)
+    base = (np.arange(n_strata, dtype=np.int64) * k)[None, None, :]
+    stride = (np.arange(n_strata, dtype=np.int64) * (k + 1))[None, None, :]
+    e_lo = np.zeros(shape, np.int64)
+    e_hi = np.full(shape, k, np.int64)
+    r_lo = np.zeros((*shape, n_strata), np.int64)
+    r_hi = np.broadcast_to(n_s, r_lo.shape).copy()
+    h_lo, h_hi = r_lo.copy(), r_hi.copy()
+    target = (np.asarray(ps, float) - EPS)[:, None]
+    while True:
+        active = e_hi - e_lo > 1
+        if not active.any():
+            break
+        e_mid = (e_lo + e_hi) // 2
+        h_mid = below(e_mid)
+        span = h_hi - h_lo
+        prob = np.where(span > 0, (h_mid - h_lo) / np.maximum(span, 1), 0.0)
+        r_mid = r_lo + _binomial(rng, r_hi - r_lo, prob)
+        left = ((r_mid * a).sum(axis=-1) >= target) & active
+        right = ~left & active
+        e_hi = np.where(left, e_mid, e_hi)
+        e_lo = np.where(right, e_mid, e_lo)
+        lft, rgt = left[..., None], right[..., None]
+        r_hi, h_hi = np.where(lft, r_mid, r_hi), np.where(lft, h_mid, h_hi)
+        r_lo, h_lo = np.where(rgt, r_mid, r_lo), np.where(rgt, h_mid, h_lo)
+    return distinct[e_hi - 1]
+
+
+def _binomial(rng: np.random.Generator, n: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Binomial draws, drawn only where they are random (n > 0, 0 < p < 1): as the bisection narrows, most
+    strata have nothing left in the bracket. Where the variance n*p*(1-p) exceeds NORMAL_VAR, the rounded
+    normal approximation (its error is far below the resampling noise there; numpy's binomial is slow)."""
+    out = np.where(p >= 1.0, n, 0)
+    live = (n > 0) & (p > 0.0) & (p < 1.0)
+    nl, pl = n[live], p[live]
+    var = nl * pl * (1.0 - pl)
+    big = var > NORMAL_VAR
+    draws = np.empty(nl.shape, np.int64)
+    draws[~big] = rng.binomial(nl[~big], pl[~big])
+    x = np.rint(nl[big] * pl[big] + np.sqrt(var[big]) * rng.standard_normal(int(big.sum())))
+    draws[big] = np.clip(x, 0, nl[big])
+    out[live] = draws
+    return out
+
+
+def interval(draws: np.ndarray, level: float = CI_LEVEL) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile interval of bootstrap draws along the last axis (NaN/inf draws ignored)."""
+    d = np.where(np.isfinite(draws), draws, np.nan)
+    lo, hi = (1 - level) / 2 * 100, (1 + level) / 2 * 100
+    with np.errstate(all="ignore"):
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return np.nanpercentile(d, lo, axis=-1), np.nanpercentile(d, hi, axis=-1)

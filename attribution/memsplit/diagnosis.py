@@ -1,0 +1,128 @@
+"""Diagnosis from the engine's step lines (queries/memsplit_*.sql): per engine start, how often and how long
+the running cap bound with requests waiting while the KV pool had room (episodes), the queueing it cost, what
+limited the start (state pool, running cap, KV pool, compute, nothing), and the demand the recommendation
+sizes the pools for. The exact sweep of the concurrency analysis (attribution.analyses) cross-checks the
+demand where requests have per-request intervals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from attribution import queries
+from attribution.db import fetch
+from attribution.memsplit.current import CurrentSplit
+
+LIMITS = {
+    "state_pool": "most queueing happened with running requests at the cap the state pool sets and the KV "
+    "pool "
+    "below kv_low: the state pool binds",
+    "running_cap": "most queueing happened at the running cap with the KV pool below kv_low, and the state "
+    "pool "
+    "would admit more: the cap binds",
+    "kv_pool": "most queueing happened with KV usage at or above kv_low: the KV pool binds",
+    "compute": "most queueing happened below the cap with KV to spare: the engine's throughput (e.g. "
+    "prefill) is "
+    "the limit, and no split of memory removes it",
+    "none": "no request waited",
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How a binding line is told apart and how demand is summarised (documented in DEFINITIONS)."""
+
+    kv_low: float = 0.8
+    max_gap_s: float = 60.0
+    merge_s: float = 30.0
+    percentile: float = 0.99
+    headroom: float = 0.10
+
+
+def materialize(con: duckdb.DuckDBPyConnection, name: str, **params: Any) -> None:
+    """queries/<name>.sql into a temporary table of the same name, read by the queries that follow."""
+    q = queries.load(name)
+    con.execute(f"create or replace temp table {name} as\n{q.sql}", {p: params[p] for p in q.params})
+
+
+def load_starts(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    engine: str | None,
+    deployments: list[str] | None,
+    since: datetime | None,
+    until: datetime | None,
+) -> pl.DataFrame:
+    """The engine starts under analysis (memsplit_starts), kept as a temporary table on `con`."""
+    materialize(con, "memsplit_starts", engine=engine, deployments=deployments, since=since, until=until)
+    return fetch(con, "select * from memsplit_starts")
+
+
+def step_frames(con: duckdb.DuckDBPyConnection, s: Settings) -> dict[str, pl.DataFrame]:
+    """binding (one row per start), episodes (one per episode) and demand (one per start), from the step
+    lines of the starts in memsplit_starts."""
+    materialize(con, "memsplit_lines", kv_low=s.kv_low, max_gap_s=s.max_gap_s)
+    materialize(con, "memsplit_episodes", max_gap_s=s.max_gap_s, merge_s=s.merge_s)
+    episodes = fetch(con, "select * from memsplit_episodes")
+    return {
+        "binding": queries.run(con, "memsplit_binding"),
+        "episodes": episodes,
+        "demand": queries.run(con, "memsplit_demand", q=s.percentile),
+    }
+
+
+def exact_in_system(
+    con: duckdb.DuckDBPyConnection, splits: list[CurrentSplit]
+) -> tuple[pl.DataFrame, list[str]]:
+    """Requests in the system (arrival to end) per start from the concurrency analysis' exact sweep over
+    per-request intervals: peak and p99. One sweep per distinct period."""
+    schema = {"start_id": pl.Int64, "in_system_peak_exact": pl.Float64, "in_system_p99_exact": pl.Float64}
+    try:
+        from attribution import analyses
+    except ImportError:  # pragma: no cover - the analyses ship with the package
+        return pl.DataFrame(schema=schema), [
+            "the concurrency analysis is not available: no exact cross-check"
+        ]
+    rows, notes = [], []
+    periods: dict[tuple, list[CurrentSplit]] = {}
+    for c in splits:
+        periods.setdefault((c.period_since, c.period_until), []).append(c)
+    for (since, until), group in periods.items():
+        try:
+            sel = analyses.select(con, since=since, until=until, by="all")
+            pods = analyses.concurrency(sel, per_group=False, estimate=False).tables["pods"]
+        except Exception as exc:  # noqa: BLE001 - a cross-check must not sink the answer
+            notes.append(f"exact concurrency sweep failed ({exc}); demand comes from the step lines only")
+            continue
+        got = pods.filter((pl.col("metric") == "in_system") & (pl.col("source") == "exact"))
+        for c in group:
+            r = got.filter(pl.col("deployment") == c.deployment)
+            if r.height:
+                rows.append(
+                    {
+                        "start_id": c.start_id,
+                        "in_system_peak_exact": r["peak"][0],
+                        "in_system_p99_exact": r["p99"][0],
+                    }
+                )
+    return pl.DataFrame(rows, schema=schema), notes
+
+
+def limit_of(c: CurrentSplit, b: dict[str, Any] | None) -> str:
+    """What cost the start most queueing (a key of LIMITS): the cause with the most waiting request-seconds
+    among binding lines (state pool or running cap), KV-bound lines and lines queued below the cap
+    (compute)."""
+    if not b or not b.get("waiting_request_s"):
+        return "none"
+    cap = "state_pool" if c.cap is not None and c.state_cap <= c.cap else "running_cap"
+    costs = {
+        cap: b["binding_waiting_request_s"],
+        "kv_pool": b["kv_bound_waiting_request_s"],
+        "compute": b["below_cap_waiting_request_s"],
+    }
+    return max(costs, key=lambda k: costs[k])

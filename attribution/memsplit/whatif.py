@@ -1,0 +1,176 @@
+"""What-if: replay a start's measured arrivals (queries/memsplit_arrivals.sql) through the simulator
+(attribution.simulate) under the current and the recommended split of the same memory, and compare queue
+time, TTFT and per-pod capacity. Both runs use one static model: a KV pool of T tokens and at most C running
+requests (C x k state slots of S bytes beside it). That is SGLang's split; for vLLM's shared pool it is the
+conservative reading (state reserved for the cap). The step costs come from a simulator engine profile.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from datetime import UTC
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from attribution import queries
+from attribution.errors import UsageError
+from attribution.memsplit.current import CurrentSplit
+from attribution.memsplit.recommend import Recommendation
+
+WAITED_S = 1.0  # a request "waited" when it queued at least this long
+
+
+@dataclass(frozen=True)
+class PoolConfig:
+    split: str  # current | recommended
+    kv_tokens: int
+    cap: int
+    state_slots: int
+
+
+def _version_key(v: str | None) -> tuple[int, ...]:
+    out = []
+    for p in (v or "").split(".")[:3]:
+        digits = "".join(ch for ch in p if ch.isdigit())
+        out.append(int(digits) if digits else 0)
+    return tuple(out)
+
+
+def service_profile(engine: str, version: str | None, name: str | None = None):
+    """The simulator's step-cost profile for a start: `name` if given, else the packaged profile of the same
+    engine with the nearest version (hybrid-model profiles first, then by name for ties)."""
+    from attribution.simulate.model import PROFILE_DIR, load_profile
+
+    if name:
+        return load_profile(name)
+    cands = []
+    for path in sorted(PROFILE_DIR.glob("*.toml")):
+        d = tomllib.loads(path.read_text())
+        if d.get("engine") != engine:
+            continue
+        want, have = _version_key(version), _version_key(str(d.get("version")))
+        distance = tuple(abs(a - b) for a, b in zip(want, have, strict=False)) if version else (0,)
+        newest = tuple(-x for x in have)  # without a version: the newest profile
+        cands.append(("hybrid" not in path.stem, distance, newest, path.stem))
+    if not cands:
+        raise UsageError(f"no simulator profile for engine {engine}: pass --service-model")
+    return load_profile(min(cands)[3])
+
+
+def _scenario(c: CurrentSplit, pool: PoolConfig, profile, longest: int):
+    from attribution.simulate.model import Memory, Phase, Scenario
+
+    cap = max(1, pool.cap)
+    budget = max(c.max_batched_tokens or 8192, cap + 1)
+    return Scenario(
+        name=f"memsplit {c.deployment} {pool.split}", description="replay of measured arrivals",
+        start=c.period_since.astimezone(UTC),
+        seed=0, pods=1, requests_per_day=1.0, phases=(Phase(pool.split, profile, 1.0),), workloads=(),
+        memory=Memory(pool.kv_tokens), max_running_requests=cap, max_num_batched_tokens=budget,
+        max_model_len=min(pool.kv_tokens, max(longest + 1, 2)), prefix_cache=False,
+    )  # fmt: skip
+
+
+def replay(arrivals: pl.DataFrame, c: CurrentSplit, pool: PoolConfig, profile) -> dict[str, Any]:
+    """Simulate one split; queue time, TTFT, peak running and Little's-law capacity at the cap."""
+    from attribution.simulate import simulate
+
+    longest = int((arrivals["prompt_tokens"] + arrivals["output_tokens"]).max())
+    row: dict[str, Any] = {
+        "start_id": c.start_id,
+        "deployment": c.deployment,
+        "split": pool.split,
+        "source": "simulated",
+        "requests": arrivals.height,
+        "cap": pool.cap,
+        "kv_pool_tokens": pool.kv_tokens,
+        "state_slots": pool.state_slots,
+    }
+    if longest + 1 > pool.kv_tokens:
+        row["note"] = (
+            f"the longest request ({longest:,} tokens) does not fit a {pool.kv_tokens:,}-token KV pool"
+        )
+        return row
+    rep = arrivals.select(
+        "arrival",
+        "prompt_tokens",
+        "output_tokens",
+        "max_tokens",
+        "workload",
+        pl.col("cached_tokens").fill_null(-1),
+    )
+    rep = rep.with_columns(
+        pl.max_horizontal("max_tokens", "output_tokens").fill_null(pl.col("output_tokens"))
+    )
+    sim = simulate(_scenario(c, pool, profile, longest), arrivals=rep, workers=1, steps=False).requests
+    service = (sim["finished"] - sim["admitted"]).dt.total_microseconds() / 1e6
+    mean_service = float(service.mean())
+    row.update(_latency(sim["queue_s"], sim["ttft_s"]))
+    row.update({
+        "peak_running": _peak(sim), "mean_service_s": mean_service,
+        "capacity_per_day": pool.cap / mean_service * 86400 if mean_service > 0 else None,
+    })  # fmt: skip
+    return row
+
+
+def _latency(queue: pl.Series, ttft: pl.Series) -> dict[str, Any]:
+    def q(s: pl.Series, p: float) -> float | None:
+        s = s.drop_nulls()
+        return float(s.quantile(p, interpolation="linear")) if s.len() else None
+
+    return {
+        "queue_p50": q(queue, 0.5), "queue_p99": q(queue, 0.99),
+        "queue_mean": float(queue.drop_nulls().mean()) if queue.drop_nulls().len() else None,
+        "waited_share": float((queue.drop_nulls() >= WAITED_S).mean()) if queue.drop_nulls().len() else None,
+        "ttft_p50": q(ttft, 0.5), "ttft_p99": q(ttft, 0.99),
+    }  # fmt: skip
+
+
+def _peak(sim: pl.DataFrame) -> int:
+    from attribution.simulate.truth import peak_overlap
+
+    return peak_overlap(sim["admitted"], sim["finished"])
+
+
+def measured(arrivals: pl.DataFrame, c: CurrentSplit) -> dict[str, Any]:
+    """The same figures as the logs measured them (queue time only where the source gives it)."""
+    return {
+        "start_id": c.start_id,
+        "deployment": c.deployment,
+        "split": "current",
+        "source": "measured",
+        "requests": arrivals.height,
+        "cap": c.cap,
+        "kv_pool_tokens": c.kv_pool_tokens,
+        "state_slots": c.state_slots,
+        **_latency(arrivals["queue_s"], arrivals["ttft_s"]),
+    }
+
+
+def whatif(
+    con: duckdb.DuckDBPyConnection, c: CurrentSplit, rec: Recommendation, service_model: str | None = None
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Rows for the measured traffic and its replay under the current and the recommended split."""
+    arrivals = queries.run(
+        con, "memsplit_arrivals", deployment=c.deployment, since=c.period_since, until=c.period_until
+    )
+    if arrivals.is_empty():
+        return [], [f"{c.deployment}: no requests with prompt and output lengths to replay"]
+    profile = service_profile(c.engine, c.version, service_model)
+    notes = [
+        f"{c.deployment} ({c.started:%Y-%m-%d %H:%M}): replayed {arrivals.height:,} requests with the "
+        f"`{profile.name}` step costs ({profile.engine} {profile.version}); an estimate"
+    ]
+    pools = [PoolConfig("current", c.kv_pool_tokens, c.cap or c.state_cap, c.state_slots)]
+    if rec.status in ("resize", "short"):
+        pools.append(PoolConfig("recommended", rec.kv_tokens, rec.max_running, rec.state_slots))
+    rows = [measured(arrivals, c)] + [replay(arrivals, c, p, profile) for p in pools]
+    if rec.status == "fits":
+        notes.append(
+            f"{c.deployment} ({c.started:%Y-%m-%d %H:%M}): the recommended split is the current one; "
+            "nothing else to replay"
+        )
+    return rows, notes

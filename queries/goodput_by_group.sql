@@ -1,0 +1,65 @@
+-- Question: how many requests per second met every term of a joint SLO (goodput), and what share of the traffic is that?
+-- Grain: one row per grp.
+-- Parameters: $slo_metrics (VARCHAR[]: queue, ttft, tpot, e2e), $slo_limits (DOUBLE[], seconds, same order).
+-- Columns: grp, requests, failed (error / failed / aborted: never good), unmeasured (completed, but a term's phase
+--   is unknown), good (completed and every term <= its limit), good_share (good / (requests - unmeasured)),
+--   span_s (first to last arrival of the whole selection, every group), requests_per_s, goodput_per_s
+--   (good / span_s). A request with one output token has no TPOT and meets any TPOT term.
+with
+
+requests as (
+    select * from analysis_requests where in_window
+),
+
+span as (
+    select (max(t_arrival) - min(t_arrival)) / 1e6 as span_s from requests
+),
+
+terms as (
+    select list_zip($slo_metrics::varchar[], $slo_limits::double[]) as terms
+),
+
+judged as (
+    select
+        grp,
+        ok,
+        [
+            case t[1]
+                when 'queue' then queue_s
+                when 'ttft' then ttft_s
+                when 'tpot' then case when output_tokens <= 1 then 0.0 else tpot_s end
+                when 'e2e' then e2e_s
+            end <= t[2]
+            for t in terms
+        ] as met
+    from requests, terms
+),
+
+counted as (
+    select
+        grp,
+        ok,
+        len([m for m in met if m]) as n_met,
+        len([m for m in met if not m]) as n_missed,
+        len(met) as n_terms
+    from judged
+),
+
+final as (
+    select
+        grp,
+        count(*) as requests,
+        count(*) filter (where not ok) as failed,
+        count(*) filter (where ok and n_missed = 0 and n_met < n_terms) as unmeasured,
+        count(*) filter (where ok and n_met = n_terms) as good,
+        count(*) filter (where ok and n_met = n_terms)
+            / nullif(count(*) - count(*) filter (where ok and n_missed = 0 and n_met < n_terms), 0) as good_share,
+        any_value(span_s) as span_s,
+        count(*) / nullif(any_value(span_s), 0) as requests_per_s,
+        count(*) filter (where ok and n_met = n_terms) / nullif(any_value(span_s), 0) as goodput_per_s
+    from counted, span
+    group by grp
+)
+
+select * from final
+order by grp = '(none)', grp

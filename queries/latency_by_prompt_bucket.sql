@@ -1,0 +1,58 @@
+-- Question: how long does each phase take per group and prompt-length bucket (long prompts wait and prefill longer)?
+-- Grain: one row per (grp, bucket, metric) with at least one request; completed requests only.
+-- Parameters: $bucket_edges (BIGINT[], ascending lower edges of the buckets after the first, e.g.
+--   [256, 1024, 4096, 16384, 65536]: buckets <256, 256-1023, ..., 65536+).
+-- Columns: grp, bucket (label), bucket_lo, bucket_hi (prompt_tokens in [bucket_lo, bucket_hi); hi NULL = open),
+--   metric (queue_s, ttft_s, tpot_s, e2e_s), requests, mean, p50, p90, p99, max (seconds; quantile_cont).
+with
+
+requests as (
+    select * from analysis_requests where in_window and ok and prompt_tokens is not null
+),
+
+edges as (
+    select $bucket_edges::bigint[] as e
+),
+
+bucketed as (
+    select requests.*, len([x for x in e if x <= prompt_tokens]) as b, e
+    from requests, edges
+),
+
+labelled as (
+    select
+        *,
+        case when b = 0 then 0 else e[b] end as bucket_lo,
+        case when b < len(e) then e[b + 1] end as bucket_hi
+    from bucketed
+),
+
+long as (
+    unpivot (select grp, bucket_lo, bucket_hi, queue_s, ttft_s, tpot_s, e2e_s from labelled)
+    on queue_s, ttft_s, tpot_s, e2e_s
+    into name metric value seconds
+),
+
+stats as (
+    select
+        grp, bucket_lo, bucket_hi, metric,
+        count(*) as requests,
+        avg(seconds) as mean,
+        quantile_cont(seconds, [0.5, 0.9, 0.99]) as q,
+        max(seconds) as max
+    from long
+    group by all
+),
+
+final as (
+    select
+        grp,
+        case when bucket_lo = 0 then '<' || bucket_hi
+             when bucket_hi is null then bucket_lo || '+'
+             else bucket_lo || '-' || (bucket_hi - 1) end as bucket,
+        bucket_lo, bucket_hi, metric, requests, mean, q[1] as p50, q[2] as p90, q[3] as p99, max
+    from stats
+)
+
+select * from final
+order by grp = '(none)', grp, bucket_lo, list_position(['queue_s', 'ttft_s', 'tpot_s', 'e2e_s'], metric)

@@ -1,0 +1,64 @@
+-- Question: how long are prompts, outputs and cached prefixes per group, counted by requests and by tokens?
+-- Grain: one row per (grp, metric); metric is prompt_tokens, output_tokens or cached_tokens.
+-- Parameters: none (reads analysis_requests, prepared by attribution.analyses for the window and grouping).
+-- Columns: grp, metric, requests (rows where the source gave the count), tokens (their sum), mean, p50, p90,
+--   p99, p99_9, max (request-weighted; exact, quantile_cont = linear interpolation, numpy's default),
+--   tok_p50, tok_p90, tok_p99 (token-weighted: the smallest length L such that requests of length <= L hold at
+--   least that share of the tokens), top1_token_share (share of the tokens in the longest 1% of requests,
+--   ceil(requests / 100) of them).
+with
+
+requests as (
+    select * from analysis_requests where in_window
+),
+
+long as (
+    unpivot (select grp, prompt_tokens, output_tokens, cached_tokens from requests)
+    on prompt_tokens, output_tokens, cached_tokens
+    into name metric value length
+),
+
+ranked as (
+    select
+        grp,
+        metric,
+        length,
+        sum(length) over (
+            partition by grp, metric order by length rows between unbounded preceding and current row
+        ) as cum_tokens,
+        sum(length) over (partition by grp, metric) as total_tokens,
+        row_number() over (partition by grp, metric order by length desc) as rank_desc,
+        count(*) over (partition by grp, metric) as n
+    from long
+),
+
+stats as (
+    select
+        grp,
+        metric,
+        count(*) as requests,
+        sum(length)::bigint as tokens,
+        avg(length) as mean,
+        quantile_cont(length, [0.5, 0.9, 0.99, 0.999]) as q,
+        max(length) as max,
+        min(length) filter (where cum_tokens >= 0.5 * total_tokens) as tok_p50,
+        min(length) filter (where cum_tokens >= 0.9 * total_tokens) as tok_p90,
+        min(length) filter (where cum_tokens >= 0.99 * total_tokens) as tok_p99,
+        sum(length) filter (where rank_desc <= ceil(n / 100)) / nullif(sum(length), 0) as top1_token_share
+    from ranked
+    group by grp, metric
+),
+
+final as (
+    select
+        grp, metric, requests, tokens, mean,
+        q[1] as p50, q[2] as p90, q[3] as p99, q[4] as p99_9, max,
+        case when tokens > 0 then tok_p50 end as tok_p50,
+        case when tokens > 0 then tok_p90 end as tok_p90,
+        case when tokens > 0 then tok_p99 end as tok_p99,
+        top1_token_share
+    from stats
+)
+
+select * from final
+order by grp = '(none)', grp, list_position(['prompt_tokens', 'output_tokens', 'cached_tokens'], metric)

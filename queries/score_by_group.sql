@@ -1,0 +1,70 @@
+-- Question: how does each group score on a per-request latency score (e.g. the contest score ERS)?
+-- Grain: one row per grp.
+-- Parameters: $score_metrics (VARCHAR[]: queue, ttft, tpot, e2e), $score_best, $score_worst (DOUBLE[], seconds),
+--   $score_weights, $score_powers (DOUBLE[]), $score_scale (DOUBLE).
+-- Columns: grp, requests, scored (failed requests score 0; completed ones need every term's phase), mean, p10, p50,
+--   p90 (quantile_cont), zero_share (share of scored requests scoring 0).
+--   score = scale * sum(weight * clip((worst - x) / (worst - best), 0, 1) ^ power): a term earns its full weight
+--   at or below `best`, nothing at or above `worst`; the clipping keeps the square from rewarding x > worst.
+--   A request with one output token has no TPOT and earns a TPOT term in full.
+with
+
+requests as (
+    select * from analysis_requests where in_window
+),
+
+terms as (
+    select list_zip(
+        $score_metrics::varchar[], $score_best::double[], $score_worst::double[], $score_weights::double[],
+        $score_powers::double[]
+    ) as terms
+),
+
+valued as (
+    select
+        grp,
+        ok,
+        [
+            {
+                f: (t[3] - case t[1]
+                    when 'queue' then queue_s
+                    when 'ttft' then ttft_s
+                    when 'tpot' then case when output_tokens <= 1 then 0.0 else tpot_s end
+                    when 'e2e' then e2e_s
+                end) / (t[3] - t[2]),
+                w: t[4],
+                p: t[5]
+            }
+            for t in terms
+        ] as parts
+    from requests, terms
+),
+
+scored as (
+    select
+        grp,
+        case
+            when not ok then 0.0
+            when len([x for x in parts if x.f is null]) = 0 then $score_scale * list_sum([
+                x.w * pow(case when x.f < 0 then 0.0 when x.f > 1 then 1.0 else x.f end, x.p) for x in parts
+            ])
+        end as score
+    from valued
+),
+
+final as (
+    select
+        grp,
+        count(*) as requests,
+        count(score) as scored,
+        avg(score) as mean,
+        quantile_cont(score, 0.1) as p10,
+        quantile_cont(score, 0.5) as p50,
+        quantile_cont(score, 0.9) as p90,
+        avg((score = 0)::integer) as zero_share
+    from scored
+    group by grp
+)
+
+select * from final
+order by grp = '(none)', grp

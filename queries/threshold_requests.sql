@@ -1,0 +1,59 @@
+-- Question: which engine start served each request of the window, and what can its thresholds be compared on?
+-- Grain: one row per request of analysis_requests inside the window.
+-- Parameters: none (reads analysis_requests, and thr_starts: engine_starts rows (config_id, deployment,
+--   engine, ts) registered by the caller).
+-- Columns: rid (a row number), config_id (the latest start of the request's deployment and engine at or
+--   before its arrival; where the request names no engine, of its deployment; else 'default:<engine>' or
+--   'default:unknown'), engine, engine_version, deployment, workload, label, day (UTC date of arrival),
+--   arrival, prompt_tokens, cached_tokens, output_tokens, prefill_tokens (prompt - cached, the prompt where
+--   cached is unknown), ok, queue_s, ttft_s, tpot_s, e2e_s.
+with
+
+requests as (
+    select row_number() over (order by arrival, deployment, workload, prompt_tokens) as rid, *
+    from analysis_requests
+    where in_window
+),
+
+starts as (
+    select config_id, deployment, engine, ts from thr_starts
+),
+
+by_engine as (
+    select r.rid, s.config_id
+    from requests as r
+    asof join starts as s on r.deployment = s.deployment and r.engine = s.engine and r.arrival >= s.ts
+),
+
+by_deployment as (
+    select r.rid, s.config_id, s.engine
+    from (select * from requests where engine is null) as r
+    asof join starts as s on r.deployment = s.deployment and r.arrival >= s.ts
+),
+
+final as (
+    select
+        r.rid,
+        coalesce(e.config_id, d.config_id, 'default:' || coalesce(r.engine, 'unknown')) as config_id,
+        coalesce(r.engine, d.engine) as engine,
+        r.engine_version,
+        r.deployment,
+        coalesce(r.workload, '(none)') as workload,
+        r.label,
+        strftime(timezone('UTC', r.arrival), '%Y-%m-%d') as day,
+        r.arrival,
+        r.prompt_tokens,
+        r.cached_tokens,
+        r.output_tokens,
+        r.prompt_tokens - coalesce(r.cached_tokens, 0) as prefill_tokens,
+        r.ok,
+        r.queue_s,
+        r.ttft_s,
+        r.tpot_s,
+        r.e2e_s
+    from requests as r
+    left join by_engine as e using (rid)
+    left join by_deployment as d using (rid)
+)
+
+select * from final

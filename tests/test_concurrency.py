@@ -1,0 +1,201 @@
+"""Concurrency: a hand-computed sweep, the sweep equal to a brute-force count on random intervals (hypothesis),
+live KV tokens, window clipping, the sampled path over engine step lines (including the real vLLM log under
+../shared, whose published maxima are Running 1 and Waiting 0) and the labelled simulator estimate."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import polars as pl
+import pytest
+from conftest import shared
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from attribution.analyses import concurrency, select
+from attribution.analyses.common import frames_connection, materialize
+from attribution.db import fetch
+from attribution.ingest import ingest
+from attribution.store import Store
+
+T0 = datetime(2025, 6, 2, 12, 0, tzinfo=UTC)
+
+
+def _requests(rows: list[tuple], deployment: str = "pod-a", workload: str = "w") -> pl.DataFrame:
+    """rows: (arrival_s, queue_s, ttft_s, e2e_s, prompt, output), seconds after T0."""
+    return pl.DataFrame({
+        "deployment": [deployment] * len(rows),
+        "workload": [workload] * len(rows),
+        "arrival": [T0 + timedelta(seconds=r[0]) for r in rows],
+        "queue_s": [r[1] for r in rows],
+        "ttft_s": [r[2] for r in rows],
+        "e2e_s": [r[3] for r in rows],
+        "prompt_tokens": [r[4] for r in rows],
+        "output_tokens": [r[5] for r in rows],
+    }, schema_overrides={"queue_s": pl.Float64, "ttft_s": pl.Float64})
+
+
+def _stats(res, metric: str, deployment: str = "pod-a") -> dict:
+    rows = res.tables["pods"].filter(pl.col("deployment") == deployment, pl.col("metric") == metric).to_dicts()
+    assert len(rows) == 1, (metric, rows)
+    return rows[0]
+
+
+def test_hand_computed_sweep():
+    # r1 waits [0, 1), runs [1, 4), first token at 2; r2 runs [2, 4), first token at 3;
+    # r3 arrives at 4, when r1 and r2 end (half-open: no overlap), waits [4, 4.5), runs [4.5, 5.5)
+    con = frames_connection(_requests([(0, 1.0, 2.0, 4.0, 10, 4), (2, 0.0, 1.0, 2.0, 20, 2),
+                                       (4, 0.5, 1.0, 1.5, 30, 1)]))
+    res = concurrency(select(con))
+    run = _stats(res, "running")
+    # running: 0 for 1.5 s, 1 for 2 s, 2 for 2 s over a 5.5 s span
+    assert run["peak"] == 2 and run["peak_at"] == T0 + timedelta(seconds=2)
+    assert run["mean"] == pytest.approx(6 / 5.5)
+    assert (run["p50"], run["p90"], run["p99"]) == (1, 2, 2)  # cumulative 27%, 64%, 100%
+    wait = _stats(res, "waiting")
+    assert (wait["peak"], wait["p50"], wait["p90"]) == (1, 0, 1) and wait["mean"] == pytest.approx(1.5 / 5.5)
+    assert _stats(res, "in_system")["mean"] == pytest.approx(7.5 / 5.5)
+    seen = _stats(res, "seen_at_arrival")  # r1 saw 0, r2 saw r1, r3 saw nobody
+    assert (seen["peak"], seen["p50"]) == (1, 0) and seen["mean"] == pytest.approx(1 / 3)
+    # just before t = 4: r1 holds 10 + 4 tokens, r2 20 + 2
+    assert _stats(res, "kv_tokens")["peak"] == pytest.approx(36)
+    assert res.tables["deployments"]["source"].to_list() == ["exact"]
+    assert set(res.tables["pods"]["source"]) == {"exact"}
+
+
+interval = st.tuples(
+    st.integers(0, 2_000),  # arrival, ms
+    st.integers(0, 300),  # queue, ms
+    st.integers(0, 400),  # ttft after admission, ms
+    st.integers(1, 1_500),  # running time, ms
+    st.integers(0, 5_000),  # prompt tokens
+    st.integers(1, 500),  # output tokens
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(interval, min_size=1, max_size=40), st.booleans())
+def test_sweep_equals_brute_force_count(ivs, by_workload):
+    a = np.array([r[0] for r in ivs], dtype=np.int64) * 1000  # microseconds
+    admit = a + np.array([r[1] for r in ivs]) * 1000
+    end = admit + np.array([r[3] for r in ivs]) * 1000
+    first = np.minimum(admit + np.array([r[2] for r in ivs]) * 1000, end)
+    prompt = np.array([r[4] for r in ivs], dtype=float)
+    out = np.array([r[5] for r in ivs], dtype=float)
+    rows = [((a[i]) / 1e6, (admit[i] - a[i]) / 1e6, (first[i] - a[i]) / 1e6, (end[i] - a[i]) / 1e6, int(prompt[i]),
+             int(out[i])) for i in range(len(ivs))]
+    df = _requests(rows).with_columns(workload=pl.Series([f"w{i % 2}" for i in range(len(ivs))]))
+    con = frames_connection(df)
+    sel = select(con, by="workload" if by_workload else "all")
+    materialize(con, "concurrency_segments", since=None, until=None, per_group=False)
+    seg = fetch(con, "select * from concurrency_segments order by t")
+    t = seg["t"].to_numpy() - int(T0.timestamp() * 1e6)
+    running = ((admit[None, :] <= t[:, None]) & (t[:, None] < end[None, :])).sum(1)
+    waiting = ((a[None, :] <= t[:, None]) & (t[:, None] < admit[None, :])).sum(1)
+    assert seg["running"].to_list() == running.tolist()
+    assert seg["waiting"].to_list() == waiting.tolist()
+    # every change of the brute-force count happens at an instant of the sweep (the last end closes it)
+    assert set(t) == set(np.concatenate([a, admit, first, end]).tolist()) - {end.max()}
+    # live KV: prompt from admission, output growing linearly from the first token to the end
+    live = (admit[None, :] <= t[:, None]) & (t[:, None] < end[None, :])
+    span = np.maximum(end - first, 1)
+    grown = np.where(end > first, out * np.clip((t[:, None] - first) / span, 0, 1), np.where(t[:, None] >= first, out, 0))
+    kv = (live * (prompt + grown)).sum(1)
+    assert seg["kv_start"].to_numpy() == pytest.approx(kv, abs=1e-2)
+    res = concurrency(sel)
+    # stats: peak, time-weighted mean and what each arrival saw, against brute force
+    in_sys = running + waiting
+    dur = np.diff(np.append(t, end.max()))
+    assert _stats(res, "in_system")["peak"] == in_sys.max()
+    assert _stats(res, "in_system")["mean"] == pytest.approx((in_sys * dur).sum() / (end.max() - a.min()))
+    seen = [((a <= x) & (x < end)).sum() - 1 for x in a]
+    s = _stats(res, "seen_at_arrival")
+    assert s["peak"] == max(seen) and s["p90"] == pytest.approx(np.percentile(seen, 90))
+
+
+def test_window_clips_the_sweep():
+    # one request running [0, 100) s, one [50, 60); window [40, 55)
+    con = frames_connection(_requests([(0, 0.0, 1.0, 100.0, 0, 1), (50, 0.0, 1.0, 10.0, 0, 1)]))
+    res = concurrency(select(con, since=T0 + timedelta(seconds=40), until=T0 + timedelta(seconds=55)))
+    run = _stats(res, "running")
+    assert run["mean"] == pytest.approx((1 * 10 + 2 * 5) / 15)  # 1 over [40, 50), 2 over [50, 55)
+    seen = _stats(res, "seen_at_arrival")  # only the arrival at 50 lies in the window
+    assert seen["peak"] == 1 and seen["mean"] == 1
+
+
+def test_unknown_queue_counts_in_system_only():
+    df = _requests([(0, None, 1.0, 10.0, 5, 5), (5, None, 1.0, 10.0, 5, 5)])
+    res = concurrency(select(frames_connection(df)))
+    assert res.tables["pods"]["metric"].to_list() == ["in_system", "seen_at_arrival"]
+    assert _stats(res, "in_system")["peak"] == 2
+    assert any("queue time unknown for all 2" in n for n in res.notes)
+
+
+def test_groups_are_swept_on_their_own():
+    df = pl.concat([_requests([(0, 0.0, 1.0, 10.0, 1, 1)], workload="x"),
+                    _requests([(5, 0.0, 1.0, 10.0, 1, 1), (6, 0.0, 1.0, 10.0, 1, 1)], workload="y")])
+    res = concurrency(select(frames_connection(df), by="workload"))
+    g = res.tables["groups"].filter(pl.col("metric") == "running")
+    assert dict(zip(g["workload"], g["peak"], strict=True)) == {"x": 1, "y": 2}
+    assert _stats(res, "running")["peak"] == 3
+
+
+def _steps(deployment: str, rows: list[tuple]) -> pl.DataFrame:
+    return pl.DataFrame({
+        "ts": [T0 + timedelta(seconds=r[0]) for r in rows], "deployment": [deployment] * len(rows),
+        "kind": ["stats"] * len(rows), "running": [r[1] for r in rows], "waiting": [r[2] for r in rows],
+        "kv_usage": [r[3] for r in rows],
+    })
+
+
+def test_engine_steps_only_are_sampled_and_labelled():
+    steps = _steps("pod-s", [(0, 2, 0, 0.1), (10, 5, 1, 0.5), (20, 1, 0, 0.2), (500, 3, 0, 0.3)])
+    config = pl.DataFrame({"ts": [T0], "deployment": ["pod-s"], "kv_pool_tokens": [1000], "start_line": [1]})
+    con = frames_connection(_requests([(0, 0.0, 1.0, 2.0, 1, 1)]), engine_steps=steps, engine_config=config)
+    res = concurrency(select(con), max_gap_s=60)
+    run = _stats(res, "running", "pod-s")
+    assert run["source"] == "sampled"
+    # weights: 10 s, 10 s, min(480 s, 60 s) = 60 s, 0 s (the last line)
+    assert run["peak"] == 5 and run["mean"] == pytest.approx((2 * 10 + 5 * 10 + 1 * 60) / 80)
+    assert (run["p50"], run["p90"]) == (1, 5)  # cumulative by value: 1 -> 60 s (75%), 2 -> 70 s, 5 -> 80 s
+    assert _stats(res, "kv_tokens", "pod-s")["peak"] == pytest.approx(500)  # 0.5 x the 1,000-token pool
+    assert _stats(res, "running")["source"] == "exact"  # pod-a has per-request intervals
+    assert any("sampled" in n and "pod-s" in n for n in res.notes)
+
+
+def test_real_vllm_log_is_sampled_with_published_maxima(tmp_path):
+    ingest([str(shared("traces", "vllm_server_logs", "01_2026_05_09_vllm_log_dump.txt"))], tmp_path / "s",
+           year=2026, tz="UTC", deployment="spark")
+    res = concurrency(select(Store.open(tmp_path / "s").connect()))
+    assert res.tables["deployments"].row(by_predicate=pl.col("deployment") == "spark", named=True)["source"] == "sampled"
+    # traces/README.md section 7: max Running = 1 and max Waiting = 0 over the stats lines
+    assert _stats(res, "running", "spark")["peak"] == 1 and _stats(res, "waiting", "spark")["peak"] == 0
+
+
+def test_arrival_only_traces_are_estimated_with_the_simulator_and_say_so():
+    n = 300
+    rng = np.random.default_rng(3)
+    df = pl.DataFrame({
+        "deployment": ["trace"] * n, "workload": ["t"] * n, "source_kind": ["trace"] * n,
+        "arrival": [T0 + timedelta(seconds=float(x)) for x in np.sort(rng.uniform(0, 120, n))],
+        "prompt_tokens": rng.integers(100, 3000, n), "output_tokens": rng.integers(1, 300, n),
+    })
+    con = frames_connection(df)
+    res = concurrency(select(con))
+    assert res.tables["deployments"]["source"].to_list() == ["estimate"]
+    assert set(res.tables["pods"]["source"]) == {"estimate"}
+    assert 1 <= _stats(res, "running", "trace")["peak"] <= 256
+    assert any(note.startswith("ESTIMATE for trace (300 arrivals") and "vllm-chat-small" in note
+               for note in res.notes)
+    off = concurrency(select(con), estimate=False)
+    assert off.tables["pods"].is_empty() and any("not estimated" in note for note in off.notes)
+
+
+def test_timeseries_buckets_cover_the_sweep():
+    con = frames_connection(_requests([(0, 1.0, 2.0, 4.0, 10, 4), (2, 0.0, 1.0, 2.0, 20, 2)]))
+    ts = concurrency(select(con), timeseries=True, bucket_s=1).tables["timeseries"]
+    assert ts["running_max"].to_list() == [0, 1, 2, 2]
+    assert ts["waiting_max"].to_list() == [1, 0, 0, 0]
+    assert ts["covered_s"].sum() == pytest.approx(4.0)
+    assert ts["in_system_mean"].to_list() == pytest.approx([1, 1, 2, 2])

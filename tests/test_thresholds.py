@@ -1,0 +1,287 @@
+"""Threshold features: the catalogue covers Part B of memory-and-thresholds.md, effective settings follow
+flags, startup facts and version/GPU defaults, and crossings counted from simulated vLLM, LiteLLM and SGLang
+logs equal what the simulator knows (counted here from its own requests and from the log lines by regex)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from datetime import datetime
+from pathlib import Path
+
+import polars as pl
+import pytest
+from conftest import shared
+from typer.testing import CliRunner
+
+from attribution.analyses import select
+from attribution.cli import app
+from attribution.errors import UsageError
+from attribution.ingest import ingest
+from attribution.simulate import simulate
+from attribution.simulate.writers import write_litellm, write_sglang_logs, write_vllm_logs
+from attribution.store import Store
+from attribution.thresholds import effective_settings, load_catalogue, parse_threshold, thresholds
+from attribution.thresholds.settings import evaluate_expression
+
+ENGINES = {"vLLM": {"vllm"}, "SGLang": {"sglang"}, "both": {"vllm", "sglang"}}
+
+
+def test_catalogue_covers_every_part_b_row():
+    doc = shared("formats", "memory-and-thresholds.md").read_text()
+    part_b = doc[doc.index("## Part B"):doc.index("### Items from the write-up")]
+    rows = re.findall(r"^\| (\d+[a-z]?) \| ([^|]+?) \|", part_b, re.M)
+    assert len(rows) == 35
+    cat = load_catalogue()
+    for num, engine in rows:
+        feats = [f for f in cat if f.ref == f"Part B #{num}"]
+        assert feats, f"Part B #{num} has no catalogue feature"
+        want = next((v for k, v in ENGINES.items() if engine.startswith(k)), None) or ENGINES["both"]
+        have = set().union(*(set(f.engines) for f in feats))
+        assert want <= have, f"Part B #{num} ({engine}): features for {have}"
+        for f in feats:
+            assert f.source and f.count_from and f.quantity
+    # The write-up's two kernels, with the thresholds the write-up gives.
+    assert cat.features["writeup.sparse_prefill_95k"].default[0].value == 95000
+    assert cat.features["writeup.compact_attention_8k"].default[0].value == 8192
+
+
+def test_threshold_specs():
+    known = load_catalogue().features
+    f = parse_threshold("sparse_prefill: kv_len_at_prefill > 95,000", known)
+    assert (f.id, f.quantity, f.op, f.override, f.scope, f.engines) == (
+        "sparse_prefill", "kv_len_at_prefill", ">", 95000.0, "request", ("any",))
+    g = parse_threshold("busy: running_requests >= 8")
+    assert (g.scope, g.override) == ("step", 8.0)
+    h = parse_threshold("vllm.chunked_prefill = 16384", known)
+    assert (h.quantity, h.op, h.override) == ("uncached_prompt_tokens", ">", 16384.0)
+    for bad in ("x: tokens > 5", "nope = 3", "vllm.chunked_prefill: prompt_tokens > 5", "just words"):
+        with pytest.raises(UsageError):
+            parse_threshold(bad, known)
+
+
+def test_user_catalogue_file_adds_and_replaces(tmp_path):
+    p = tmp_path / "mine.toml"
+    p.write_text('[assume]\ngpu_mem_gib = 40\n\n[[feature]]\nid = "inhouse.long"\nengine = "vllm"\n'
+                 'quantity = "peak_kv_len"\nop = ">="\ndefault = 50000\nenabled = "unknown"\n\n'
+                 '[[feature]]\nid = "vllm.max_num_seqs"\nquantity = "running_requests"\nop = ">"\ndefault = 7\n')
+    cat = load_catalogue([p])
+    assert cat.assume["gpu_mem_gib"] == 40 and cat.features["inhouse.long"].scope == "request"
+    assert cat.features["vllm.max_num_seqs"].op == ">" and cat.features["vllm.max_num_seqs"].engines == ("any",)
+    p.write_text('[[feature]]\nid = "x"\nquantity = "prompt_tokens"\nscope = "step"\n')
+    with pytest.raises(UsageError, match="request-scoped"):
+        load_catalogue([p])
+
+
+def _starts(*rows: dict) -> pl.DataFrame:
+    base = {"config_id": None, "deployment": "pod", "engine": None, "version": None, "model": None,
+            "ts": datetime(2025, 6, 1), "flags": {}, "max_model_len": None, "max_running_requests": None,
+            "chunked_prefill_size": None, "max_prefill_tokens": None, "block_size": None, "kv_pool_tokens": None,
+            "state_pool_slots": None, "mamba_page_padding": None, "tp_size": None}
+    return pl.DataFrame([{**base, "config_id": f"c{i}", **r} for i, r in enumerate(rows)], infer_schema_length=None)
+
+
+def _setting(df: pl.DataFrame, config: str, feature: str) -> dict:
+    return df.filter(pl.col("config_id") == config, pl.col("feature") == feature).row(0, named=True)
+
+
+def test_effective_settings_flags_facts_and_defaults():
+    cat = load_catalogue()
+    starts = _starts(
+        {"engine": "vllm", "version": "0.20.1", "max_model_len": 32768,
+         "flags": {"max_num_batched_tokens": "16384", "max_num_seqs": "128",
+                   "compilation_config": '{"max_cudagraph_capture_size": 256}'}},
+        {"engine": "vllm", "version": "0.20.1", "max_model_len": 32768},
+        {"engine": "vllm", "version": "0.10.1", "max_model_len": 100000, "flags": {"max_num_partial_prefills": "2"}},
+        {"engine": "sglang", "max_running_requests": 157, "state_pool_slots": 473,
+         "flags": {"max_running_requests": "None", "cuda_graph_max_bs": "None", "disable_radix_cache": "True"}},
+    )
+    s = effective_settings(starts, cat)
+    assert _setting(s, "c0", "vllm.chunked_prefill")["threshold"] == 16384
+    assert _setting(s, "c0", "vllm.max_num_seqs")["threshold"] == 128
+    assert _setting(s, "c0", "vllm.cuda_graph")["threshold"] == 256  # compilation_config.max_cudagraph_capture_size
+    # Defaults on an assumed 80 GiB (H100-class) GPU: 8192 tokens, 1024 seqs, min(2 x 1024, 512) graph sizes.
+    c1 = {f: _setting(s, "c1", f) for f in ("vllm.chunked_prefill", "vllm.max_num_seqs", "vllm.cuda_graph")}
+    assert [c1[f]["threshold"] for f in c1] == [8192, 1024, 512]
+    assert "GPU memory 80 GiB" in c1["vllm.chunked_prefill"]["assumed"]
+    assert _setting(s, "c1", "vllm.partial_prefills")["status"] == "not in version"  # V0 only (< 0.11)
+    v0 = _setting(s, "c2", "vllm.partial_prefills")
+    assert (v0["status"], v0["threshold"]) == ("on", 4000)  # 4% of max_model_len
+    assert _setting(s, "c1", "vllm.long_prefill")["status"] == "off"  # threshold 0 = off
+    sg = _setting(s, "c3", "sglang.max_running_requests")
+    assert (sg["threshold"], sg["status"]) == (157, "on") and "printed by the engine" in sg["threshold_source"]
+    assert _setting(s, "c3", "sglang.cuda_graph_max_bs")["threshold"] == 256  # H100, tp < 4
+    assert _setting(s, "c3", "sglang.state_pool")["status"] == "on"  # a state pool: hybrid
+    assert _setting(s, "c3", "sglang.page_size")["status"] == "off"  # --disable-radix-cache
+    assert _setting(s, "c1", "hybrid.linear_attention_prefill")["status"] == "not applicable"
+    small = effective_settings(starts, cat, gpu_mem_gib=40, tp_size=4)
+    assert _setting(small, "c1", "vllm.chunked_prefill")["threshold"] == 2048
+    assert _setting(small, "c1", "vllm.max_num_seqs")["threshold"] == 256
+    assert _setting(small, "c3", "sglang.cuda_graph_max_bs")["threshold"] == 160  # < 60 GB, tp >= 4
+    # Requests without a start get their engine's defaults; an unknown engine only the any-engine features.
+    fallback = s.filter(pl.col("config_id") == "default:unknown")
+    assert set(fallback["feature"]) == {f.id for f in cat if "any" in f.engines}
+
+
+def test_expressions_are_arithmetic_only():
+    assert evaluate_expression("min(2 * max_num_seqs, 512)", {"max_num_seqs": 13}) == 26
+    with pytest.raises(ValueError):
+        evaluate_expression("__import__('os').getcwd()", {})
+
+
+@pytest.fixture(scope="module")
+def vllm_store(tmp_path_factory):
+    """vLLM engine logs and LiteLLM gateway logs of one simulated hour with prefix-cache hits."""
+    res = simulate("vllm-chat-small", requests=1500, workers=1)
+    out = tmp_path_factory.mktemp("vllm")
+    write_vllm_logs(res, out / "logs" / "vllm")
+    write_litellm(res, out / "logs" / "litellm.jsonl")
+    ingest([str(out / "logs")], out / "store", year=2025, tz="UTC")
+    return res, out / "store"
+
+
+def test_request_crossings_equal_the_simulators_requests(vllm_store):
+    res, store = vllm_store
+    truth = res.requests.to_dicts()
+    cat = load_catalogue(specs=["long: kv_len_at_prefill > 3000", "peak: peak_kv_len >= 4000"])
+    out = thresholds(select(Store.open(store).connect()), cat, features=["long", "peak", "vllm.chunked_prefill"])
+    main = {r["feature"]: r for r in out.tables["requests"].to_dicts()}
+
+    def uncached(r: dict) -> int:
+        return r["prompt_tokens"] - r["cached_tokens"]
+
+    rules = {"long": lambda r: r["kv_len_at_prefill"] > 3000,
+             "peak": lambda r: r["prompt_tokens"] + r["output_tokens"] >= 4000,
+             "vllm.chunked_prefill": lambda r: uncached(r) > 8192}
+    total_prefill = sum(uncached(r) for r in truth)
+    for fid, rule in rules.items():
+        hit = [r for r in truth if rule(r)]
+        assert main[fid]["requests"] == main[fid]["all_requests"] == len(truth)
+        assert main[fid]["crossed"] == len(hit) > 0
+        assert main[fid]["prefill_token_share"] == pytest.approx(sum(uncached(r) for r in hit) / total_prefill)
+        assert main[fid]["crossed_estimated"] == 0  # the gateway gives cached tokens
+        by_wl = {r["workload"]: r["crossed"] for r in out.tables["by_workload"].to_dicts() if r["feature"] == fid}
+        assert by_wl == {a: sum(1 for r in hit if r["key_alias"] == a) for a in {r["key_alias"] for r in truth}}
+    # the prefix cache matters: counting the whole prompt would give more chunked prefills
+    assert sum(1 for r in truth if r["prompt_tokens"] > 8192) > main["vllm.chunked_prefill"]["crossed"]
+    assert main["vllm.chunked_prefill"]["threshold"] == "8192" and main["vllm.chunked_prefill"]["status"] == "on (1 start)"
+    assert main["long"]["method"] == "exact (request logs)"
+
+
+@pytest.fixture(scope="module")
+def sglang_store(tmp_path_factory):
+    res = simulate("sglang-hybrid-small", requests=1500, steps=True, workers=1)
+    out = tmp_path_factory.mktemp("sglang")
+    (log,) = write_sglang_logs(res, out / "logs")
+    ingest([str(out / "logs")], out / "store", year=2025, tz="UTC")
+    return log, out / "store"
+
+
+BATCH = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\] (Prefill|Decode) batch, .*?#running-req: (\d+)")
+
+
+def test_step_crossings_follow_the_batch_lines(sglang_store):
+    log, store = sglang_store
+    lines = [m for m in map(BATCH.match, log.read_text().splitlines()) if m]
+    running = [int(m.group(3)) for m in lines]
+    limit = sorted(running)[int(len(running) * 0.9)]  # crossed by about a tenth of the lines
+    out = thresholds(select(Store.open(store).connect()), load_catalogue(specs=[f"busy: running_requests >= {limit}"]),
+                     features=["busy", "sglang.max_running_requests", "sglang.state_pool"])
+    steps = {r["feature"]: r for r in out.tables["steps"].to_dicts()}
+    crossed = [n >= limit for n in running]
+    t = [datetime.fromisoformat(m.group(1)).timestamp() for m in lines]
+    dt = [min(b - a, 60.0) for a, b in zip(t, t[1:], strict=False)] + [0.0]
+    episodes = sum(1 for i, c in enumerate(crossed) if c and (i == 0 or not crossed[i - 1]))
+    busy = steps["busy"]
+    assert (busy["rows"], busy["crossed_rows"], busy["episodes"]) == (len(lines), sum(crossed), episodes)
+    assert busy["time_share"] == pytest.approx(sum(d for d, c in zip(dt, crossed, strict=True) if c) / sum(dt))
+    assert busy["max_value"] == max(running)
+    # The engine printed its cap: 96 state slots / 3 per request = 32 running requests.
+    cap = steps["sglang.max_running_requests"]
+    assert (cap["threshold"], cap["crossed_rows"]) == ("32", sum(n >= 32 for n in running))
+    settings = out.tables["settings"].filter(pl.col("feature") == "sglang.max_running_requests").row(0, named=True)
+    assert settings["threshold_source"] == "printed by the engine at startup (max_running_requests)"
+    assert "sglang version 0.5.9" in settings["assumed"]  # the log names no version
+
+
+def test_cli_thresholds(vllm_store):
+    _, store = vllm_store
+    runner = CliRunner()
+    r = runner.invoke(app, ["thresholds", "--store", str(store), "--threshold", "long: kv_len_at_prefill > 3000",
+                            "--feature", "long", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    (row,) = doc["tables"]["requests"]
+    assert (row["feature"], row["threshold"], row["method"]) == ("long", "3000", "exact (request logs)")
+    r = runner.invoke(app, ["thresholds", "--store", str(store), "--feature", "vllm.", "--format", "csv",
+                            "--table", "by_day"])
+    assert r.exit_code == 0 and r.stdout.splitlines()[0].startswith("feature,day,requests,crossed")
+    r = runner.invoke(app, ["thresholds", "--list", "--format", "csv"])
+    assert r.exit_code == 0 and "writeup.sparse_prefill_95k" in r.stdout
+    r = runner.invoke(app, ["thresholds", "--store", str(store), "--threshold", "bad spec"])
+    assert isinstance(r.exception, UsageError) and UsageError.exit_code == 2  # main() prints it, exits 2
+
+
+SAMPLE = Path(__file__).resolve().parents[1] / "sample_logs"
+
+
+def sample_store(tmp_path_factory) -> Path:
+    """sample_logs/ (the vLLM pods and the gateway) in a store shared by this session's test modules: the
+    ingest is incremental, so the second module to ask finds every file unchanged."""
+    store = tmp_path_factory.getbasetemp() / "sample_store"
+    truth = json.loads((SAMPLE / "ground_truth.json").read_text())
+    ingest([str(SAMPLE / "vllm"), str(SAMPLE / "gateway")], store, year=truth["year"], tz=truth["tz"])
+    return store
+
+
+def test_sample_logs_long_prompt_crossings_are_exact(tmp_path_factory):
+    truth = json.loads((SAMPLE / "ground_truth.json").read_text())
+    con = Store.open(sample_store(tmp_path_factory)).connect()
+    out = thresholds(select(con), load_catalogue(specs=["sparse_prefill: kv_len_at_prefill > 95000"]),
+                     features=["sparse_prefill", "writeup.sparse_prefill_95k", "vllm.max_num_seqs"])
+    assert truth["kv_len_threshold"] == 95000
+    main = {r["feature"]: r for r in out.tables["requests"].to_dicts()}
+    # Every gateway row counts (the SGLang pod's rows too: its engine log is left out here, so they carry no
+    # engine, and a feature of any engine still applies).
+    for fid in ("sparse_prefill", "writeup.sparse_prefill_95k"):
+        assert main[fid]["crossed"] == truth["totals"]["kv_len_over_threshold"] == 9
+        assert main[fid]["requests"] == truth["totals"]["requests"]
+        by_wl = {r["workload"]: r["crossed"] for r in out.tables["by_workload"].to_dicts() if r["feature"] == fid}
+        assert by_wl == {w["key_alias"]: w["kv_len_over_threshold"] for w in truth["workloads"]}
+        by_day = out.tables["by_day"].filter(pl.col("feature") == fid)
+        assert by_day["crossed"].sum() == 9 and by_day.height == 6
+    # Running requests at the state pool's cap (max_num_seqs 13), per pod: the simulator's stats intervals.
+    # The rows are the periodic lines the logs hold (vLLM skips idle intervals), counted here from the files.
+    at_cap: dict[str, int] = {}
+    lines: dict[str, int] = {}
+    for d in truth["deployments"]:
+        if d["engine"] == "vllm":
+            at_cap[d["deployment"]] = at_cap.get(d["deployment"], 0) + d["stats"]["intervals_at_cap"]
+    for f in truth["files"]:
+        if f["format"] == "vllm_log":
+            with gzip.open(SAMPLE / f["path"], "rt") as fh:
+                n = sum(1 for ln in fh if "Avg prompt throughput" in ln)
+            lines[f["deployment"]] = lines.get(f["deployment"], 0) + n
+    steps = {r["deployment"]: r for r in out.tables["steps"].to_dicts() if r["feature"] == "vllm.max_num_seqs"}
+    assert {k: (v["crossed_rows"], v["rows"], v["threshold"]) for k, v in steps.items()} == {
+        k: (at_cap[k], lines[k], "13") for k in at_cap}
+
+
+def test_unknown_cached_tokens_make_an_estimate(tmp_path):
+    """A gateway that logs no cached tokens: uncached prompt tokens fall back to the whole prompt, labelled."""
+    rows = [(500, None), (3000, None), (5000, None), (4000, 3500)]  # (prompt, cached)
+    lines = []
+    for i, (prompt, cached) in enumerate(rows):
+        usage = {"prompt_tokens_details": {"cached_tokens": cached}} if cached is not None else {}
+        lines.append(json.dumps({
+            "id": f"chatcmpl-{i:016x}", "call_type": "acompletion", "status": "success", "stream": False,
+            "startTime": 1751356800.0 + i, "endTime": 1751356801.0 + i, "model": "m", "prompt_tokens": prompt,
+            "completion_tokens": 5, "metadata": {"user_api_key_alias": "team", "usage_object": usage}}))
+    (tmp_path / "gw.jsonl").write_text("\n".join(lines) + "\n")
+    ingest([str(tmp_path / "gw.jsonl")], tmp_path / "store", fmt="litellm", tz="UTC")
+    out = thresholds(select(Store.open(tmp_path / "store").connect()),
+                     load_catalogue(specs=["u: uncached_prompt_tokens > 1000"]), features=["u"])
+    (row,) = out.tables["requests"].to_dicts()
+    assert (row["crossed"], row["crossed_estimated"]) == (2, 2)  # 3000 and 5000; 4000 - 3500 is below
+    assert row["method"].startswith("estimated: 2 crossings assume no cached tokens")
