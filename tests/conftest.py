@@ -27,3 +27,20 @@ def shared(*parts: str) -> Path:
     if not p.exists():
         pytest.fail(f"{p} is missing: ../shared must be checked out beside the repository")
     return p
+
+
+SAMPLE = REPO / "sample_logs"
+
+
+@pytest.fixture(scope="session")
+def sample_store(tmp_path_factory) -> Path:
+    """sample_logs/ ingested once per test session (year and zone from its ground_truth.json); tests only read
+    it. Returns the store directory."""
+    import json
+
+    from attribution.ingest import ingest
+
+    truth = json.loads((SAMPLE / "ground_truth.json").read_text())
+    store = tmp_path_factory.mktemp("sample") / "store"
+    ingest([str(SAMPLE)], store, year=truth["year"], tz=truth.get("tz", "UTC"))
+    return store
