@@ -1,7 +1,8 @@
 -- Question: how many requests of each source found their other half (engine <-> gateway)?
 -- Grain: one row per (side, source).
 -- Parameters: none.
--- Columns: side (engine / gateway / trace / bench), source, requests, matched, unmatched, matched_share.
+-- Columns: side (engine / gateway / trace / bench), source, requests, matched, unmatched, matched_share
+--   (null for traces and benchmarks, which have no other half).
 with
 
 sides as (
@@ -17,11 +18,13 @@ sides as (
 
 final as (
     select side, source, count(*) as requests,
-        count(*) filter (where ok) as matched,
-        count(*) filter (where not ok) as unmatched,
-        round(count(*) filter (where ok) / count(*), 4) as matched_share
+        -- traces and benchmarks have no other half: their match counts are not applicable (null)
+        case when side in ('engine', 'gateway') then count(*) filter (where ok) end as matched,
+        case when side in ('engine', 'gateway') then count(*) filter (where not ok) end as unmatched,
+        case when side in ('engine', 'gateway') then round(count(*) filter (where ok) / count(*), 4) end
+            as matched_share
     from sides
-    group by all
+    group by side, source
 )
 
 select * from final
