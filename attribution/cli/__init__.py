@@ -4,6 +4,7 @@ Commands live in the modules imported below, each registering on the one Typer `
 
 from __future__ import annotations
 
+import os
 import sys
 
 from attribution import render
@@ -26,3 +27,12 @@ def main() -> None:
     except AttributionError as exc:
         render.err.print(f"[red]error:[/] {exc}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
+    except Exception as exc:  # a bug: one line, the traceback only on request
+        if os.environ.get("ATTRIBUTION_DEBUG"):
+            raise
+        render.err.print(
+            f"[red]internal error:[/] {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} "
+            "(a bug: please report it with the command line; ATTRIBUTION_DEBUG=1 shows the traceback)",
+            highlight=False, soft_wrap=True,
+        )
+        sys.exit(1)
