@@ -1,0 +1,101 @@
+"""One measured method in its own process, so that peak RSS is the method's own: `ours` (attribution's
+ingest into a fresh store), `duckdb` (DuckDB's raw line scan, count only), `duckdb_len` (the same scan that
+also reads every line's length) and `perline` (bench.ingest.baseline). Prints one JSON object on stdout.
+
+    python -m bench.ingest.measure METHOD FILE... [--store DIR] [--profile OUT.prof]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+
+def status_kb(key: str) -> int:
+    """A `Vm*` figure of this process from /proc/self/status, in KiB (VmHWM: peak RSS)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    return -1
+
+
+def _ours(files: list[str], store: str, profile: str | None) -> dict:
+    from attribution import sources
+    from attribution.ingest import ingest
+
+    sources.registry()  # imports every source module (and DuckDB): import time is not measured for any method
+    start_kb = status_kb("VmRSS")
+    prof = None
+    if profile:
+        import cProfile
+
+        prof = cProfile.Profile()
+        prof.enable()
+    t = time.perf_counter()
+    summary = ingest(files, store, tz="UTC", year=2026)
+    seconds = time.perf_counter() - t
+    if prof:
+        prof.disable()
+        prof.dump_stats(profile)
+    store_bytes = sum(p.stat().st_size for p in Path(store).rglob("*") if p.is_file())
+    return {
+        "seconds": seconds, "rss_start_kb": start_kb, "rows": dict(summary.rows), "errors": summary.errors,
+        "files": {Path(f.path).name: [f.status, f.format, f.message] for f in summary.files},
+        "store_bytes": store_bytes,
+    }
+
+
+def _duckdb(files: list[str], with_len: bool) -> dict:
+    import duckdb
+
+    con = duckdb.connect()
+    start_kb = status_kb("VmRSS")
+    paths = "[" + ", ".join("'" + f.replace("'", "''") + "'" for f in files) + "]"
+    # \x01 never occurs in the logs (run.py checks), so each line is one VARCHAR column.
+    what = "count(*), sum(strlen(line))" if with_len else "count(*)"
+    sql = (f"select {what} from read_csv({paths}, columns={{'line': 'VARCHAR'}}, delim='\x01', quote='', "
+           "escape='', header=false, auto_detect=false)")
+    t = time.perf_counter()
+    row = con.execute(sql).fetchone()
+    seconds = time.perf_counter() - t
+    return {"seconds": seconds, "rss_start_kb": start_kb, "lines": int(row[0]),
+            "threads": con.execute("select current_setting('threads')").fetchone()[0],
+            **({"chars": int(row[1])} if with_len else {})}
+
+
+def _perline(files: list[str]) -> dict:
+    from bench.ingest.baseline import parse_files
+
+    start_kb = status_kb("VmRSS")
+    t = time.perf_counter()
+    rows, lines = parse_files(files)
+    seconds = time.perf_counter() - t
+    return {"seconds": seconds, "rss_start_kb": start_kb, "lines": lines, "rows": {k: len(v) for k, v in rows.items()}}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("method", choices=["ours", "duckdb", "duckdb_len", "perline"])
+    ap.add_argument("files", nargs="+")
+    ap.add_argument("--store", help="store directory for `ours` (must not exist yet)")
+    ap.add_argument("--profile", help="write a cProfile of `ours` here")
+    a = ap.parse_args(argv)
+    if a.method == "ours":
+        if not a.store:
+            ap.error("ours needs --store")
+        out = _ours(a.files, a.store, a.profile)
+    elif a.method == "perline":
+        out = _perline(a.files)
+    else:
+        out = _duckdb(a.files, a.method == "duckdb_len")
+    out.update(method=a.method, vmhwm_kb=status_kb("VmHWM"), pid=os.getpid())
+    json.dump(out, sys.stdout)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()
