@@ -103,7 +103,7 @@ class Store:
             if store.root.exists() and any(store.root.iterdir()):
                 raise StoreError(f"{store.root}: exists but is not an attribution store")
             raise StoreError(f"{store.root}: no store here yet; run `attribution ingest PATH --store {store.root}`")
-        if store.root.exists() and any(p.name != "_lock" for p in store.root.iterdir()):
+        if store.root.exists() and any(p.name not in ("_lock", "workloads.toml") for p in store.root.iterdir()):
             raise StoreError(f"{store.root}: exists, is not empty and is not an attribution store")
         for sub in ("_log", "data", "_tmp"):
             (store.root / sub).mkdir(parents=True, exist_ok=True)
