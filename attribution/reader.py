@@ -204,7 +204,7 @@ def chunks(
     """Chunks of complete lines from decompressed offset `start`. A skipped over-long line is reported in
     the `long_lines` of the chunk that follows it (an empty chunk if needed) and still counted as a line."""
     pieces = pieces or Pieces(path, start)
-    buf = bytearray()
+    buf = _Buffer()
     offset = start  # decompressed offset of buf[0]
     line_no = first_line
     skipping: int | None = None  # bytes of an over-long line skipped so far
@@ -223,31 +223,30 @@ def chunks(
             skipping = None
             line_no += 1
             piece = piece[nl + 1 :]
-        buf += piece
-        while len(buf) >= chunk_bytes:
-            cut = buf.rfind(b"\n", 0, chunk_bytes)
+        buf.append(piece)
+        while buf.size >= chunk_bytes:
+            cut = buf.rfind_nl(chunk_bytes)
             if cut < 0:  # one line longer than a chunk: the chunk holds that line whole
-                cut = buf.find(b"\n", chunk_bytes)
+                cut = buf.find_nl(chunk_bytes)
                 if cut < 0:
                     break
-            data = bytes(buf[: cut + 1])
+            data = buf.take(cut + 1)
             n = data.count(b"\n")
             yield Chunk(data, line_no, n, offset, offset + len(data), long_lines=long_lines)
             long_lines = []
             line_no += n
             offset += len(data)
-            del buf[: cut + 1]
-        if skipping is None and len(buf) > max_line_bytes and buf.find(b"\n") < 0:
-            skipping, skip_line = len(buf), line_no
-            offset += len(buf)
-            buf.clear()
+        if skipping is None and buf.size > max_line_bytes and buf.find_nl(0) < 0:
+            skipping, skip_line = buf.size, line_no
+            offset += buf.size
+            buf = _Buffer()
     if skipping is not None:  # the over-long line runs to EOF
         long_lines.append((skip_line, skipping))
         line_no += 1
-    if buf or long_lines:
-        cut = buf.rfind(b"\n")
-        data = bytes(buf[: cut + 1]) if cut >= 0 else b""
-        rest = bytes(buf[cut + 1 :])
+    if buf.size or long_lines:
+        rest = buf.take(buf.size)
+        cut = rest.rfind(b"\n")
+        data, rest = (rest[: cut + 1], rest[cut + 1 :]) if cut >= 0 else (b"", rest)
         n = data.count(b"\n")
         if data or long_lines:
             yield Chunk(data, line_no, n, offset, offset + len(data), long_lines=long_lines)
@@ -255,3 +254,69 @@ def chunks(
         offset += len(data)
         if rest:
             yield Chunk(rest, line_no, 1, offset, offset + len(rest), tail=True)
+
+
+class _Buffer:
+    """Bytes read but not yet yielded, kept as the pieces they came in (`parts[0]` from `skip` on).
+
+    A chunk is built with one copy (a join of its pieces); the buffer is never grown or shifted as a whole,
+    which on 32 MiB chunks cost more than the parsing of simple lines.
+    """
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+        self.skip = 0
+        self.size = 0
+
+    def append(self, piece: bytes) -> None:
+        if piece:
+            self.parts.append(piece)
+            self.size += len(piece)
+
+    def _spans(self) -> Iterator[tuple[bytes, int, int, int]]:
+        """(part, start, end, buffer offset of start) for every part, in order."""
+        pos = 0
+        for i, part in enumerate(self.parts):
+            lo = self.skip if i == 0 else 0
+            yield part, lo, len(part), pos
+            pos += len(part) - lo
+
+    def rfind_nl(self, limit: int) -> int:
+        """Offset of the last newline before `limit`, or -1."""
+        found = -1
+        for part, lo, hi, pos in self._spans():
+            if pos >= limit:
+                break
+            i = part.rfind(b"\n", lo, min(hi, lo + limit - pos))
+            if i >= 0:
+                found = pos + i - lo
+        return found
+
+    def find_nl(self, start: int) -> int:
+        """Offset of the first newline at or after `start`, or -1."""
+        for part, lo, hi, pos in self._spans():
+            if pos + hi - lo <= start:
+                continue
+            i = part.find(b"\n", lo + max(0, start - pos), hi)
+            if i >= 0:
+                return pos + i - lo
+        return -1
+
+    def take(self, n: int) -> bytes:
+        """Remove and return the first `n` bytes."""
+        views: list[memoryview] = []
+        need = n
+        while need:
+            part, lo = self.parts[0], self.skip
+            k = min(need, len(part) - lo)
+            views.append(memoryview(part)[lo : lo + k])
+            need -= k
+            if lo + k == len(part):
+                self.parts.pop(0)
+                self.skip = 0
+            else:
+                self.skip = lo + k
+        self.size -= n
+        if len(views) == 1 and len(views[0]) == len(views[0].obj):
+            return views[0].obj  # a whole piece: no copy
+        return b"".join(views)

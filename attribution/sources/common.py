@@ -28,21 +28,39 @@ def clean(expr: pl.Expr) -> pl.Expr:
     )
 
 
+def clean_series(text: pl.Series) -> pl.Series:
+    """`clean` on a whole column, touching only the rows that need it: ANSI codes and prefixes are rare, and
+    a regex replace rebuilds every string while a literal or anchored test does not."""
+    steps = [
+        (lambda s: s.str.contains("\x1b", literal=True), lambda s: s.str.replace_all(ANSI_RE, "")),
+        (lambda s: s.str.contains(RFC3339_PREFIX_RE), lambda s: s.str.replace(RFC3339_PREFIX_RE, "")),
+        (lambda s: s.str.contains(SUPERVISOR_PREFIX_RE), lambda s: s.str.replace(SUPERVISOR_PREFIX_RE, "")),
+        (lambda s: s.str.contains(RFC3339_PREFIX_RE), lambda s: s.str.replace(RFC3339_PREFIX_RE, "")),
+    ]
+    for needs, fix in steps:
+        mask = needs(text)
+        if mask.any():
+            text = text.scatter(mask.arg_true(), fix(text.filter(mask)))
+    return text
+
+
 def segments(lines: pl.DataFrame) -> pl.DataFrame:
     """`line`, `text` (physical) -> `line`, `seg` (0-based index within the line), `text` (cleaned).
 
     Lines without `\\r` (nearly all) skip the split; empty segments are dropped.
     """
     has_cr = lines["text"].str.contains("\r", literal=True)
-    plain = lines.filter(~has_cr).with_columns(pl.lit(0, pl.Int32).alias("seg"))
-    parts = lines.filter(has_cr)
-    if parts.height:
+    if has_cr.any():
+        plain = lines.filter(~has_cr).with_columns(pl.lit(0, pl.Int32).alias("seg"))
         parts = (
-            parts.with_columns(pl.col("text").str.split("\r"))
+            lines.filter(has_cr)
+            .with_columns(pl.col("text").str.split("\r"))
             .with_columns(pl.int_ranges(pl.col("text").list.len(), dtype=pl.Int32).alias("seg"))
             .explode(["text", "seg"])
         )
         out = pl.concat([plain, parts.select(plain.columns)]).sort(["line", "seg"])
     else:
-        out = plain
-    return out.with_columns(clean(pl.col("text"))).filter(pl.col("text").str.len_bytes() > 0)
+        out = lines.with_columns(pl.lit(0, pl.Int32).alias("seg"))
+    out = out.with_columns(clean_series(out["text"]))
+    empty = out["text"].str.len_bytes() == 0
+    return out.filter(~empty) if empty.any() else out

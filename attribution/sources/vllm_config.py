@@ -71,7 +71,8 @@ _SPECS: list[tuple[str, str, list[tuple[str, str]]]] = [
     (r"^vLLM API server version", API_VERSION_RE, [("_v_api", "s")]),
     (r"^Initializing an? (?:V1 )?LLM engine", INIT_RE, [("_v_init", "s")]),
 ]
-# Cheap literal pre-filter: every marked line contains one of these.
+# Cheap literal pre-filter: every marked line contains one of these. `args:`, not `args`: the latter is in
+# every 0.20 `Received request` line (`extra_args=None`).
 _LITERALS = [
     "KV cache memory",
     "KV cache size",
@@ -86,8 +87,9 @@ _LITERALS = [
     "Chunked prefill",
     "version",
     "model",
-    "args",
+    "args:",
 ]
+_LITERALS_RE = "|".join(re.escape(lit) for lit in _LITERALS)  # one pass, not one per literal
 
 # Flags whose name is a secret *word* (`api_key`, `hf_token`), not a substring (`max_num_batched_tokens`,
 # `tokenizer`): privacy.SECRET_FLAG_RE alone would hash token counts.
@@ -204,7 +206,7 @@ def _cast(expr: pl.Expr, how: str) -> pl.Expr:
 
 def extract_facts(recs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Headed records (idx, line, ts, msg) -> (facts: one row per startup line with a fact, errors)."""
-    cand = recs.filter(pl.any_horizontal(pl.col("msg").str.contains(lit, literal=True) for lit in _LITERALS))
+    cand = recs.filter(pl.col("msg").str.contains(_LITERALS_RE))
     if cand.height == 0:
         return pl.DataFrame(), pl.DataFrame()
     msg = pl.col("msg")

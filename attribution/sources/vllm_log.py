@@ -147,14 +147,17 @@ def _records(lines: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     segs = segments(lines.select("line", "text"))
     n_heads = pl.col("text").str.count_matches(_LEVEL_DATE_RE)
     glued = (n_heads >= 2) | ((n_heads == 1) & ~pl.col("text").str.contains(_HEADER_ONLY_RE))
-    segs = segs.with_columns(_glued=glued)
-    pieces = (
-        segs.filter("_glued")
-        .with_columns(pl.col("text").str.replace_all(GLUE_RE, _SEP + "$0").str.split(_SEP))
-        .explode("text")
-        .filter(pl.col("text").str.len_bytes() > 0)
-    )
-    recs = pl.concat([segs.filter(~pl.col("_glued")), pieces]).sort("line", "seg", maintain_order=True)
+    is_glued = segs.select(glued).to_series()
+    if is_glued.any():  # rare: split only those segments, and only then re-sort
+        pieces = (
+            segs.filter(is_glued)
+            .with_columns(pl.col("text").str.replace_all(GLUE_RE, _SEP + "$0").str.split(_SEP))
+            .explode("text")
+            .filter(pl.col("text").str.len_bytes() > 0)
+        )
+        recs = pl.concat([segs.filter(~is_glued), pieces]).sort("line", "seg", maintain_order=True)
+    else:
+        recs = segs
     recs = recs.with_row_index("idx").with_columns(_g=pl.col("text").str.extract_groups(HEADER_RE))
     g = pl.col("_g").struct.field
     recs = recs.with_columns(
