@@ -14,6 +14,8 @@ from attribution.sources.common import segments
 from attribution.sources.timefmt import to_utc
 
 HEADER_RE = r"^.*?\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{3})?|\d\d:\d\d:\d\d(?:\.\d{3})?)((?: [A-Z][A-Z_]*\d+)*)\] (.*)$"
+# HEADER_RE for a record that starts with its header, without capturing the message
+_LEAD_RE = "^" + HEADER_RE.removeprefix("^.*?").removesuffix("(.*)$")
 # where a record starts inside a segment (pasted logs glue records, tqdm bars end without a newline)
 _GLUE_RE = (
     r"(\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{3})?(?: [A-Z][A-Z_]*\d+)*\] "
@@ -35,12 +37,20 @@ def headed(lines: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     their whole text as `msg` and the time of the nearest earlier header (old uvicorn access lines have none).
     """
     st = ctx.state
-    df = _split_glued(segments(lines)).with_columns(pl.col("text").str.extract_groups(HEADER_RE).alias("_h"))
+    df = _split_glued(segments(lines)).with_columns(pl.col("text").str.extract_groups(_LEAD_RE).alias("_h"))
+    # Nearly every record starts with its header: the anchored regex reads it and the message is the rest.
+    # The unanchored HEADER_RE (a header after some prefix) runs only on the others; null rows cost nothing.
+    lead = pl.col("_h").struct
     df = df.with_columns(
-        pl.col("_h").struct.field("1").alias("_ts"),
-        pl.col("_h").struct.field("2").fill_null("").alias("ranks"),
-        pl.col("_h").struct.field("3").alias("_msg"),
-    ).drop("_h")
+        pl.when(lead.field("1").is_null()).then(pl.col("text")).str.extract_groups(HEADER_RE).alias("_h2")
+    )
+    late = pl.col("_h2").struct
+    msg_at = lead.field("1").str.len_chars() + lead.field("2").str.len_chars() + 3
+    df = df.with_columns(
+        pl.coalesce(lead.field("1"), late.field("1")).alias("_ts"),
+        pl.coalesce(lead.field("2"), late.field("2")).fill_null("").alias("ranks"),
+        pl.coalesce(pl.col("text").str.slice(msg_at), late.field("3")).alias("_msg"),
+    ).drop("_h", "_h2")
     dated = pl.col("_ts").str.len_chars() > 12
     df = df.with_columns(
         pl.col("_ts").is_not_null().alias("has_header"),
@@ -84,10 +94,20 @@ def headed(lines: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
 
 def _split_glued(segs: pl.DataFrame) -> pl.DataFrame:
     """One segment per record: a segment is cut in front of every header after its first character, unless
-    its first record is a request or server_args line (their text may quote a log line)."""
+    its first record is a request or server_args line (their text may quote a log line).
+
+    Headers never overlap (a header holds no `[` but its first), so a segment needs cutting exactly when it
+    has two headers, or one not at its start; only those (normally none) go through the split.
+    """
+    n = pl.col("text").str.count_matches(_GLUE_RE)
+    glued = (n > 1) | ((n == 1) & ~pl.col("text").str.contains("^" + _GLUE_RE))
+    mask = segs.select(glued.alias("g"))["g"]
+    if not mask.any():
+        return segs
     keep = pl.col("text").str.extract(HEADER_RE, 3).str.contains(_UNSPLIT_RE).fill_null(False)
-    return (
-        segs.with_columns(
+    cut = (
+        segs.filter(mask)
+        .with_columns(
             pl.when(keep)
             .then(pl.concat_list(pl.col("text")))
             .otherwise(pl.col("text").str.replace_all(_GLUE_RE, "\x00$1").str.split("\x00"))
@@ -95,6 +115,10 @@ def _split_glued(segs: pl.DataFrame) -> pl.DataFrame:
         )
         .explode("text")
         .filter(pl.col("text").str.len_bytes() > 0)
+    )
+    return (
+        pl.concat([segs.filter(~mask), cut])
+        .sort("line", "seg", maintain_order=True)
         .with_columns(pl.int_range(pl.len(), dtype=pl.Int32).over("line").alias("seg"))
     )
 
@@ -108,10 +132,17 @@ def _assign_days(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     more than 12 hours from one header to the next.
     """
     st = ctx.state
-    timed = df.filter(pl.col("_tod").is_not_null()).select("line", "seg", "_dated", "_day", "_tod")
+    has_tod = df["_tod"].is_not_null()
+    timed = df.filter(has_tod).select("_dated", "_day", "_tod")
     if timed.height == 0:
         return df
-    if not timed["_dated"].all() and st.get("day") is None and not timed["_dated"][0]:
+    if timed["_dated"].all():
+        # every header carries its date (the usual case): nothing to infer, and the per-date window below
+        # would cost more than the rest of the header parsing
+        st["day"] = int(timed["_day"][-1])
+        st["last_tod_us"] = int(timed["_tod"][-1])
+        return df
+    if st.get("day") is None and not timed["_dated"][0]:
         st["day"] = _first_day(int(timed["_tod"][0]), ctx)
     prev = timed["_tod"].shift(1)
     if st.get("last_tod_us") is not None:
@@ -124,7 +155,10 @@ def _assign_days(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     ).with_columns((pl.col("_anchor") + pl.col("_rolls")).cast(pl.Int32).alias("_day"))
     st["day"] = int(timed["_day"][-1])
     st["last_tod_us"] = int(timed["_tod"][-1])
-    return df.drop("_day").join(timed.select("line", "seg", "_day"), on=["line", "seg"], how="left")
+    # put the days back at the timed rows' positions (a join on line and seg costs more than the rest)
+    day = pl.repeat(None, df.height, dtype=pl.Int32, eager=True).alias("_day")
+    day = day.scatter(has_tod.arg_true(), timed["_day"])
+    return df.with_columns(day)
 
 
 def _first_day(first_tod_us: int, ctx: ParseContext) -> int:

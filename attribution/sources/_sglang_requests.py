@@ -191,8 +191,11 @@ def parse_requests(
         .replace_strict({"True": True, "False": False}, default=None, return_dtype=pl.Boolean)
         .alias("stream"),
     )
-    meta = pl.when("_has_meta").then(msg.str.extract(r".*'meta_info': \{(.*)$"))
-    text = text.with_columns(*_repr_fields(meta)).drop("_tok")
+    # what follows the last `'meta_info': {` (the out dict comes after obj): taken once as a column, since
+    # an eager with_columns would run it again for every field read from it
+    meta = pl.when("_has_meta").then(msg.str.split("'meta_info': {").list.last())
+    text = text.with_columns(meta.alias("_meta")).with_columns(*_repr_fields(pl.col("_meta")))
+    text = text.drop("_tok", "_meta")
     rows = pl.concat([js.drop("_event", "_valid"), text], how="diagonal_relaxed")
     # one Receive can name a batch (`rid=['a', 'b']`); a JSON rid is already bare
     rows = rows.with_columns(
