@@ -157,6 +157,11 @@ def pick_findings(t: dict[str, pl.DataFrame], cohort_pct: pl.DataFrame, slo_term
     if has_cohorts and cohort_pct.height:
         for metric, q in (("ttft_s", "p50"), ("ttft_s", "p99"), ("tpot_s", "p50"), ("e2e_s", "p99")):
             rows = cohort_pct.filter(pl.col("metric") == metric).select(ccol, q).drop_nulls()
+            if ccol == "version":  # a change of version within one engine, not vLLM against SGLang
+                engine = pl.col(ccol).str.split(" ").list.first()
+                rows = rows.filter(engine.is_in(rows.group_by(engine.alias("e")).len().filter(
+                    pl.col("len") >= 2)["e"].implode()))
+                rows = rows.filter(engine == engine.first())
             if rows.height >= 2 and rows[q].min() > 0:
                 first, last = rows.row(0), rows.row(rows.height - 1)
                 ratio = last[1] / first[1]
