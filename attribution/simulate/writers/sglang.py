@@ -23,6 +23,7 @@ CUDA_GRAPH_MAX_BS = 256  # SGLang's default on an H100 with tp < 4
 # 64.39 MB per state slot, of which the conv state is 2.29% (49,152 of 2,146,304 bytes per GDN layer).
 KV_BYTES, STATE_BYTES, CONV_SHARE = 20480, 64_389_120, 49_152 / 2_146_304
 GPU_GIB = 79.19
+MEM_FRACTION_STATIC = 0.88
 
 
 def _stamp(result: SimResult, t: pl.Expr) -> pl.Expr:
@@ -35,13 +36,17 @@ def _startup(result: SimResult, pod: dict) -> pl.DataFrame:
     slots, tokens = pod["state_pool_slots"], pod["kv_pool_tokens"]
     state_gb = ((slots or 0) + 1) * s / GIB  # the pool holds one padding slot
     kv_gb = tokens * b / GIB
-    weights_gb = 34.69
+    # The pools fill what mem_fraction_static leaves after the weights (A1.2: rest = avail after weights -
+    # total x (1 - mem_fraction_static)), so the weights are what the scenario's pools leave of it: 34.6 GB
+    # beside a 33.8 GiB cache (FP8 weights), 66 GB beside 2.4 GiB (bf16 weights).
+    reserved = GPU_GIB * (1 - MEM_FRACTION_STATIC)
+    weights_gb = max(GPU_GIB - 1.2 - reserved - state_gb - kv_gb, 1.0)
     avail_after = GPU_GIB - weights_gb - 1.2
     end_avail = avail_after - state_gb - kv_gb
     args = (
         f"model_path='{pod['model']}', tokenizer_path='{pod['model']}', tokenizer_mode='auto', "
         f"trust_remote_code=False, context_length={pod['max_model_len']}, host='0.0.0.0', port=30000, "
-        f"mem_fraction_static=0.88, max_running_requests=None, max_total_tokens=None, "
+        f"mem_fraction_static={MEM_FRACTION_STATIC}, max_running_requests=None, max_total_tokens=None, "
         f"chunked_prefill_size={pod['max_num_batched_tokens']}, max_prefill_tokens=16384, "
         f"schedule_policy='fcfs', page_size=1, tp_size=1, log_requests=True, log_requests_level=1, "
         f"enable_metrics=True, disable_radix_cache={not pod['prefix_cache']}, mamba_full_memory_ratio=0.9, "
@@ -127,6 +132,13 @@ def _decode(result: SimResult, runs: pl.DataFrame, slots: int | None, k: int) ->
 def _requests(result: SimResult, req: pl.DataFrame) -> pl.DataFrame:
     epoch = result.scenario.start.timestamp()
     req = req.with_columns(seconds(result, "arrival").alias("ta"), seconds(result, "finished").alias("tf"))
+    # Durations from the microsecond timestamps, not the simulator's float seconds: a request admitted when
+    # another finishes then has arrival + queue_time equal to that one's arrival + e2e_latency to the
+    # microsecond (a hand-over at the running cap is a tie, not a 1 us overlap).
+    req = req.with_columns(
+        ((pl.col(c) - pl.col("arrival")).dt.total_microseconds() / 1e6).alias(f"_{c}")
+        for c in ("admitted", "finished")
+    )
     obj = pl.concat_str(
         pl.lit("GenerateReqInput(rid='"), "request_id",
         pl.lit("', sampling_params={'temperature': 0.7, 'max_new_tokens': "), pl.col("max_tokens").cast(pl.Utf8),
@@ -146,8 +158,8 @@ def _requests(result: SimResult, req: pl.DataFrame) -> pl.DataFrame:
         pl.lit(", 'prompt_tokens': "), pl.col("prompt_tokens").cast(pl.Utf8),
         pl.lit(", 'weight_version': 'default', 'completion_tokens': "), pl.col("output_tokens").cast(pl.Utf8),
         pl.lit(", 'cached_tokens': "), pl.col("cached_tokens").cast(pl.Utf8),
-        pl.lit(", 'e2e_latency': "), pl.col("e2e_s").cast(pl.Utf8),
-        pl.lit(", 'queue_time': "), pl.col("queue_s").cast(pl.Utf8),
+        pl.lit(", 'e2e_latency': "), pl.col("_finished").cast(pl.Utf8),
+        pl.lit(", 'queue_time': "), pl.col("_admitted").cast(pl.Utf8),
         pl.lit(", 'request_received_ts': "), (pl.col("ta") + epoch).cast(pl.Utf8),
         pl.lit(", 'prefill_finished_ts': "), (pl.col("ta") + pl.col("ttft_s") + epoch).cast(pl.Utf8),
         pl.lit(", 'decode_finished_ts': "), (pl.col("tf") + epoch).cast(pl.Utf8), pl.lit("}}"),

@@ -1,6 +1,8 @@
 """Render a SimResult as vLLM V1 console logs (0.20-style), one file per pod and engine start.
 
-Lines: the startup facts (version, `non-default args: {...}`, `GPU KV cache size`, `Maximum concurrency`),
+Lines: the startup facts (version, `non-default args: {...}` (with `kv_cache_dtype: fp8` when the scenario's
+KV bytes per token are the model's at one byte per element), `Available KV cache memory` when the scenario
+gives pool bytes, `GPU KV cache size`, `Maximum concurrency`),
 `Received request` / `Added request <id>-<8 hex>` per request (`--enable-log-requests`), uvicorn access lines
 at completion, and the periodic stats line every 10 s in the V1 format (engine-logs.md V-1), logged only
 while throughput is non-zero now or in the previous interval, as vLLM does at INFO.
@@ -12,6 +14,8 @@ from pathlib import Path
 
 import polars as pl
 
+from attribution.errors import AttributionError
+from attribution.memory import load_profile
 from attribution.simulate.result import SimResult
 from attribution.simulate.writers.common import clock, fixed, of_pod, pods, seconds, suffix8, write_lines
 
@@ -32,17 +36,44 @@ def _head(result: SimResult, t: pl.Expr, proc: str, pid: int, where: str) -> pl.
     return pl.concat_str(pl.lit(f"({proc} pid={pid}) INFO "), stamp, pl.lit(f" [{where}] "))
 
 
+def _kv_cache_dtype(pod: dict) -> str | None:
+    """'fp8' when the scenario's KV bytes per token are what the model's KV cache takes in fp8 (the flag an
+    operator sets for it); None when they are not, or when the model is not a known preset."""
+    if not pod["kv_bytes_per_token"]:
+        return None
+    try:
+        fp8 = load_profile(pod["model"], kv_cache_dtype="fp8").kv_bytes_per_token
+    except AttributionError:
+        return None
+    return "fp8" if fp8 == pod["kv_bytes_per_token"] else None
+
+
+def _cache_memory(pod: dict) -> str | None:
+    """`Available KV cache memory` as vLLM 0.15+ prints it (format_gib: str(round(GiB, 2))): the KV pool
+    plus the state slots beside it, which is what the scenario's bytes after weights split into (within
+    one KV token)."""
+    b, s = pod["kv_bytes_per_token"], pod["state_bytes_per_slot"]
+    if not b:
+        return None
+    total = pod["kv_pool_tokens"] * b + (pod["state_pool_slots"] or 0) * (s or 0)
+    return f"Available KV cache memory: {round(total / (1 << 30), 2)} GiB"
+
+
 def _startup(result: SimResult, pod: dict) -> pl.DataFrame:
     t0 = pod["start_s"] - 45.0
     cap, mml, kv = pod["max_running_requests"], pod["max_model_len"], pod["kv_pool_tokens"]
+    dtype = _kv_cache_dtype(pod)
     args = {
         "model_tag": pod["model"], "model": pod["model"], "max_model_len": mml,
+        **({"kv_cache_dtype": dtype} if dtype else {}),
         "max_num_batched_tokens": pod["max_num_batched_tokens"], "max_num_seqs": cap,
         "enable_prefix_caching": pod["prefix_cache"], "enable_log_requests": True,
     }  # fmt: skip
+    available = _cache_memory(pod)
     rows = [
         (t0, "APIServer", API_PID, "api_server.py:1885", f"vLLM API server version {pod['version']}"),
         (t0, "APIServer", API_PID, "utils.py:253", f"non-default args: {args}"),
+        *([(t0 + 25, "EngineCore_DP0", CORE_PID, "gpu_worker.py:298", available)] if available else []),
         (t0 + 25, "EngineCore_DP0", CORE_PID, "kv_cache_utils.py:1087", f"GPU KV cache size: {kv:,} tokens"),
         (t0 + 25, "EngineCore_DP0", CORE_PID, "kv_cache_utils.py:1091",
          f"Maximum concurrency for {mml:,} tokens per request: {kv / mml:.2f}x"),
