@@ -25,7 +25,9 @@ steps as (
         s.running::double as running,
         s.waiting::double as waiting,
         (s.running + coalesce(s.waiting, 0))::double as in_system,
-        coalesce(s.kv_tokens::double, s.kv_usage * p.pool) as kv_tokens
+        coalesce(s.kv_tokens::double, s.kv_usage * p.pool) as kv_tokens,
+        s.file as src_file,
+        s.line as src_line
     from engine_steps as s
     left join pools as p on p.deployment = s.deployment
     where s.running is not null
@@ -36,9 +38,11 @@ steps as (
 
 weighted_lines as (
     select
-        *,
+        * exclude (src_file, src_line),
+        -- ties (two logs of one pod at the same second, across a restart) broken by file and line: deterministic
         least(
-            coalesce(epoch_us(lead(ts) over (partition by deployment order by ts)) - epoch_us(ts), 0),
+            coalesce(epoch_us(lead(ts) over (partition by deployment order by ts, src_file, src_line))
+                     - epoch_us(ts), 0),
             $max_gap_s * 1e6
         ) as dur
     from steps

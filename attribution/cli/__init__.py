@@ -12,6 +12,7 @@ from attribution.cli import (
     analyses,  # noqa: F401
     attribution_cmds,  # noqa: F401  (registers thresholds, compare)
     memsplit_cmd,  # noqa: F401
+    report_cmd,  # noqa: F401
     simulate_cmd,  # noqa: F401
     store_cmds,  # noqa: F401  (registers ingest, status, query, export)
 )

@@ -1,0 +1,82 @@
+"""What every chart builder shares: the look (one template, one palette with a stable colour per name),
+the figure for a table that is missing or empty (a chart that says why instead of an error), and the
+lookups that find an Analysis' group column. Reshaping only: no numbers are computed here."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import plotly.graph_objects as go
+import polars as pl
+
+from attribution.analyses import Analysis
+
+# Colour-blind-safe qualitative palette (Okabe-Ito, then Tableau for more names).
+PALETTE = (
+    "#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000",
+    "#4E79A7", "#F28E2B", "#59A14F", "#B07AA1", "#76B7B2", "#EDC948", "#FF9DA7", "#9C755F",
+)
+QUANTILE_COLOURS = {"p50": "#56B4E9", "p90": "#0072B2", "p99": "#D55E00", "p99_9": "#882255", "max": "#555555",
+                    "mean": "#009E73", "peak": "#882255"}
+HEIGHT = 360
+FONT = "system-ui, -apple-system, Segoe UI, Roboto, Helvetica, Arial, sans-serif"
+# Columns an analysis table can be grouped by (`name_groups` in attribution.analyses.common).
+GROUP_COLUMNS = ("workload", "model", "deployment", "label", "day", "version", "group")
+
+
+def colours(names: Iterable[object]) -> dict[str, str]:
+    """A colour per name, by sorted order: the same names get the same colours in every chart."""
+    ordered = sorted({str(n) for n in names})
+    return {n: PALETTE[i % len(PALETTE)] for i, n in enumerate(ordered)}
+
+
+def layout(fig: go.Figure, title: str | None = None, *, height: int = HEIGHT, legend: bool = True,
+           panels: bool = False) -> go.Figure:
+    """The common look: white template, small margins, the legend between the title and the plot (higher
+    when `panels` have titles of their own)."""
+    top = (46 if title else 16) + (30 if legend else 0) + (20 if panels else 0)
+    fig.update_layout(
+        template="plotly_white",
+        title={"text": title, "x": 0.01, "xanchor": "left", "y": 1, "yanchor": "top", "pad": {"t": 12},
+               "yref": "container", "font": {"size": 15}} if title else None,
+        height=height + top - 70,
+        margin={"l": 60, "r": 20, "t": top, "b": 50},
+        font={"family": FONT, "size": 12},
+        showlegend=legend,
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0, "xanchor": "left",
+                "yref": "container", "font": {"size": 11}},
+        hoverlabel={"namelength": -1},
+    )
+    if legend:  # just below the title, in the top margin
+        fig.update_layout(legend={"y": 1 - (38 if title else 6) / (height + top - 70), "yanchor": "top"})
+    return fig
+
+
+def message(text: str, title: str | None = None, *, height: int = 160) -> go.Figure:
+    """A figure holding only `text`: for a table the analysis did not produce or that has no rows."""
+    fig = go.Figure()
+    fig.add_annotation(text=text, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False,
+                       font={"size": 13, "color": "#666"})
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return layout(fig, title, height=height, legend=False)
+
+
+def table(a: Analysis, name: str) -> pl.DataFrame | None:
+    """The analysis' table `name`, or None when it is missing or has no rows."""
+    df = a.tables.get(name)
+    return df if df is not None and df.height else None
+
+
+def group_column(df: pl.DataFrame, exclude: Iterable[str] = ()) -> str | None:
+    """The column the analysis grouped by (workload, day, ...), if the table has one."""
+    skip = set(exclude)
+    return next((c for c in GROUP_COLUMNS if c in df.columns and c not in skip), None)
+
+
+def label(name: str) -> str:
+    """`ttft_s` -> `TTFT (s)`, `prompt_tokens` -> `prompt tokens`: axis and legend text."""
+    names = {"queue_s": "queue (s)", "ttft_s": "TTFT (s)", "tpot_s": "TPOT (s)", "e2e_s": "end-to-end (s)",
+             "prompt_tokens": "prompt tokens", "output_tokens": "output tokens", "cached_tokens": "cached tokens",
+             "kv_tokens": "live KV tokens", "in_system": "in system", "seen_at_arrival": "seen at arrival"}
+    return names.get(name, name.replace("_", " "))

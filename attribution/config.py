@@ -1,0 +1,187 @@
+"""Settings (SLO, GPU-hour cost, model profile, workload names, report options) resolved in one function,
+`load_settings`, with one precedence: a command-line flag, else the environment (`ATTRIBUTION_<KEY>`), else
+the config file (`--config FILE`, else $ATTRIBUTION_CONFIG, else the nearest `attribution.toml` or
+`pyproject.toml` with a `[tool.attribution]` table, from the working directory up), else the default.
+Every value remembers where it came from (`Settings.sources`), so a report can say so.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from attribution.errors import UsageError
+
+ENV_PREFIX = "ATTRIBUTION_"
+CONFIG_NAME = "attribution.toml"
+_SPLIT_RE = re.compile(r"[,\s]+")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the report (and any front end) needs beyond the store's own data. Paths are absolute once
+    resolved (a relative path in a config file is relative to that file)."""
+
+    store: str | None = None            # store directory (after --store and $ATTRIBUTION_STORE)
+    slo: tuple[str, ...] = ()           # joint SLO terms, e.g. ("ttft=0.5", "tpot=50ms")
+    slo_preset: str | None = None       # else a named SLO from presets.toml (default: chat)
+    gpu_hour_cost: float | None = None  # price of one GPU-hour, for cost per million tokens
+    gpus_per_pod: int | None = None     # default: the engine's tensor-parallel size, else 1
+    model: str | None = None            # model profile for memsplit (preset or config.json path)
+    workloads: dict[str, str] | str | None = None  # key hash / alias / team -> name, or a workloads.toml
+    window: str = "7d"                  # report window when no --since/--from is given
+    by: str = "workload"                # grouping of the per-group tables
+    resamples: int = 200                # bootstrap resamples for the week-over-week comparisons
+    tolerance: float = 0.05             # smallest change called material (0.05 = 5%)
+    drift_threshold: float = 0.1        # distance between length distributions reported as drift
+    gap_minutes: float = 120.0          # silence in a pod's logs reported as a gap
+    whatif: bool = False                # replay the arrivals under the recommended memory split (slow)
+    catalogue: tuple[str, ...] = ()     # more feature catalogue TOML files
+    thresholds: tuple[str, ...] = ()    # more or changed feature thresholds ("name: quantity > N")
+    config_file: str | None = None      # the file the settings were read from, if any
+    sources: dict[str, str] = field(default_factory=dict, compare=False)  # key -> flag / env / file / default
+
+    def public(self) -> dict[str, Any]:
+        """The settings as plain data, without the store path and file locations (for report output)."""
+        skip = {"store", "config_file", "sources"}
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self) if f.name not in skip}
+
+
+KEYS = tuple(f.name for f in fields(Settings) if f.name not in ("config_file", "sources"))
+_PATH_KEYS = {"store", "model", "workloads", "catalogue"}
+
+
+def _plain(v: Any) -> Any:
+    return list(v) if isinstance(v, tuple) else v
+
+
+def find_config(cwd: Path | None = None, env: Mapping[str, str] | None = None) -> Path | None:
+    """$ATTRIBUTION_CONFIG, else the nearest attribution.toml or pyproject.toml holding [tool.attribution] in
+    `cwd` or a parent (attribution.toml first within one directory)."""
+    env = os.environ if env is None else env
+    if explicit := env.get(f"{ENV_PREFIX}CONFIG"):
+        return Path(explicit)
+    here = (cwd or Path.cwd()).resolve()
+    for d in (here, *here.parents):
+        if (d / CONFIG_NAME).is_file():
+            return d / CONFIG_NAME
+        py = d / "pyproject.toml"
+        if py.is_file() and "attribution" in _read_toml(py).get("tool", {}):
+            return py
+    return None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such config file") from None
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise UsageError(f"{path}: not a readable TOML file ({exc})") from None
+
+
+def read_config(path: Path) -> dict[str, Any]:
+    """The settings table of a config file: `[tool.attribution]` of a pyproject.toml, else the top level."""
+    doc = _read_toml(path)
+    table = doc.get("tool", {}).get("attribution", {}) if path.name == "pyproject.toml" else doc
+    unknown = sorted(set(table) - set(KEYS))
+    if unknown:
+        raise UsageError(f"{path}: unknown setting {', '.join(unknown)} (known: {', '.join(KEYS)})")
+    return table
+
+
+def _coerce(key: str, value: Any, where: str, base: Path | None) -> Any:
+    """Check and convert one value to the type of the Settings field; resolve relative paths against `base`."""
+    try:
+        if key in ("slo", "catalogue", "thresholds"):
+            items = _SPLIT_RE.split(value.strip()) if isinstance(value, str) and key == "slo" else (
+                [value] if isinstance(value, str) else list(value))
+            out = tuple(str(x) for x in items if str(x).strip())
+            return tuple(_path(x, base) for x in out) if key == "catalogue" else out
+        if key == "workloads":
+            if isinstance(value, Mapping):
+                if not all(isinstance(v, str) for v in value.values()):
+                    raise ValueError("a table of \"key hash, alias or team\" = \"name\"")
+                return {str(k): v for k, v in value.items()}
+            return _path(str(value), base)
+        if key in ("gpu_hour_cost", "tolerance", "drift_threshold", "gap_minutes"):
+            v = float(value)
+            if v < 0 or v != v:
+                raise ValueError("a number >= 0")
+            return v
+        if key in ("gpus_per_pod", "resamples"):
+            if isinstance(value, float) and not value.is_integer():
+                raise ValueError("a whole number")
+            v = int(value)
+            if v < 1:
+                raise ValueError("a whole number >= 1")
+            return v
+        if key == "whatif":
+            if isinstance(value, bool):
+                return value
+            text = str(value).strip().lower()
+            if text not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+                raise ValueError("true or false")
+            return text in ("1", "true", "yes", "on")
+        if key in _PATH_KEYS:
+            return _path(str(value), base)
+        return str(value)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"{where}: {key} = {value!r} is not valid ({exc})") from None
+
+
+def _path(text: str, base: Path | None) -> str:
+    """A path relative to the config file's directory; a model preset name (no slash, no .json) stays as is."""
+    if base is None or os.path.isabs(text) or ("/" not in text and not text.endswith((".json", ".toml"))):
+        return text
+    return str((base / text).resolve())
+
+
+def load_settings(flags: Mapping[str, Any] | None = None, *, config: str | os.PathLike[str] | None = None,
+                  env: Mapping[str, str] | None = None, cwd: Path | None = None) -> Settings:
+    """Resolve every setting: `flags` (values given on the command line; None means not given), else
+    $ATTRIBUTION_<KEY> (e.g. ATTRIBUTION_GPU_HOUR_COST=2.5, ATTRIBUTION_SLO="ttft=0.5,tpot=0.05"), else the
+    config file (`config`, else `find_config`), else the default."""
+    env = os.environ if env is None else env
+    path = Path(config) if config is not None else find_config(cwd, env)
+    table = read_config(path) if path is not None else {}
+    base = path.resolve().parent if path is not None else None
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for key in KEYS:
+        flag = (flags or {}).get(key)
+        env_value = env.get(ENV_PREFIX + key.upper())
+        if flag is not None and flag != () and flag != []:
+            values[key], sources[key] = _coerce(key, flag, f"--{key.replace('_', '-')}", Path.cwd()), "flag"
+        elif env_value not in (None, ""):
+            name = ENV_PREFIX + key.upper()
+            # $ATTRIBUTION_WORKLOADS is read by the store's views themselves; here it only names the source
+            values[key], sources[key] = _coerce(key, env_value, f"${name}", Path.cwd()), f"env {name}"
+        elif key in table:
+            values[key], sources[key] = _coerce(key, table[key], str(path), base), f"file {path}"
+        else:
+            sources[key] = "default"
+    return replace(Settings(**values), config_file=str(path) if path else None, sources=sources)
+
+
+def workload_map(settings: Settings, env: Mapping[str, str] | None = None) -> pl.DataFrame | None:
+    """The workload names the settings give, as the store views' `workload_map` frame (match, name); None
+    when they give none or when $ATTRIBUTION_WORKLOADS (which the views read themselves) is set."""
+    env = os.environ if env is None else env
+    w = settings.workloads
+    if w is None or env.get(f"{ENV_PREFIX}WORKLOADS"):
+        return None
+    if isinstance(w, str):
+        doc = _read_toml(Path(w))
+        w = doc.get("workloads", {})
+        if not isinstance(w, dict) or not all(isinstance(v, str) for v in w.values()):
+            raise UsageError(f"{settings.workloads}: expected a [workloads] table of \"key hash, alias or team\" = "
+                             "\"name\"")
+    return pl.DataFrame({"match": list(w), "name": list(w.values())}, schema={"match": pl.Utf8, "name": pl.Utf8})

@@ -1,0 +1,191 @@
+"""`build_report`: run every library analysis once on one snapshot of the store for the report's window (and
+the window before it), then hand the answers to the section builders. The report computes nothing itself:
+every number comes from attribution.analyses, thresholds, compare, memsplit, changes or health.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import polars as pl
+
+from attribution.analyses import (
+    Analysis,
+    GroupBy,
+    Slo,
+    Window,
+    capacity,
+    concurrency,
+    latency,
+    lengths,
+    parse_slo,
+    resolve_window,
+    select,
+)
+from attribution.analyses.summary import _capacity, _concurrency, _goodput, _lengths, cohort_of, pick_findings
+from attribution.config import Settings, workload_map
+from attribution.errors import InputError, UsageError
+from attribution.memsplit import memsplit
+from attribution.report import sections
+from attribution.report.actions import MAX_ACTIONS, pick_actions
+from attribution.report.changes import changes, iso_week, previous_window, window_end
+from attribution.report.health import health
+from attribution.report.model import Report
+from attribution.store import Store
+from attribution.thresholds import load_catalogue, thresholds
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class Inputs:
+    """Every analysis a report is made of, for one window."""
+
+    window: Window
+    by: GroupBy
+    slo: Slo
+    settings: Settings
+    commit: int = 0  # the store commit every analysis read
+    requests: int = 0
+    lengths: Analysis | None = None
+    concurrency: Analysis | None = None
+    latency: Analysis | None = None
+    cohort_latency: Analysis | None = None  # grouped by label or version when the window holds a before/after
+    capacity: Analysis | None = None
+    findings: pl.DataFrame | None = None
+    thresholds: Analysis | None = None
+    changes: Analysis | None = None
+    memsplit: Analysis | None = None
+    health: Analysis | None = None
+    skipped: dict[str, str] = field(default_factory=dict)  # analysis -> why it is missing
+
+
+def parse_week(text: str, newest: datetime | None) -> Window:
+    """`2026-W19` (ISO week, Monday 00:00 UTC to the next Monday) or `last`: the last whole ISO week before
+    the newest request in the store."""
+    if text.strip().lower() == "last":
+        if newest is None:
+            raise UsageError("--week last needs requests in the store")
+        monday = datetime(newest.year, newest.month, newest.day, tzinfo=UTC) - timedelta(days=newest.weekday())
+        return Window(monday - timedelta(days=7), monday, newest)
+    try:
+        start = datetime.strptime(text.strip() + "-1", "%G-W%V-%u").replace(tzinfo=UTC)
+    except ValueError:
+        raise UsageError(f"--week {text!r}: write an ISO week such as 2026-W19, or `last`") from None
+    return Window(start, start + timedelta(days=7), newest)
+
+
+def report_window(con: Any, *, since: Any = None, until: Any = None, week: str | None = None,
+                  default: str = "7d") -> Window:
+    """The report's window: --week, else --since/--until (relative spans count back from the newest request),
+    else the default span. Raises InputError when the store holds no requests at all."""
+    try:
+        newest = resolve_window(con, "0s").newest
+    except UsageError:
+        raise InputError("the store holds no requests: nothing to report (`attribution status` shows what the "
+                         "ingest read)") from None
+    if week:
+        if since is not None or until is not None:
+            raise UsageError("give either --week or --since/--until, not both")
+        return parse_week(week, newest)
+    if since is None and until is None:
+        since = default
+    w = resolve_window(con, since, until)
+    return Window(w.since, w.until, newest)
+
+
+def run_analyses(store: Store, settings: Settings, *, since: Any = None, until: Any = None, week: str | None = None,
+                 ingest: dict[str, Any] | None = None, progress: Progress | None = None) -> Inputs:
+    """Every analysis of the report on one snapshot of `store` (an ingest committing meanwhile is not seen)."""
+    say = progress or (lambda _: None)
+    snapshot = store.snapshot()
+    con = store.connect(snapshot)
+    names = workload_map(settings)
+    if names is not None:  # the config names workloads: replace the store's own mapping for this connection
+        con.register("_workload_map", names.to_arrow())
+    window = report_window(con, since=since, until=until, week=week, default=settings.window)
+    by = GroupBy(settings.by)
+    slo = parse_slo(list(settings.slo) or None, settings.slo_preset)
+    inp = Inputs(window, by, slo, settings, commit=snapshot.version)
+    sel = select(con, since=window, by=by)
+    inp.requests = sel.requests
+    catalogue = load_catalogue(list(settings.catalogue), list(settings.thresholds))
+    if sel.requests:
+        say("lengths, concurrency, latency, capacity")
+        inp.lengths = lengths(sel)
+        inp.concurrency = concurrency(sel, per_group=False, timeseries=True)
+        inp.latency = latency(sel, slo=slo)
+        inp.capacity = capacity(sel, gpu_hour_cost=settings.gpu_hour_cost, gpus_per_pod=settings.gpus_per_pod,
+                                per_group=False, conc=inp.concurrency)
+        inp.findings = _findings(inp)
+        cohort = cohort_of(sel)
+        if cohort is not None:
+            inp.cohort_latency = latency(select(con, since=window, by=cohort), slo=slo, scores=[])
+        say("thresholds")
+        everything = select(con, since=window, by=GroupBy.all)
+        inp.thresholds = thresholds(everything, catalogue)
+        say("changes against the previous window")
+        inp.changes = changes(con, window, sel=everything, now_lengths=inp.lengths, by=by, catalogue=catalogue,
+                              resamples=settings.resamples, tolerance=settings.tolerance,
+                              drift_threshold=settings.drift_threshold)
+    else:
+        inp.skipped["requests"] = "no requests in this window"
+    say("memory split")
+    try:
+        inp.memsplit = memsplit(con, settings.model, since=window.since, until=window.until,
+                                run_whatif=settings.whatif)
+    except UsageError as exc:
+        inp.skipped["memsplit"] = str(exc)
+    say("ingest health")
+    inp.health = health(store, con, window, gap_minutes=settings.gap_minutes, ingest=ingest)
+    return inp
+
+
+def _findings(inp: Inputs) -> pl.DataFrame:
+    """The `analyze` summary's findings, from the analyses already run (not recomputed). The cohort change
+    is left to the `what changed` section, which has intervals."""
+    gcol = "group" if inp.by == GroupBy.all else inp.by.value
+    lat = inp.latency
+    t = {
+        "lengths": _lengths(inp.lengths.tables["stats"], gcol),
+        "concurrency": _concurrency(inp.concurrency.tables["pods"], inp.concurrency.tables["deployments"]),
+        "goodput": _goodput(lat.tables["goodput"], lat.tables.get("scores"), gcol),
+        "capacity": _capacity(inp.capacity),
+    }
+    return pick_findings(t, lat.tables["percentiles"], lat.tables["slo_terms"], gcol, False, gcol, inp.slo, k=5)
+
+
+def build_report(store: Store, settings: Settings, *, since: Any = None, until: Any = None, week: str | None = None,
+                 ingest: dict[str, Any] | None = None, progress: Progress | None = None) -> Report:
+    """The whole report for one window: run the analyses, build the sections, pick the action lines."""
+    inp = run_analyses(store, settings, since=since, until=until, week=week, ingest=ingest, progress=progress)
+    return assemble(inp, store)
+
+
+def assemble(inp: Inputs, store: Store) -> Report:
+    """The report made of analyses already run: sections and action lines (no computing)."""
+    w = inp.window
+    prev = previous_window(w)
+    window = {
+        "since": w.since, "until": w.until, "end": window_end(w), "newest_request": w.newest,
+        "requests": inp.requests,
+        "previous": {"since": prev.since, "until": prev.until,
+                     "requests": (inp.changes.params.get("previous_requests") if inp.changes else None)}
+        if prev else None,
+    }
+    settings = inp.settings
+    report = Report(
+        week=iso_week(w), window=window,
+        source={"store": str(store.root.resolve()), "commit": inp.commit},
+        settings={**settings.public(), "slo": inp.slo.to_dict(),
+                  "from": {k: v for k, v in settings.sources.items() if v != "default"}},
+    )
+    report.sections = sections.all_sections(inp)
+    found = pick_actions(inp)
+    report.actions = found[:MAX_ACTIONS]
+    report.found = sorted({a.kind for a in found})
+    report.severities = sorted({a.severity for a in found})
+    return report

@@ -1,0 +1,91 @@
+"""Can the numbers be trusted: what the ingest read and failed to read (from `store_status`), how many
+requests found their other half across engine and gateway logs, and where a pod's logs fell silent inside
+the window (`log_gaps`, the question in log_gaps.sql). One library function, `health`, returning an Analysis.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from attribution.analyses import Analysis, Window
+from attribution.db import fetch
+from attribution.status import store_status
+from attribution.store import Store
+
+UNMATCHED_SHARE = 0.01  # more unmatched engine or gateway rows than this share: worth a look
+DEFINITIONS = {
+    "errors": "lines of a recognised format that could not be parsed, per file and reason (the whole store)",
+    "joins": "engine and gateway rows of the same request meet on its normalised id; unmatched rows are "
+    "requests one side logged and the other did not (or a log that was not ingested)",
+    "gaps": "silences longer than the gap setting in one stream (a deployment's request rows or step lines of "
+    "one source) inside the window: inside = between two events; start / end = the stream began after, or "
+    "stopped before, the first / last event of every stream in the window. A quiet hour without traffic "
+    "is a gap too: compare with the gateway's rows for the same pod",
+}
+
+
+@cache
+def _gaps_sql() -> str:
+    return (resources.files("attribution.report") / "log_gaps.sql").read_text()
+
+
+def log_gaps(con: duckdb.DuckDBPyConnection, window: Window, min_gap_s: float) -> pl.DataFrame:
+    """Silences longer than `min_gap_s` per (deployment, source, kind) inside the window (see log_gaps.sql)."""
+    return fetch(con, _gaps_sql(), {"since": window.since, "until": window.until, "min_gap_s": float(min_gap_s)})
+
+
+def _frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
+    return pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
+
+
+def health(store: Store, con: duckdb.DuckDBPyConnection, window: Window, *, gap_minutes: float = 120.0,
+           ingest: dict[str, Any] | None = None) -> Analysis:
+    """Files by status, parse errors, join coverage per source, engine versions and log gaps in the window.
+    `ingest` describes an ingest run just before (files read, or why it was skipped)."""
+    st = store_status(store)
+    files = _frame(st["files"])
+    if files.height and "bytes" in files.columns:
+        files = files.with_columns(pl.col("bytes").cast(pl.Int64))
+    joins = _frame(st["joins"])
+    gaps = log_gaps(con, window, gap_minutes * 60)
+    tables = {
+        "files": files,
+        "errors": _frame(st["errors"]),
+        "joins": joins,
+        "gaps": gaps,
+        "coverage": _frame(st["deployments"]),
+    }
+    notes = []
+    if st["error_count"] > len(st["errors"]):
+        notes.append(f"{st['error_count']:,} problems in all; the 20 most frequent (file, reason) pairs are shown")
+    if ingest:
+        notes.append(ingest["text"])
+    unmatched = joins.filter(pl.col("unmatched") > 0) if joins.height else joins
+    return Analysis(
+        "health",
+        {**window.to_dict(), "gap_minutes": gap_minutes, "commit": st["commit"], "error_count": st["error_count"],
+         "unmatched": int(unmatched["unmatched"].sum()) if unmatched.height else 0,
+         "ingest": ingest},
+        tables,
+        {"files": "input files by status", "errors": "ingest problems (most frequent first)",
+         "joins": "engine <-> gateway matches per source", "gaps": f"log gaps over {gap_minutes:g} minutes",
+         "coverage": "rows and time span per deployment and table (whole store)"},
+        DEFINITIONS,
+        notes,
+    )
+
+
+def gap_text(g: dict) -> str:
+    """One gap of `log_gaps` in words."""
+    who = f"{g['deployment']} ({g['source']} {g['kind']})"
+    hours = f"{g['gap_s'] / 3600:.1f} h"
+    if g["edge"] == "start":
+        return f"{who} first logged at {g['gap_end']:%a %d %b %H:%M} UTC, {hours} after the window's first event"
+    if g["edge"] == "end":
+        return f"{who} last logged at {g['gap_start']:%a %d %b %H:%M} UTC, {hours} before the window's last event"
+    return f"{who} silent for {hours} from {g['gap_start']:%a %d %b %H:%M} UTC"

@@ -1,0 +1,176 @@
+"""The report's sections, each built from the analyses in `Inputs`: a few sentences that read the tables,
+the tables themselves cut to the columns a reader needs, the charts (attribution.charts) and the analyses'
+own notes. Reading and arranging only; the numbers are the analyses'."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from attribution import charts
+from attribution.charts.common import group_column
+from attribution.report.fmt import num, pct
+from attribution.report.model import Section
+from attribution.report.sections_more import (
+    changes_section,
+    health_section,
+    memsplit_section,
+    thresholds_section,
+)
+
+if TYPE_CHECKING:
+    from attribution.report.build import Inputs
+
+
+def view(df: pl.DataFrame | None, cols: list[str]) -> pl.DataFrame | None:
+    """`df` cut to the columns of `cols` it has, in that order."""
+    if df is None:
+        return None
+    return df.select([c for c in cols if c in df.columns])
+
+
+def all_sections(inp: Inputs) -> list[Section]:
+    if not inp.requests:
+        empty = Section("traffic", "Traffic and workloads", [f"No requests in this window ({inp.skipped['requests']})."])
+        return [empty, memsplit_section(inp), health_section(inp)]
+    return [changes_section(inp), traffic_section(inp), lengths_section(inp), concurrency_section(inp),
+            latency_section(inp), capacity_section(inp), thresholds_section(inp), memsplit_section(inp),
+            health_section(inp)]
+
+
+def traffic_section(inp: Inputs) -> Section:
+    s = Section("traffic", "Traffic and workloads")
+    stats = inp.lengths.tables["stats"]
+    gcol = group_column(stats, exclude=("metric",))
+    prompt = stats.filter(pl.col("metric") == "prompt_tokens")
+    output = stats.filter(pl.col("metric") == "output_tokens")
+    deps = inp.concurrency.tables["deployments"]
+    s.lines.append(f"{inp.requests:,} requests from {prompt.height} {gcol}s on {deps.height} deployments.")
+    good = inp.latency.tables["goodput"]
+    rate = good.select(gcol, "requests_per_s") if gcol in good.columns else None
+    table = prompt.select(gcol, "requests", pl.col("tokens").alias("prompt_tokens"),
+                          pl.col("mean").alias("prompt_mean"), pl.col("p99").alias("prompt_p99")).join(
+        output.select(gcol, pl.col("tokens").alias("output_tokens"), pl.col("mean").alias("output_mean")),
+        on=gcol, how="left")
+    if rate is not None:
+        table = table.join(rate, on=gcol, how="left")
+    s.table("workloads", f"requests and tokens per {gcol}", table.sort("requests", descending=True))
+    for r in table.sort("requests", descending=True).head(3).iter_rows(named=True):
+        s.lines.append(f"{r[gcol]}: {r['requests']:,} requests, {num(r['prompt_mean'])} prompt tokens on average.")
+    versions = None
+    if inp.thresholds is not None:
+        versions = (inp.thresholds.tables["settings"].select("deployment", "engine", "version", "start_ts")
+                    .unique().sort("deployment", "start_ts"))
+    s.table("deployments", "deployments: requests, configured running limit and KV pool",
+            view(deps, ["deployment", "requests", "configured_max_running", "kv_pool_tokens", "gpus", "source"]))
+    s.table("engine_starts", "engine starts serving this window", versions)
+    return s
+
+
+def lengths_section(inp: Inputs) -> Section:
+    a = inp.lengths
+    s = Section("lengths", "Prompt and output lengths", definitions=a.definitions)
+    stats = a.tables["stats"]
+    gcol = group_column(stats, exclude=("metric",))
+    for r in stats.filter(pl.col("metric") == "prompt_tokens").sort("top1_token_share", descending=True,
+                                                                     nulls_last=True).head(3).iter_rows(named=True):
+        share = r["top1_token_share"]
+        s.lines.append(f"{r[gcol]}: prompts p50 {num(r['p50'])}, p99 {num(r['p99'])}, max {num(r['max'])} tokens"
+                       + (f"; the longest 1% carry {pct(share)} of its prompt tokens." if share is not None else "."))
+    s.table("stats", a.titles["stats"], view(stats.filter(pl.col("metric") != "cached_tokens"), [
+        gcol, "metric", "requests", "mean", "p50", "p90", "p99", "max", "tok_p50", "tok_p90", "top1_token_share"]))
+    s.chart("prompt", charts.lengths.count_vs_tokens(a, metric="prompt_tokens"))
+    s.chart("output", charts.lengths.count_vs_tokens(a, metric="output_tokens"))
+    s.notes += a.notes
+    return s
+
+
+def concurrency_section(inp: Inputs) -> Section:
+    a = inp.concurrency
+    s = Section("concurrency", "Concurrency and live tokens per pod", definitions=a.definitions)
+    pods, deps = a.tables["pods"], a.tables["deployments"]
+    limit = dict(zip(deps["deployment"], deps["configured_max_running"], strict=True))
+    for dep in deps["deployment"]:
+        rows = {r["metric"]: r for r in pods.filter(pl.col("deployment") == dep).iter_rows(named=True)}
+        run = rows.get("running") or rows.get("in_system")
+        if run is None:
+            continue
+        what = "running" if "running" in rows else "in system"
+        text = (f"{dep}: at most {num(run['peak'])} requests {what} ({run['source']}; p99 {num(run['p99'])}"
+                + (f", configured limit {limit[dep]:,}" if limit.get(dep) is not None else "") + ")")
+        if (w := rows.get("waiting")) and w["peak"]:
+            text += f", up to {num(w['peak'])} waiting"
+        if kv := rows.get("kv_tokens"):
+            text += f", live KV tokens up to {num(kv['peak'])}"
+        s.lines.append(text + ".")
+    s.table("pods", a.titles["pods"], view(pods, ["deployment", "metric", "source", "peak", "mean", "p50", "p90",
+                                                   "p99", "peak_at"]))
+    s.chart("over_time", charts.concurrency.over_time(a))
+    s.chart("peaks", charts.concurrency.peaks(a, metric="running"))
+    s.notes += a.notes
+    return s
+
+
+def latency_section(inp: Inputs) -> Section:
+    a = inp.latency
+    s = Section("latency", "Latency and goodput", definitions=a.definitions)
+    s.lines.append(f"SLO: {inp.slo.describe()}" + (f" (preset {inp.slo.name})" if inp.slo.name else "") + ".")
+    good = a.tables["goodput"]
+    gcol = group_column(good)
+    for r in good.sort("good_share", nulls_last=True).iter_rows(named=True):
+        if r["good_share"] is not None:
+            s.lines.append(f"{r[gcol]}: {pct(r['good_share'])} of requests met it "
+                           f"({r['goodput_per_s']:.3g} good requests/s).")
+    cl = inp.cohort_latency
+    if cl is not None:
+        cgood = cl.tables["goodput"]
+        ccol = group_column(cgood)
+        parts = [f"{r[ccol]} {pct(r['good_share'])}" for r in cgood.iter_rows(named=True) if r["good_share"] is not None]
+        if parts:
+            s.lines.append(f"Per {ccol}: " + ", ".join(parts) + " met the SLO.")
+    pct_table = a.tables["percentiles"]
+    s.table("percentiles", a.titles["percentiles"], view(pct_table, [gcol, "metric", "requests", "mean", "p50", "p90",
+                                                                      "p99", "max"]))
+    if cl is not None:
+        ccol = group_column(cl.tables["percentiles"], exclude=("metric",))
+        s.table("cohorts", f"latency by {ccol} (seconds)", view(cl.tables["percentiles"], [
+            ccol, "metric", "requests", "p50", "p90", "p99", "max"]))
+    s.table("goodput", a.titles["goodput"], view(good, [gcol, "requests", "failed", "good", "good_share",
+                                                        "goodput_per_s", "requests_per_s"]))
+    s.table("slo_terms", a.titles["slo_terms"], view(a.tables["slo_terms"], [gcol, "term", "limit_s", "measured",
+                                                                             "met_share"]))
+    if "scores" in a.tables:
+        s.table("scores", a.titles["scores"], view(a.tables["scores"], ["score", gcol, "requests", "mean", "p10",
+                                                                          "p50", "p90", "zero_share"]))
+    s.chart("percentiles", charts.latency.percentiles(a))
+    if cl is not None:
+        s.chart("cohorts", charts.latency.percentiles(cl, title=f"latency percentiles by {ccol}: before / after"))
+    s.chart("goodput", charts.latency.goodput(a))
+    s.chart("by_bucket", charts.latency.by_bucket(a, metric="ttft_s", quantile="p90"))
+    s.notes += a.notes
+    return s
+
+
+def capacity_section(inp: Inputs) -> Section:
+    a = inp.capacity
+    s = Section("capacity", "Capacity and cost", definitions=a.definitions)
+    cap = a.tables["capacity"]
+    for r in cap.iter_rows(named=True):
+        if r["utilization"] is not None:
+            s.lines.append(f"{r['deployment']}: {num(r['completed_per_day'])} requests/day completed, "
+                           f"{pct(r['utilization'])} of the {num(r['capacity_per_day'])} its observed ceiling of "
+                           f"{num(r['ceiling'])} {r['ceiling_metric'].replace('_', ' ')} allows.")
+    s.table("capacity", a.titles["capacity"], cap)
+    cost = a.tables.get("cost")
+    if cost is not None:
+        s.table("cost", a.titles["cost"], view(cost, ["deployment", "gpus", "input_tps", "output_tps",
+                                                      "usd_per_m_input", "usd_per_m_output"]))
+    else:
+        s.lines.append("No GPU-hour cost is configured (gpu_hour_cost), so there is no cost per token.")
+    s.chart("utilization", charts.capacity.utilization(a))
+    if cost is not None:
+        s.chart("cost", charts.capacity.cost(a))
+    s.notes += a.notes
+    return s
+
