@@ -11,6 +11,7 @@ from attribution import render
 from attribution.cli import (
     analyses,  # noqa: F401
     attribution_cmds,  # noqa: F401  (registers thresholds, compare)
+    dashboard_cmd,  # noqa: F401
     memsplit_cmd,  # noqa: F401
     report_cmd,  # noqa: F401
     simulate_cmd,  # noqa: F401

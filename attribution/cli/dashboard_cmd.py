@@ -1,0 +1,33 @@
+"""`attribution dashboard`: start the Streamlit app over a store (attribution.dashboard launches it)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from attribution import dashboard, render
+from attribution.cli.app import StoreOpt, app
+from attribution.store import default_store_path
+
+
+@app.command("dashboard")
+def dashboard_cmd(
+    store: StoreOpt = None,
+    port: Annotated[int, typer.Option(help="Port to serve on.")] = dashboard.DEFAULT_PORT,
+    host: Annotated[str, typer.Option(help="Address to bind; the default serves this machine only. Use "
+                                           "0.0.0.0 to share it (anyone who reaches the port reads the store).")]
+    = "127.0.0.1",
+) -> None:
+    """Explore the store in a browser: filter to a time range, deployment, workload, label or engine version
+    and see lengths, concurrency, latency, feature thresholds, the memory split and a cohort comparison.
+    Read-only; it may run while an ingest writes.
+
+    Example: attribution dashboard --store demo-store --port 8501
+    """
+    path = default_store_path(store)
+    if dashboard.store_version(path) is None:
+        render.err.print(f"[yellow]note:[/] no store at {path} yet; the pages stay empty until an ingest fills it",
+                         highlight=False)
+    render.err.print(f"dashboard on http://{host}:{port}  (Ctrl-C stops it)", highlight=False)
+    raise typer.Exit(dashboard.launch(path, host=host, port=port))

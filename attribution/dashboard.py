@@ -1,0 +1,281 @@
+"""The dashboard's library side: `attribution dashboard` (launching the Streamlit app in dashboards/), the
+sidebar's filters (time range, deployment, workload, label, engine version) applied to a store connection,
+and one method per page that runs the same library analysis as the CLI on it. Nothing here imports
+streamlit: the app (dashboards/) wraps these calls in its caches and draws what they return.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from attribution import analyses, thresholds
+from attribution.analyses import Analysis, GroupBy, Selection
+from attribution.compare import CohortBy, compare
+from attribution.db import fetch
+from attribution.errors import AttributionError, StoreError
+from attribution.memsplit import memsplit
+from attribution.status import store_status
+from attribution.store import Snapshot, Store
+
+NONE = "(none)"  # what the analyses call a missing group value; the filters use the same word
+DEFAULT_PORT = 8501
+MEMORY_SHARE = 0.25  # of the machine's memory, for DuckDB's working memory per view (it spills beyond)
+
+# A request's value of each filter dimension, as `select(by=...)` groups it (queries/analysis_requests.sql).
+_REQUEST_VALUE = {
+    "deployment": "coalesce(deployment, '(none)')",
+    "workload": "coalesce(workload, '(none)')",
+    "label": "coalesce(label, '(none)')",
+    "version": "coalesce(nullif(concat_ws(' ', engine, engine_version), ''), '(none)')",
+}
+_CHOICES_SQL = (
+    "select " + ", ".join(f"{expr} as {dim}" for dim, expr in _REQUEST_VALUE.items())
+    + ", count(*) as requests, min(coalesce(arrival, finished)) as first, max(coalesce(arrival, finished)) as last"
+    " from joined_requests group by all"
+)
+
+
+def app_path() -> Path:
+    """dashboards/app.py: shipped in the package as attribution/dashboards (a link to ../dashboards in the
+    repository, like attribution/sql -> ../queries), else beside the package in a source checkout."""
+    here = Path(__file__).resolve().parent
+    for cand in (Path(__file__).parent / "dashboards" / "app.py", here.parent / "dashboards" / "app.py"):
+        if cand.is_file():
+            return cand
+    raise AttributionError(f"the dashboard app is missing: no dashboards/app.py in {here} or {here.parent}")
+
+
+def command(store: Path, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> tuple[list[str], dict[str, str]]:
+    """The `streamlit run` command line and environment: bound to `host` only, no browser opened, no usage
+    statistics sent, no file watcher; the store reaches the app as $ATTRIBUTION_STORE."""
+    cmd = [
+        sys.executable, "-m", "streamlit", "run", str(app_path()),
+        "--server.address", host, "--server.port", str(port), "--server.headless", "true",
+        "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
+        "--client.toolbarMode", "viewer",
+    ]
+    return cmd, {**os.environ, "ATTRIBUTION_STORE": str(Path(store).resolve())}
+
+
+def launch(store: Path, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> int:
+    """Run the app until it exits or Ctrl-C; returns its exit code."""
+    cmd, env = command(store, host=host, port=port)
+    proc = subprocess.Popen(cmd, env=env)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:  # the terminal sent SIGINT to streamlit too; let it shut down
+        return proc.wait()
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What the sidebar narrows every page to. Empty tuples and None mean no restriction; values are those of
+    `Choices` (`(none)` for requests whose source does not say)."""
+
+    since: datetime | None = None
+    until: datetime | None = None
+    deployments: tuple[str, ...] = ()
+    workloads: tuple[str, ...] = ()
+    labels: tuple[str, ...] = ()
+    versions: tuple[str, ...] = ()
+
+    def values(self) -> dict[str, tuple[str, ...]]:
+        """Dimension -> allowed values, for the dimensions that are restricted."""
+        dims = {"deployment": self.deployments, "workload": self.workloads, "label": self.labels,
+                "version": self.versions}
+        return {k: v for k, v in dims.items() if v}
+
+    def describe(self) -> str:
+        names = {"version": "engine version"}
+        parts = [f"{names.get(dim, dim)} = {', '.join(v)}" for dim, v in self.values().items()]
+        if self.since or self.until:
+            ends = [f"{t:%Y-%m-%d %H:%M}" if t else "…" for t in (self.since, self.until)]
+            parts.insert(0, f"{ends[0]} to {ends[1]} UTC")
+        return "; ".join(parts) or "everything in the store"
+
+
+@dataclass(frozen=True)
+class Empty:
+    """Nothing to show on a page, and why (the page prints `message` as its empty state)."""
+
+    message: str
+
+
+@dataclass(frozen=True)
+class Choices:
+    """The values each filter offers, and the span of the requests (unfiltered)."""
+
+    requests: int = 0
+    first: datetime | None = None
+    last: datetime | None = None
+    deployments: tuple[str, ...] = ()
+    workloads: tuple[str, ...] = ()
+    labels: tuple[str, ...] = ()
+    versions: tuple[str, ...] = ()
+
+
+def store_version(path: str | os.PathLike[str]) -> int | None:
+    """The store's last commit (changes whenever an ingest lands data), or None when there is no store."""
+    try:
+        return Store.open(path).snapshot().version
+    except StoreError:
+        return None
+
+
+def choices(con: duckdb.DuckDBPyConnection) -> Choices:
+    """What the filters offer: every value of each dimension among `con`'s requests, and their span."""
+    df = fetch(con, _CHOICES_SQL)
+    if df.is_empty():
+        return Choices()
+
+    def values(dim: str) -> tuple[str, ...]:
+        return tuple(sorted(df[dim].unique().to_list(), key=lambda v: (v == NONE, v)))
+
+    return Choices(int(df["requests"].sum()), df["first"].min(), df["last"].max(), values("deployment"),
+                   values("workload"), values("label"), values("version"))
+
+
+def narrow(con: duckdb.DuckDBPyConnection, flt: Filters) -> duckdb.DuckDBPyConnection:
+    """Restrict the store views every analysis reads (`joined_requests`, `engine_steps`, `engine_config`) to
+    the filters' deployments, workloads, labels and engine versions, by renaming each view and putting a
+    filtered one in its place. The requests are materialised once, so each page's select() does not redo the
+    engine x gateway join. Engine lines have no workload: a workload filter leaves them whole; an engine
+    version filter keeps the lines logged after a start of that version (until the pod's next start). The
+    time range is not applied here: it is each analysis' window."""
+    vals = flt.values()
+    rows = [(dim, v) for dim, vs in vals.items() for v in vs]
+    con.register("_dashboard_filter", pl.DataFrame(rows, schema={"dim": pl.Utf8, "value": pl.Utf8},
+                                                   orient="row").to_arrow())
+
+    def where(exprs: dict[str, str]) -> str:
+        terms = [f"{expr} in (select value from _dashboard_filter where dim = '{dim}')"
+                 for dim, expr in exprs.items() if dim in vals]
+        return " and ".join(terms) or "true"
+
+    con.execute("alter view joined_requests rename to joined_requests_unfiltered")
+    con.execute("create table dashboard_requests as select * from joined_requests_unfiltered where "
+                + where(_REQUEST_VALUE))
+    con.execute("create view joined_requests as select * from dashboard_requests")
+    engine = {d: _REQUEST_VALUE[d] for d in ("deployment", "label")}
+    if not {"deployment", "label", "version"} & vals.keys():
+        return con
+    con.execute("alter view engine_config rename to engine_config_unfiltered")
+    con.execute("create view engine_config as select * from engine_config_unfiltered where " + where(
+        {**engine, "version": "coalesce(nullif(concat_ws(' ', engine, version), ''), '(none)')"}))
+    con.execute("alter view engine_steps rename to engine_steps_unfiltered")
+    steps_where = where(engine)
+    if "version" in vals:
+        con.execute(
+            "create view engine_steps as select * from (select s.* from engine_steps_unfiltered s asof join "
+            "(select deployment, ts as started, coalesce(nullif(concat_ws(' ', engine, version), ''), '(none)') "
+            "as version from engine_config_unfiltered) c on s.deployment = c.deployment and s.ts >= c.started "
+            "where c.version in (select value from _dashboard_filter where dim = 'version')) where " + steps_where)
+    else:
+        con.execute("create view engine_steps as select * from engine_steps_unfiltered where " + steps_where)
+    return con
+
+
+def memory_limit_mb(share: float = MEMORY_SHARE) -> int:
+    """`share` of the machine's memory, at least 1 GB."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return max(1024, int(total * share / 2**20))
+
+
+class View:
+    """A connection to one snapshot of the store (default: the newest), narrowed to one set of filters, for
+    the pages' analyses in turn. Each analysis prepares temporary tables on the connection, so calls are
+    serialised by a lock (one dashboard session digging at a time; a second one waits)."""
+
+    def __init__(self, path: str | os.PathLike[str], flt: Filters, snapshot: Snapshot | None = None):
+        self.store = Store.open(path)
+        self.snapshot = snapshot or self.store.snapshot()
+        self.filters = flt
+        con = self.store.connect(self.snapshot)
+        # DuckDB would take 80% of the machine (15 GB for the thresholds of 2M requests on a 23 GB box); a
+        # dashboard left running shares the machine, so it spills to disk beyond a quarter of it.
+        con.execute("set memory_limit = $limit", {"limit": f"{memory_limit_mb()}MB"})
+        con.execute("set temp_directory = $dir", {"dir": str(Path(tempfile.gettempdir()) / "attribution-dashboard")})
+        self.con = narrow(con, flt)
+        self.lock = threading.Lock()
+
+    def choices(self) -> Choices:
+        with self.lock:
+            return choices(self.con)
+
+    def _select(self, by: GroupBy | str) -> Selection | Empty:
+        sel = analyses.select(self.con, since=self.filters.since, until=self.filters.until, by=by)
+        if not sel.requests and self.filters == Filters():
+            return Empty("The store holds no requests yet: ingest logs with `attribution ingest PATH`.")
+        if not sel.requests:
+            return Empty(f"No requests match the filters ({self.filters.describe()}): widen them in the sidebar.")
+        return sel
+
+    def _run(self, by: GroupBy | str, fn: Any, /, **kw: Any) -> Analysis | Empty:
+        with self.lock:
+            sel = self._select(by)
+            if isinstance(sel, Empty):
+                return sel
+            try:
+                return fn(sel, **kw)
+            except AttributionError as exc:
+                return Empty(str(exc))
+
+    def overview(self, *, by: str = "workload") -> Analysis | Empty:
+        """The `analyze` summary (findings, lengths, concurrency, latency, goodput, capacity) of the filtered
+        requests, and a `store` table of what the store holds (all of it, unfiltered)."""
+        def run(sel: Selection) -> Analysis:
+            res = analyses.analyze(self.con, since=sel.window, by=by)
+            status = store_status(self.store)
+            rows = [{"what": f"{t} rows", "value": n} for t, n in status["rows"].items()]
+            rows += [{"what": f"files {f['status']}", "value": f["files"]} for f in status["files"]]
+            rows += [{"what": "ingest errors", "value": status["error_count"]},
+                     {"what": "store commit", "value": status["commit"]}]
+            res.tables["store"] = pl.DataFrame(rows, schema={"what": pl.Utf8, "value": pl.Int64})
+            res.titles["store"] = f"what the store holds ({status['store']}, unfiltered)"
+            return res
+        return self._run(by, run)
+
+    def lengths(self, *, by: str = "workload", bins_per_decade: int = 10) -> Analysis | Empty:
+        return self._run(by, analyses.lengths, bins_per_decade=bins_per_decade)
+
+    def concurrency(self, *, by: str = "workload", per_group: bool = True, bucket_s: int | None = None
+                    ) -> Analysis | Empty:
+        return self._run(by, analyses.concurrency, per_group=per_group, timeseries=True, bucket_s=bucket_s)
+
+    def latency(self, *, by: str = "workload", slo: tuple[str, ...] = (), preset: str | None = None
+                ) -> Analysis | Empty:
+        try:
+            parsed = analyses.parse_slo(list(slo), preset)
+        except AttributionError as exc:
+            return Empty(str(exc))
+        return self._run(by, analyses.latency, slo=parsed, scores=analyses.score_presets())
+
+    def thresholds(self, *, specs: tuple[str, ...] = ()) -> Analysis | Empty:
+        try:
+            cat = thresholds.load_catalogue(specs=list(specs))
+        except AttributionError as exc:
+            return Empty(str(exc))
+        return self._run("all", thresholds.thresholds, catalogue=cat)
+
+    def compare(self, *, cohort_by: str = "version", before: str | None = None, after: str | None = None,
+                resamples: int = 1000) -> Analysis | Empty:
+        return self._run("all", compare, by=CohortBy(cohort_by), before=before, after=after, resamples=resamples)
+
+    def memsplit(self, *, model: str | None = None, whatif: bool = False) -> Analysis | Empty:
+        with self.lock:
+            try:
+                return memsplit(self.con, model or None, since=self.filters.since, until=self.filters.until,
+                                run_whatif=whatif)
+            except AttributionError as exc:
+                return Empty(str(exc))

@@ -1,0 +1,22 @@
+"""Latency and goodput: queue, TTFT, TPOT and end-to-end percentiles per group and prompt length, the share
+of requests meeting a joint SLO, and the ERS score (`attribution latency`)."""
+
+import _data as data
+import streamlit as st
+
+from attribution.charts import latency as charts
+
+st.title("Latency and goodput")
+left, mid, right = st.columns(3)
+by = left.selectbox("Group by", data.GROUPS, key="latency_by")
+slo = mid.text_input("Joint SLO (seconds, or ms)", value="ttft=0.5, tpot=0.05", key="latency_slo",
+                     help="Terms every good request meets at once: queue, ttft, tpot, e2e; e.g. ttft=0.5, tpot=50ms")
+view = right.radio("Chart", ["percentiles", "goodput", "by prompt length"], horizontal=True, key="latency_chart")
+
+res = data.latency(by=by, slo=tuple(t for t in slo.replace(",", " ").split() if t))
+if data.empty(res):
+    st.stop()
+
+data.scope(res)
+data.chart({"percentiles": charts.percentiles, "goodput": charts.goodput, "by prompt length": charts.by_bucket}[view](res))
+data.tables(res, ["percentiles", "goodput", "scores"], more=["slo_terms", "buckets"])

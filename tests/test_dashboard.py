@@ -1,0 +1,301 @@
+"""The dashboard: the launcher's command line, the filters (hand-made rows), and every page under Streamlit's
+AppTest on sample_logs/: no exception, one chart, and the numbers shown equal the library's (computed here
+with the plain library calls the CLI makes) or the simulator's ground truth; every page's empty state."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import polars as pl
+import pytest
+import streamlit as st
+from conftest import REPO
+from polars.testing import assert_frame_equal
+from streamlit.testing.v1 import AppTest
+from test_thresholds import SAMPLE, sample_store
+from typer.testing import CliRunner
+
+import attribution
+from attribution import analyses, dashboard
+from attribution.analyses.common import frames_connection
+from attribution.cli import app
+from attribution.dashboard import Filters
+from attribution.db import fetch
+from attribution.ingest import ingest
+from attribution.simulate.output import simulate_to_dir
+from attribution.store import Store
+
+APP = REPO / "dashboards" / "app.py"
+PAGES = ["overview", "lengths", "concurrency", "latency", "thresholds", "memsplit", "compare"]
+TRUTH = json.loads((SAMPLE / "ground_truth.json").read_text())
+
+
+# -- launcher ------------------------------------------------------------------------------------------------
+def test_command_binds_this_machine_only_headless_and_quiet(tmp_path):
+    cmd, env = dashboard.command(tmp_path / "s", port=8123)
+    opts = dict(zip(cmd[5::2], cmd[6::2], strict=True))
+    assert cmd[1:5] == ["-m", "streamlit", "run", str(dashboard.app_path())]
+    assert opts["--server.address"] == "127.0.0.1" and opts["--server.port"] == "8123"
+    assert opts["--server.headless"] == "true" and opts["--browser.gatherUsageStats"] == "false"
+    assert env["ATTRIBUTION_STORE"] == str((tmp_path / "s").resolve())
+    cmd, _ = dashboard.command(tmp_path, host="0.0.0.0")
+    assert cmd[cmd.index("--server.address") + 1] == "0.0.0.0"
+
+
+def test_cli_passes_store_port_and_host(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(dashboard, "launch", lambda store, **kw: calls.append((store, kw)) or 0)
+    r = CliRunner().invoke(app, ["dashboard", "--store", str(tmp_path / "x"), "--port", "9001"])
+    assert r.exit_code == 0, r.output
+    assert calls == [(tmp_path / "x", {"host": "127.0.0.1", "port": 9001})]
+    r = CliRunner().invoke(app, ["dashboard", "--host", "0.0.0.0"])
+    assert r.exit_code == 0 and calls[-1][1]["host"] == "0.0.0.0"
+
+
+def test_the_app_ships_inside_the_package():
+    shipped = Path(attribution.__file__).parent / "dashboards"
+    assert dashboard.app_path() == shipped / "app.py"
+    # setuptools packages folders with an __init__.py (like attribution/sql -> ../queries)
+    assert (shipped / "__init__.py").is_file() and (shipped / "app_pages" / "__init__.py").is_file()
+    listed = APP.read_text()
+    for page in PAGES:
+        assert (shipped / "app_pages" / f"{page}.py").is_file() and f'"app_pages/{page}.py"' in listed
+
+
+# -- filters -------------------------------------------------------------------------------------------------
+def _t(h: int, m: int = 0) -> datetime:
+    return datetime(2026, 1, 1, h, m, tzinfo=UTC)
+
+
+def _frames_con():
+    """Pod a: vllm 0.1 started 00:00, 0.2 at 02:00; pod b: sglang (no version) at 00:00."""
+    requests = pl.DataFrame({
+        "request_id": ["r1", "r2", "r3", "r4", "r5"],
+        "deployment": ["a", "a", "a", "b", None],
+        "workload": ["x", "y", "x", "x", "x"],
+        "label": ["before", "before", "after", None, None],
+        "engine": ["vllm", "vllm", "vllm", "sglang", None],
+        "engine_version": ["0.1", "0.1", "0.2", None, None],
+        "arrival": [_t(0, 30), _t(1), _t(3), _t(1), _t(1)],
+    })
+    steps = pl.DataFrame({"deployment": ["a", "a", "a", "a", "b"], "label": ["before"] * 2 + ["after"] * 2 + [None],
+                          "ts": [_t(0, 10), _t(1, 50), _t(2, 0), _t(3), _t(1)], "running": [1, 2, 3, 4, 5]})
+    config = pl.DataFrame({"deployment": ["a", "a", "b"], "engine": ["vllm", "vllm", "sglang"],
+                           "version": ["0.1", "0.2", None], "ts": [_t(0), _t(2), _t(0)],
+                           "start_line": [1, 1, 1], "file": ["a1", "a2", "b"]})
+    return frames_connection(requests, steps, config)
+
+
+def _narrowed(flt: Filters) -> tuple[list[str], list[int], list[str]]:
+    con = dashboard.narrow(_frames_con(), flt)
+    req = fetch(con, "select request_id from joined_requests order by 1")["request_id"].to_list()
+    steps = fetch(con, "select running from engine_steps order by 1")["running"].to_list()
+    starts = fetch(con, "select file from engine_config order by 1")["file"].to_list()
+    return req, steps, starts
+
+
+def test_filters_narrow_requests_engine_lines_and_starts():
+    assert _narrowed(Filters()) == (["r1", "r2", "r3", "r4", "r5"], [1, 2, 3, 4, 5], ["a1", "a2", "b"])
+    assert _narrowed(Filters(deployments=("a",))) == (["r1", "r2", "r3"], [1, 2, 3, 4], ["a1", "a2"])
+    # engine lines carry no workload: they stay whole
+    assert _narrowed(Filters(workloads=("y",))) == (["r2"], [1, 2, 3, 4, 5], ["a1", "a2", "b"])
+    assert _narrowed(Filters(labels=("after",))) == (["r3"], [3, 4], [])
+    # `(none)` is what the analyses call a missing value; a request without a deployment is still selectable
+    assert _narrowed(Filters(labels=("(none)",)))[0] == ["r4", "r5"]
+    assert _narrowed(Filters(deployments=("(none)",)))[0] == ["r5"]
+    # a version keeps the lines logged from a start of that version until the pod's next start
+    assert _narrowed(Filters(versions=("vllm 0.1",))) == (["r1", "r2"], [1, 2], ["a1"])
+    assert _narrowed(Filters(versions=("vllm 0.2", "sglang"))) == (["r3", "r4"], [3, 4, 5], ["a2", "b"])
+    assert _narrowed(Filters(deployments=("b",), versions=("vllm 0.2",))) == ([], [], [])
+
+
+def test_choices_offer_every_value_once_and_missing_ones_last(tmp_path):
+    ch = dashboard.choices(_frames_con())
+    assert (ch.requests, ch.first, ch.last) == (5, _t(0, 30), _t(3))
+    assert ch.deployments == ("a", "b", "(none)") and ch.workloads == ("x", "y")
+    assert ch.labels == ("after", "before", "(none)")
+    assert ch.versions == ("sglang", "vllm 0.1", "vllm 0.2", "(none)")
+    assert dashboard.store_version(tmp_path / "nothing") is None
+    Store.open(tmp_path / "empty", create=True)
+    assert dashboard.store_version(tmp_path / "empty") == 0
+    assert dashboard.choices(Store.open(tmp_path / "empty").connect()) == dashboard.Choices()
+
+
+# -- pages on sample_logs/ -----------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Path:
+    return sample_store(tmp_path_factory)
+
+
+def page(name: str, store: Path, monkeypatch, **state) -> AppTest:
+    """Run one page; `state` presets widgets (sidebar filters, page options) by key before the first run."""
+    monkeypatch.setenv("ATTRIBUTION_STORE", str(store))
+    at = AppTest.from_file(str(APP), default_timeout=240)
+    at.switch_page(f"app_pages/{name}.py")
+    for key, value in state.items():
+        at.session_state[key] = value
+    at.run()
+    assert not at.exception, at.exception[0].message
+    assert [t.value for t in at.title] == [next(p for p in PAGE_TITLES if PAGE_TITLES[p] == name)]
+    return at
+
+
+PAGE_TITLES = {"Overview": "overview", "Workloads and lengths": "lengths", "Concurrency and live tokens": "concurrency",
+               "Latency and goodput": "latency", "Feature thresholds": "thresholds", "Memory split": "memsplit",
+               "Compare two cohorts": "compare"}
+
+
+def shown(at: AppTest) -> dict[str, pl.DataFrame]:
+    """The page's tables by the subheader above each."""
+    out, title = {}, None
+    for el in at.main:
+        kind = type(el).__name__
+        if kind == "Subheader":
+            title = el.value
+        elif kind == "Dataframe":
+            out[title] = pl.from_pandas(el.value)
+    return out
+
+
+def _heading(title: str) -> str:
+    return title[:1].upper() + title[1:]
+
+
+def charts(at: AppTest) -> list[dict]:
+    return [json.loads(el.proto.spec) for el in at.main if getattr(el, "type", None) == "plotly_chart"]
+
+
+def rows(df: pl.DataFrame, **eq) -> list[dict]:
+    return df.filter(**eq).to_dicts()
+
+
+def _caption(at: AppTest) -> str:
+    return at.main.caption[0].value
+
+
+def test_overview_one_day(store, monkeypatch):
+    day = (datetime(2026, 5, 5), datetime(2026, 5, 6))
+    at = page("overview", store, monkeypatch, time_range=day)
+    con = Store.open(store).connect()
+    n = analyses.select(con, since=day[0], until=day[1]).requests
+    assert n > 15_000 and _caption(at) == f"{n:,} requests · 2026-05-05 00:00 to 2026-05-06 00:00 UTC"
+    # 5 May is before the upgrade: both vLLM pods sit at their running cap (max_num_seqs 13) at the daily peak
+    cap = {d["max_running_requests"] for d in TRUTH["deployments"] if d["engine_version"] == "0.15.1"}
+    assert any(f"configured limit of {cap.pop()} running requests" in m.value for m in at.markdown)
+    (fig,) = charts(at)
+    assert {t["name"] for t in fig["data"]} == {"completed per day", "busiest hour x 24", "capacity per day"}
+
+
+def test_lengths_equal_the_library_and_the_ground_truth(store, monkeypatch):
+    at = page("lengths", store, monkeypatch, lengths_by="workload")
+    lib = analyses.lengths(analyses.select(Store.open(store).connect(), by="workload"))
+    got = shown(at)[_heading(lib.titles["stats"])]
+    assert_frame_equal(got, lib.tables["stats"], check_dtypes=False)
+    for w in TRUTH["workloads"]:
+        (r,) = rows(got, workload=w["key_alias"], metric="prompt_tokens")
+        assert r["requests"] == w["requests"] and r["mean"] == pytest.approx(w["prompt_tokens_mean"], rel=1e-12)
+        assert r["p99"] == pytest.approx(w["prompt_tokens"]["p99"], rel=1e-9)
+    (fig,) = charts(at)
+    assert {t["name"] for t in fig["data"]} == {w["key_alias"] for w in TRUTH["workloads"]} | {"key-agents-dev"}
+
+
+def test_lengths_of_one_pod_after_the_upgrade(store, monkeypatch):
+    at = page("lengths", store, monkeypatch, deployments=["qwen35-vllm-0"], versions=["vllm 0.20.1"])
+    (truth,) = [d for d in TRUTH["deployments"] if d["deployment"] == "qwen35-vllm-0" and d["label"] == "after"]
+    assert _caption(at) == (f"{truth['requests']:,} requests · deployment = qwen35-vllm-0; "
+                            "engine version = vllm 0.20.1")
+
+
+def test_concurrency_of_one_pod(store, monkeypatch):
+    at = page("concurrency", store, monkeypatch, deployments=["qwen35-vllm-1"], concurrency_by="all")
+    pods = shown(at)["Concurrency per deployment"]
+    assert set(pods["deployment"]) == {"qwen35-vllm-1"}
+    starts = [d for d in TRUTH["deployments"] if d["deployment"] == "qwen35-vllm-1"]
+    (in_flight,) = rows(pods, metric="in_system")
+    assert in_flight["peak"] == max(d["peak_in_flight"] for d in starts) and in_flight["source"] == "exact"
+    (running,) = rows(pods, metric="running")  # vLLM logs count running requests in their stats lines only
+    assert running["peak"] == max(d["stats"]["peak_running"] for d in starts) and running["source"] == "sampled"
+    (waiting,) = rows(pods, metric="waiting")
+    assert waiting["peak"] == max(d["stats"]["peak_waiting"] for d in starts)
+    (fig,) = charts(at)
+    assert fig["data"] and all(t["name"].startswith("qwen35-vllm-1") for t in fig["data"])
+
+
+def test_latency_by_version_equals_the_library(store, monkeypatch):
+    at = page("latency", store, monkeypatch, latency_by="version")
+    lib = analyses.latency(analyses.select(Store.open(store).connect(), by="version"))
+    got = shown(at)[_heading(lib.titles["percentiles"])]
+    assert_frame_equal(got, lib.tables["percentiles"], check_dtypes=False)
+    for c in [c for c in TRUTH["cohorts"] if c["engine"] == "vllm"]:
+        (ttft,) = rows(got, version=f"vllm {c['engine_version']}", metric="ttft_s")
+        # vLLM logs carry no timings: they come from the gateway, 6 ms slower (sample_logs/README.md)
+        assert ttft["p50"] == pytest.approx(c["ttft_s"]["p50"] + 0.006, abs=2e-4)
+    assert len(charts(at)) == 1
+
+
+def test_thresholds_of_one_workload(store, monkeypatch):
+    docs = "key-documents-prod"
+    at = page("thresholds", store, monkeypatch, workloads=[docs],
+              thresholds_spec="sparse_prefill: kv_len_at_prefill > 95000")
+    (main,) = [df for title, df in shown(at).items() if title.startswith("Request-scoped")]
+    (r,) = rows(main, feature="sparse_prefill")
+    (w,) = [w for w in TRUTH["workloads"] if w["key_alias"] == docs]
+    # every prompt over 95,000 tokens came from the documents workload
+    assert r["crossed"] == TRUTH["totals"]["kv_len_over_threshold"] and r["requests"] == w["requests"]
+    assert len(charts(at)) == 1
+
+
+def test_memsplit_of_one_pod(store, monkeypatch):
+    at = page("memsplit", store, monkeypatch, deployments=["qwen35-vllm-0"])
+    tables = shown(at)
+    truth = [d for d in TRUTH["deployments"] if d["deployment"] == "qwen35-vllm-0"]
+    current = tables[next(t for t in tables if t.lower().startswith("current"))]
+    assert sorted(current["version"]) == sorted(d["engine_version"] for d in truth)
+    assert set(current["kv_pool_tokens"]) == {d["kv_pool_tokens"] for d in truth}
+    assert set(current["state_slots"]) == {d["state_pool_slots"] for d in truth}
+    assert len(charts(at)) == 1
+
+
+def test_compare_versions_on_one_pod(store, monkeypatch):
+    at = page("compare", store, monkeypatch, deployments=["qwen35-vllm-1"], compare_resamples=100)
+    cohorts = shown(at)["Cohorts"]
+    for cohort, version in (("before", "0.15.1"), ("after", "0.20.1")):
+        (truth,) = [d for d in TRUTH["deployments"] if d["deployment"] == "qwen35-vllm-1"
+                    and d["engine_version"] == version]
+        (r,) = rows(cohorts, cohort=cohort)
+        assert r["requests"] == truth["requests"] and r["definition"].endswith(version)
+    (fig,) = charts(at)
+    assert fig["data"]
+
+
+# -- while an ingest runs -------------------------------------------------------------------------------------
+def test_a_session_keeps_its_commit_until_the_reader_loads_newer_data(tmp_path, monkeypatch):
+    """An ingest landing data does not recompute the pages under the reader: the sidebar offers it."""
+    truth = simulate_to_dir("sample", tmp_path / "logs", requests=400, seed=5)
+    per_label = {lb: sum(f["requests"] for f in truth["files"] if f.get("label") == lb and f["format"] == "vllm_log")
+                 for lb in ("before", "after")}
+    store = tmp_path / "store"
+    ingest([str(tmp_path / "logs" / "vllm" / "before")], store, year=truth["year"], tz=truth["tz"])
+    at = page("lengths", store, monkeypatch)
+    assert _caption(at).startswith(f"{per_label['before']:,} requests") and not at.sidebar.button
+    ingest([str(tmp_path / "logs" / "vllm" / "after")], store, year=truth["year"], tz=truth["tz"])
+    st.cache_data.clear()  # the newest commit is looked up every REFRESH_S seconds: do not wait for it
+    at.run()
+    assert _caption(at).startswith(f"{per_label['before']:,} requests")
+    at.sidebar.button[0].click().run()
+    assert _caption(at).startswith(f"{per_label['before'] + per_label['after']:,} requests")
+    assert not at.sidebar.button
+
+
+# -- empty states --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", PAGES)
+def test_every_page_says_when_there_is_nothing_to_show(name, tmp_path, monkeypatch):
+    for where, says in ((tmp_path / "missing", "No store at"), (tmp_path / "empty", None)):
+        if says is None:
+            Store.open(where, create=True)
+            says = "no engine start" if name == "memsplit" else "holds no requests yet"
+        at = page(name, where, monkeypatch)
+        assert [i.value for i in at.info] and says in at.info[0].value
+        assert not at.dataframe and not charts(at)

@@ -1,0 +1,118 @@
+"""A real browser: the command `attribution dashboard` runs (attribution.dashboard.command) serves a small
+simulated store, and headless Chromium (Debian's, driven by Playwright; never a downloaded browser) loads
+every page: its heading, a drawn Plotly chart, no exception or error element, no empty state. Screenshots
+go to artifacts/dashboard-<page>.png, which CI keeps."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+from attribution import dashboard
+from attribution.ingest import ingest
+from attribution.simulate.output import simulate_to_dir
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ARTIFACTS = REPO / "artifacts"
+TIMEOUT_MS = 180_000  # a loaded CI machine: a page's first analysis can take a while
+PAGES = {  # url path -> heading
+    "": "Overview",
+    "lengths": "Workloads and lengths",
+    "concurrency": "Concurrency and live tokens",
+    "latency": "Latency and goodput",
+    "thresholds": "Feature thresholds",
+    "memsplit": "Memory split",
+    "compare": "Compare two cohorts",
+}
+
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).is_file(), reason="no chromium (CI installs Debian's)")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen, log: Path, timeout_s: float = 90) -> None:
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            pytest.fail(f"the dashboard exited with {proc.returncode}:\n{log.read_text()}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.read() == b"ok":
+                    return
+        except OSError:
+            time.sleep(0.3)
+    pytest.fail(f"the dashboard did not answer {url} within {timeout_s:.0f} s:\n{log.read_text()}")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """Two vLLM pods upgraded midway, an SGLang pod and the gateway (the sample scenario, a few hours),
+    served on a free port of 127.0.0.1; stopped at the end whatever happens."""
+    root = tmp_path_factory.mktemp("dashboard_browser")
+    truth = simulate_to_dir("sample", root / "logs", requests=3000, seed=3)
+    ingest([str(root / "logs")], root / "store", year=truth["year"], tz=truth["tz"])
+    port = _free_port()
+    cmd, env = dashboard.command(root / "store", port=port)
+    log = root / "server.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=root)
+    try:
+        _wait_healthy(f"http://127.0.0.1:{port}/_stcore/health", proc, log)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture(scope="module")
+def app(server):
+    """One browser tab on the app, as a user keeps it: the first page loads Streamlit's scripts and
+    Plotly once; the others are reached through the sidebar."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            tab = browser.new_page(viewport={"width": 1400, "height": 1800})
+            tab.goto(server + "/", timeout=TIMEOUT_MS)
+            yield tab
+        finally:
+            browser.close()
+
+
+@pytest.mark.parametrize("path", list(PAGES), ids=lambda p: p or "overview")
+def test_every_page_renders_in_chromium(server, app, path):
+    title = PAGES[path]
+    app.locator("[data-testid=stSidebarNav] a", has_text=title).click(timeout=TIMEOUT_MS)
+    app.get_by_role("heading", level=1, name=title).wait_for(timeout=TIMEOUT_MS)
+    # the run is over (stale elements of the previous page are gone), then Plotly draws
+    app.locator("[data-testid=stApp][data-test-script-state=notRunning]").wait_for(timeout=TIMEOUT_MS)
+    app.locator(".js-plotly-plot .main-svg").first.wait_for(timeout=TIMEOUT_MS)
+    app.wait_for_timeout(500)  # let the tables draw before the screenshot
+    ARTIFACTS.mkdir(exist_ok=True)
+    app.screenshot(path=str(ARTIFACTS / f"dashboard-{path or 'overview'}.png"), full_page=True)
+    assert app.url.rstrip("/") == f"{server}/{path}".rstrip("/")
+    assert app.locator("[data-testid=stException]").count() == 0
+    assert app.locator("[data-testid=stAlertContentError]").count() == 0
+    assert app.locator("[data-testid=stAlertContentInfo]").count() == 0, "the page shows an empty state"
+    assert app.locator(".js-plotly-plot").count() == 1
+    assert app.locator("[data-testid=stDataFrame]").count() >= 1
+    nav = app.locator("[data-testid=stSidebarNav] a").all_inner_texts()
+    assert [n.strip().splitlines()[-1] for n in nav] == list(PAGES.values())  # after the icon's name
