@@ -46,7 +46,7 @@ def test_command_binds_this_machine_only_headless_and_quiet(tmp_path):
 
 def test_cli_passes_store_port_and_host(tmp_path, monkeypatch):
     calls = []
-    monkeypatch.setattr(dashboard, "launch", lambda store, **kw: calls.append((store, kw)) or 0)
+    monkeypatch.setattr(dashboard, "launch", lambda store, **kw: calls.append((store, kw)))
     r = CliRunner().invoke(app, ["dashboard", "--store", str(tmp_path / "x"), "--port", "9001"])
     assert r.exit_code == 0, r.output
     assert calls == [(tmp_path / "x", {"host": "127.0.0.1", "port": 9001})]

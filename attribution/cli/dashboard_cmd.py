@@ -30,4 +30,4 @@ def dashboard_cmd(
         render.err.print(f"[yellow]note:[/] no store at {path} yet; the pages stay empty until an ingest fills it",
                          highlight=False)
     render.err.print(f"dashboard on http://{host}:{port}  (Ctrl-C stops it)", highlight=False)
-    raise typer.Exit(dashboard.launch(path, host=host, port=port))
+    dashboard.launch(path, host=host, port=port)

@@ -19,7 +19,7 @@ import socket
 import subprocess
 import time
 import urllib.request
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +55,7 @@ def load() -> float:
     return os.getloadavg()[0]
 
 
-def data(root: Path, requests: int, seed: int | None) -> tuple[Path, dict[str, Any]]:
+def data(root: Path, requests: int, seed: int | None) -> tuple[Path, dict[str, Any], dict[str, Any]]:
     """The simulated logs and their store, made once (the ingest is incremental: a rerun reads nothing)."""
     logs, store = root / "logs", root / "store"
     info: dict[str, Any] = {}
@@ -71,20 +71,20 @@ def data(root: Path, requests: int, seed: int | None) -> tuple[Path, dict[str, A
         info["ingest_s"] = round(time.perf_counter() - t, 1)
     info.update(requests=truth["totals"]["requests"], store_mb=round(sum(
         f.stat().st_size for f in store.rglob("*") if f.is_file()) / 1e6))
-    return store, info
+    return store, info, truth
 
 
-def page_kwargs(view: View) -> dict[str, dict[str, Any]]:
-    """The pages' defaults; the two cohorts are the halves of the store's span (the scenario's old and new
-    engine), since the simulated SGLang logs name no engine version."""
-    ch = view.choices()
-    mid = ch.first + (ch.last - ch.first) / 2
-    day = lambda t: t.strftime("%Y-%m-%dT%H:%M:%S")  # noqa: E731
-    return {"compare": {"cohort_by": "window", "before": f"{day(ch.first)}..{day(mid)}",
-                        "after": f"{day(mid)}..{day(ch.last + timedelta(seconds=1))}"}}
+def cohorts(truth: dict[str, Any]) -> dict[str, str]:
+    """The compare page's cohorts: the halves of the simulated span (the scenario's old and new engine),
+    by arrival window, since the simulated SGLang logs name no engine version."""
+    first, last = (datetime.fromisoformat(truth["totals"][k]) for k in ("first_arrival", "last_finished"))
+    mid = first + (last - first) / 2
+    iso = lambda t: t.strftime("%Y-%m-%dT%H:%M:%S")  # noqa: E731
+    return {"cohort_by": "window", "before": f"{iso(first)}..{iso(mid)}",
+            "after": f"{iso(mid)}..{iso(last + timedelta(seconds=1))}"}
 
 
-def library(store: Path) -> list[dict[str, Any]]:
+def library(store: Path, compare: dict[str, str]) -> list[dict[str, Any]]:
     """Each page's library call on a fresh view: the cost of a page whose result is not cached yet."""
     rows = []
     everything = View(store, Filters())
@@ -92,7 +92,7 @@ def library(store: Path) -> list[dict[str, Any]]:
     busy = ch.first.replace(hour=15, minute=0, second=0, microsecond=0)  # the scenario's daily peak hour
     dig = Filters(since=busy, until=busy + timedelta(hours=1), deployments=ch.deployments[:1],
                   workloads=ch.workloads[:1])
-    kwargs = page_kwargs(everything)
+    kwargs = {"compare": compare}
     del everything
     for name, flt in (("everything", Filters()), ("dig", dig)):
         t = time.perf_counter()
@@ -115,7 +115,17 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def browser(store: Path, root: Path) -> tuple[list[dict[str, Any]], dict[str, float]]:
+def _windows(tab: Any, windows: dict[str, Any]) -> None:
+    tab.locator("[data-testid=stApp][data-test-script-state=notRunning]").wait_for()
+    tab.get_by_text("window", exact=True).click()
+    for side in ("before", "after"):
+        box = tab.get_by_label(f"{side.capitalize()} (SINCE..UNTIL, UTC)")
+        box.fill(windows[side])
+        box.press("Enter")
+        tab.locator("[data-testid=stApp][data-test-script-state=notRunning]").wait_for()
+
+
+def browser(store: Path, root: Path, windows: dict[str, str]) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """Every page in Chromium through the sidebar, twice: first visit (computed) and again (cached)."""
     from playwright.sync_api import sync_playwright
 
@@ -144,6 +154,8 @@ def browser(store: Path, root: Path) -> tuple[list[dict[str, Any]], dict[str, fl
                     else:
                         tab.locator("[data-testid=stSidebarNav] a", has_text=title).click()
                     tab.get_by_role("heading", level=1, name=title).wait_for()
+                    if page == "compare":  # the windows of page_kwargs, typed as a reader would
+                        _windows(tab, windows)
                     tab.locator("[data-testid=stApp][data-test-script-state=notRunning]").wait_for()
                     tab.locator(".js-plotly-plot .main-svg").first.wait_for()
                     rows.append({"visit": visit, "page": page, "seconds": round(time.perf_counter() - t, 1),
@@ -167,13 +179,13 @@ def main() -> None:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     args.data_dir.mkdir(parents=True, exist_ok=True)
-    store, info = data(args.data_dir, args.requests, args.seed)
+    store, info, truth = data(args.data_dir, args.requests, args.seed)
     out: dict[str, Any] = {"data": info, "machine": {"cpus": os.cpu_count(), "python": platform.python_version()}}
     console.print(out, highlight=False)
     if not args.skip_library:
-        out["library"] = library(store)
+        out["library"] = library(store, cohorts(truth))
     if not args.skip_browser:
-        out["browser"], out["server_memory_mb"] = browser(store, args.data_dir)
+        out["browser"], out["server_memory_mb"] = browser(store, args.data_dir, cohorts(truth))
     table = Table(title=f"dashboard pages on {info['requests']:,} requests (seconds)")
     for col in ("page", "library: everything", "library: dig", "browser: first", "browser: again"):
         table.add_column(col, justify="right")
