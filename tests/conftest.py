@@ -32,15 +32,20 @@ def shared(*parts: str) -> Path:
 SAMPLE = REPO / "sample_logs"
 
 
-@pytest.fixture(scope="session")
-def sample_store(tmp_path_factory) -> Path:
-    """sample_logs/ ingested once per test session (year and zone from its ground_truth.json); tests only read
-    it. Returns the store directory."""
+def sample_store_at(basetemp: Path) -> Path:
+    """sample_logs/ ingested into `<basetemp>/sample_store` (year and zone from its ground_truth.json). The
+    ingest is incremental, so every caller after the first finds each file unchanged and reads nothing."""
     import json
 
     from attribution.ingest import ingest
 
     truth = json.loads((SAMPLE / "ground_truth.json").read_text())
-    store = tmp_path_factory.mktemp("sample") / "store"
+    store = basetemp / "sample_store"
     ingest([str(SAMPLE)], store, year=truth["year"], tz=truth.get("tz", "UTC"))
     return store
+
+
+@pytest.fixture(scope="session")
+def sample_store(tmp_path_factory) -> Path:
+    """sample_logs/ ingested once per test session; tests only read it. Returns the store directory."""
+    return sample_store_at(tmp_path_factory.getbasetemp())

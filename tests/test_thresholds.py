@@ -12,7 +12,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import shared
+from conftest import sample_store_at, shared
 from typer.testing import CliRunner
 
 from attribution.analyses import select
@@ -227,12 +227,8 @@ SAMPLE = Path(__file__).resolve().parents[1] / "sample_logs"
 
 
 def sample_store(tmp_path_factory) -> Path:
-    """sample_logs/ (the vLLM pods and the gateway) in a store shared by this session's test modules: the
-    ingest is incremental, so the second module to ask finds every file unchanged."""
-    store = tmp_path_factory.getbasetemp() / "sample_store"
-    truth = json.loads((SAMPLE / "ground_truth.json").read_text())
-    ingest([str(SAMPLE / "vllm"), str(SAMPLE / "gateway")], store, year=truth["year"], tz=truth["tz"])
-    return store
+    """The session's store of sample_logs/ (conftest.sample_store_at), for modules that call it directly."""
+    return sample_store_at(tmp_path_factory.getbasetemp())
 
 
 def test_sample_logs_long_prompt_crossings_are_exact(tmp_path_factory):
