@@ -245,13 +245,15 @@ class View:
 
     def _run(self, by: GroupBy | str, fn: Any, /, **kw: Any) -> Analysis | Empty:
         with self.lock:
-            sel = self._select(by)
-            if isinstance(sel, Empty):
-                return sel
             try:
+                sel = self._select(by)
+                if isinstance(sel, Empty):
+                    return sel
                 return fn(sel, **kw)
             except AttributionError as exc:
                 return Empty(str(exc))
+            finally:
+                analyses.release(self.con)
 
     def overview(self, *, by: str = "workload") -> Analysis | Empty:
         """The `analyze` summary (findings, lengths, concurrency, latency, goodput, capacity) of the filtered
@@ -296,3 +298,5 @@ class View:
                                 run_whatif=whatif)
             except AttributionError as exc:
                 return Empty(str(exc))
+            finally:
+                analyses.release(self.con)

@@ -64,6 +64,12 @@ def _definitions(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
     return dict(rows)
 
 
+def attached(con: duckdb.DuckDBPyConnection) -> bool:
+    """`con` reads a commit's cached join (its rows cannot change under it)."""
+    src = _CONNECTIONS.get(con)
+    return src is not None and src.state == "attached"
+
+
 def cache_dir(root: Path) -> Path:
     return Path(root) / CACHE_DIR
 

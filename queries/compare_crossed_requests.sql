@@ -20,4 +20,3 @@ final as (
 )
 
 select * from final
-order by feature, rid

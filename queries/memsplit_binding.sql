@@ -63,20 +63,37 @@ by_episode as (
     group by start_id
 ),
 
-requests as (
-    select
-        st.start_id,
-        r.arrival,
-        r.queue_s,
-        exists (
-            select 1 from episodes as e
-            where e.start_id = st.start_id and r.arrival >= e.began and r.arrival < e.ended
-        ) as in_episode
+-- the times at least one engine of a start was in an episode: its episodes merged where they overlap (the
+-- ranks' episodes may), so that an arrival is in an episode iff the latest span beginning before it still runs
+spans as (
+    select start_id, min(began) as began, max(ended) as ended
+    from (
+        select *, sum(opens::integer) over (partition by start_id order by began, ended
+                                            rows between unbounded preceding and current row) as span
+        from (
+            select
+                start_id, began, ended,
+                coalesce(began > max(ended) over (partition by start_id order by began, ended
+                                                  rows between unbounded preceding and 1 preceding), true) as opens
+            from episodes
+        )
+    )
+    group by start_id, span
+),
+
+in_period as (
+    select st.start_id, r.arrival, r.queue_s
     from joined_requests as r
     join starts as st
         on r.deployment = st.deployment
        and r.arrival >= st.period_since
        and (st.period_until is null or r.arrival < st.period_until)
+),
+
+requests as (
+    select p.start_id, p.arrival, p.queue_s, coalesce(p.arrival < sp.ended, false) as in_episode
+    from in_period as p
+    asof left join spans as sp on sp.start_id = p.start_id and p.arrival >= sp.began
 ),
 
 by_request as (

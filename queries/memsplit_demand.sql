@@ -19,25 +19,20 @@ lines as (
     select * from memsplit_lines
 ),
 
-long as (
-    select start_id, metric, value, w_s
-    from (
-        select
-            start_id, w_s,
-            running::double as running,
-            demand::double as demand,
-            live_tokens,
-            demand_tokens
-        from lines
-    )
-    unpivot (value for metric in (running, demand, live_tokens, demand_tokens))
-),
-
--- the weighted time and the lines at each distinct value: ordering those is far cheaper than ordering lines
+-- the weighted time and the lines at each distinct value of each metric: ordering those is far cheaper than
+-- ordering lines (NULL values count nowhere)
 by_value as (
-    select start_id, metric, value, sum(w_s) as w, count(*) as n
-    from long
-    group by start_id, metric, value
+    select start_id, 'running' as metric, running::double as value, sum(w_s) as w, count(*) as n
+    from lines where running is not null group by start_id, running
+    union all
+    select start_id, 'demand', demand::double, sum(w_s), count(*)
+    from lines where demand is not null group by start_id, demand
+    union all
+    select start_id, 'live_tokens', live_tokens, sum(w_s), count(*)
+    from lines where live_tokens is not null group by start_id, live_tokens
+    union all
+    select start_id, 'demand_tokens', demand_tokens, sum(w_s), count(*)
+    from lines where demand_tokens is not null group by start_id, demand_tokens
 ),
 
 cumulative as (

@@ -30,24 +30,42 @@ totals as (
     group by grouping sets ((), (workload), (day))
 ),
 
+-- per feature, workload and day first (a few hundred rows), then the grouping sets over those: one pass over
+-- the flags, which carry the request's workload, day and token counts
+fine as (
+    select
+        feature,
+        workload,
+        day,
+        count(*) as requests,
+        count(*) filter (where crossed) as crossed,
+        count(*) filter (where crossed and estimated) as crossed_estimated,
+        count(*) filter (where unknown) as unknown,
+        sum(prompt_tokens) filter (where crossed) as crossed_prompt_tokens,
+        sum(prefill_tokens) filter (where crossed) as crossed_prefill_tokens,
+        min(value) filter (where crossed) as min_crossing,
+        max(value) as max_value
+    from flags
+    group by feature, workload, day
+),
+
 crossings as (
     select
-        f.feature,
-        case when grouping(r.workload) = 0 then 'workload' when grouping(r.day) = 0 then 'day' else 'all' end
+        feature,
+        case when grouping(workload) = 0 then 'workload' when grouping(day) = 0 then 'day' else 'all' end
             as level,
-        case when grouping(r.workload) = 0 then r.workload when grouping(r.day) = 0 then coalesce(r.day, '(none)')
+        case when grouping(workload) = 0 then workload when grouping(day) = 0 then coalesce(day, '(none)')
              else 'all' end as grp,
-        count(*) as requests,
-        count(*) filter (where f.crossed) as crossed,
-        count(*) filter (where f.crossed and f.estimated) as crossed_estimated,
-        count(*) filter (where f.unknown) as unknown,
-        coalesce(sum(r.prompt_tokens) filter (where f.crossed), 0) as crossed_prompt_tokens,
-        coalesce(sum(r.prefill_tokens) filter (where f.crossed), 0) as crossed_prefill_tokens,
-        min(f.value) filter (where f.crossed) as min_crossing,
-        max(f.value) as max_value
-    from flags as f
-    join requests as r using (rid)
-    group by grouping sets ((f.feature), (f.feature, r.workload), (f.feature, r.day))
+        sum(requests)::bigint as requests,
+        sum(crossed)::bigint as crossed,
+        sum(crossed_estimated)::bigint as crossed_estimated,
+        sum(unknown)::bigint as unknown,
+        coalesce(sum(crossed_prompt_tokens), 0) as crossed_prompt_tokens,
+        coalesce(sum(crossed_prefill_tokens), 0) as crossed_prefill_tokens,
+        min(min_crossing) as min_crossing,
+        max(max_value) as max_value
+    from fine
+    group by grouping sets ((feature), (feature, workload), (feature, day))
 ),
 
 final as (

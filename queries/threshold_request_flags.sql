@@ -6,7 +6,8 @@
 --   (cached + new); uncached_prompt_tokens = prompt - cached; peak_kv_len = prompt + output; output_tokens;
 --   cached_tokens), crossed (value op threshold; for deployment-scoped features every request of a
 --   deployment whose configuration crossed), estimated (uncached tokens with cached tokens unknown: taken as
---   the whole prompt), unknown (the quantity is missing: not counted as crossed).
+--   the whole prompt), unknown (the quantity is missing: not counted as crossed); and the request's workload,
+--   day, prompt_tokens and prefill_tokens (from thr_requests, for threshold_crossings.sql).
 with
 
 requests as (
@@ -21,6 +22,10 @@ settings as (
 valued as (
     select
         r.rid,
+        r.workload,
+        r.day,
+        r.prompt_tokens,
+        r.prefill_tokens,
         s.feature,
         s.scope,
         s.op,
@@ -55,7 +60,11 @@ final as (
             end, false)
         end as crossed,
         estimated,
-        scope = 'request' and value is null as unknown
+        scope = 'request' and value is null as unknown,
+        workload,
+        day,
+        prompt_tokens,
+        prefill_tokens
     from valued
 )
 

@@ -199,3 +199,56 @@ def test_timeseries_buckets_cover_the_sweep():
     assert ts["waiting_max"].to_list() == [1, 0, 0, 0]
     assert ts["covered_s"].sum() == pytest.approx(4.0)
     assert ts["in_system_mean"].to_list() == pytest.approx([1, 1, 2, 2])
+
+
+def _sweep_matches_sql(con, sel, per_group: bool, bucket_us: int = 60_000_000) -> None:
+    """attribution.analyses.sweep gives the rows of concurrency_segments/stats/timeseries.sql: counts, times and
+    percentiles exactly; live KV tokens (running sums of fractional rates, rounded to 1e-3) to 1e-3."""
+    from attribution import queries
+    from attribution.analyses import sweep
+
+    since, until = sel.window.since, sel.window.until
+    materialize(con, "concurrency_segments", since=since, until=until, per_group=per_group)
+    key = ["deployment", "grp", "t"]
+    ref = fetch(con, "select * from concurrency_segments").sort(key, nulls_last=True)
+    parts = sweep.segments(con, since, until, per_group)
+    got = sweep.frame(parts).sort(key, nulls_last=True)
+    assert ref.schema == got.schema and ref.height == got.height
+    for c in ref.columns:
+        if c.startswith("kv_"):
+            assert (ref[c] - got[c]).abs().max() <= 1.0001e-3
+        else:
+            assert ref[c].equals(got[c]), c
+    order = ["deployment", "grp", "metric"]
+    ref_s = queries.run(con, "concurrency_stats").sort(order, nulls_last=True)
+    got_s = sweep.stats(parts).sort(order, nulls_last=True)
+    assert ref_s.schema == got_s.schema and ref_s.height == got_s.height
+    counts_ref, counts_got = (x.filter(pl.col("metric") != "kv_tokens") for x in (ref_s, got_s))
+    assert counts_ref.drop("mean").equals(counts_got.drop("mean"))
+    assert counts_ref["mean"].to_list() == pytest.approx(counts_got["mean"].to_list(), rel=1e-12)
+    kv_ref, kv_got = ref_s.filter(pl.col("metric") == "kv_tokens"), got_s.filter(pl.col("metric") == "kv_tokens")
+    for c in ("peak", "mean", "p50", "p90", "p99"):
+        assert kv_ref[c].to_list() == pytest.approx(kv_got[c].to_list(), abs=1.0001e-3, rel=1e-6), c
+    ts_ref = queries.run(con, "concurrency_timeseries", bucket_us=bucket_us)
+    ts_got = sweep.timeseries(parts, bucket_us)
+    assert ts_ref.drop("kv_tokens_max").equals(ts_got.drop("kv_tokens_max"))
+    assert (ts_ref["kv_tokens_max"] - ts_got["kv_tokens_max"]).abs().max() <= 1.0001e-3
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(interval, min_size=1, max_size=60), st.booleans(), st.booleans())
+def test_numpy_sweep_equals_the_sql(ivs, per_group, windowed):
+    rows = [(r[0] / 1e3, r[1] / 1e3, (r[1] + r[2]) / 1e3, (r[1] + r[3]) / 1e3, r[4], r[5]) for r in ivs]
+    df = _requests(rows).with_columns(workload=pl.Series([f"w{i % 3}" for i in range(len(ivs))]),
+                                      deployment=pl.Series([f"pod-{i % 2}" for i in range(len(ivs))]))
+    con = frames_connection(df)
+    window = {"since": T0 + timedelta(seconds=0.5), "until": T0 + timedelta(seconds=2)} if windowed else {}
+    _sweep_matches_sql(con, select(con, by="workload", **window), per_group)
+
+
+def test_numpy_sweep_equals_the_sql_on_the_sample_logs(sample_store):
+    con = Store.open(sample_store).connect()
+    _sweep_matches_sql(con, select(con, by="workload"), per_group=True)
+    first = fetch(con, "select min(arrival) from joined_requests").item()
+    _sweep_matches_sql(con, select(con, since=first + timedelta(days=1), until=first + timedelta(days=2),
+                                   by="deployment"), per_group=False, bucket_us=300_000_000)

@@ -281,3 +281,60 @@ def test_unknown_cached_tokens_make_an_estimate(tmp_path):
     (row,) = out.tables["requests"].to_dicts()
     assert (row["crossed"], row["crossed_estimated"]) == (2, 2)  # 3000 and 5000; 4000 - 3500 is below
     assert row["method"].startswith("estimated: 2 crossings assume no cached tokens")
+
+
+def _same_frames(ref: pl.DataFrame, got: pl.DataFrame) -> None:
+    """Equal rows: exact, except floating sums (their order differs) to 1e-9."""
+    assert ref.schema == got.schema and ref.height == got.height
+    for c in ref.columns:
+        a, b = ref[c], got[c]
+        if a.dtype.is_float():
+            assert a.is_null().equals(b.is_null()), c
+            assert a.fill_null(0).to_list() == pytest.approx(b.fill_null(0).to_list(), rel=1e-9, abs=1e-12), c
+        else:
+            assert a.equals(b), c
+
+
+def test_step_kernel_equals_the_sql(tmp_path_factory, sglang_store):
+    """attribution.thresholds.steps gives the rows of queries/threshold_steps.sql (over threshold_step_values.sql)
+    and the crossings of threshold_arrivals.sql, on the sample logs (vLLM and SGLang) and simulated SGLang logs."""
+    from attribution import queries
+    from attribution.analyses.common import materialize
+    from attribution.db import fetch
+    from attribution.thresholds import steps
+    from attribution.thresholds.crossings import mark_requests, mark_steps, prepare
+
+    crossings = 0
+    for store in (sample_store(tmp_path_factory), sglang_store[1]):
+        con = Store.open(store).connect()
+        first, last = fetch(con, "select min(ts), max(ts) from engine_steps").row(0)
+        for since, until in ((None, None), (first + (last - first) / 3, last - (last - first) / 4)):
+            select(con, since=since, until=until, by="all")
+            prepare(con, load_catalogue())
+            mark_requests(con)
+            mark_steps(con, since, until)
+            ref = queries.run(con, "threshold_steps", max_gap_s=60.0)
+            rows = steps.step_rows(con, since, until)
+            assert ref.height and rows.size
+            _same_frames(ref, steps.steps_table(con, rows, 60.0))
+            # arrivals: the same crossings, except where lines of the request's deployment logged at that very
+            # instant disagree (the SQL's ASOF join then takes any of them; the kernel the last one)
+            materialize(con, "threshold_arrivals", "thr_arrival_flags", max_gap_s=60.0)
+            ambiguous = fetch(con, """
+                with latest as (
+                    select r.rid, v.feature, max(v.ts) as ts
+                    from thr_requests as r join thr_step_values as v
+                        on v.deployment = r.deployment and v.ts <= r.arrival
+                    group by all
+                )
+                select l.rid, l.feature
+                from latest as l join thr_requests as r using (rid)
+                join thr_step_values as v on v.feature = l.feature and v.deployment = r.deployment and v.ts = l.ts
+                group by all having count(distinct v.crossed) > 1""")
+            key = ["rid", "feature"]
+            ref_a = fetch(con, "select rid, feature, value from thr_arrival_flags where crossed").join(
+                ambiguous, on=key, how="anti").sort(key)
+            got_a = steps.arrival_flags(con, rows, 60.0).join(ambiguous, on=key, how="anti").sort(key)
+            assert got_a.select(ref_a.columns).equals(ref_a)
+            crossings += ref_a.height
+    assert crossings

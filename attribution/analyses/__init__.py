@@ -15,6 +15,7 @@ from attribution.analyses.common import (
     Selection,
     Window,
     parse_when,
+    release,
     resolve_window,
     select,
 )
@@ -25,5 +26,5 @@ from attribution.analyses.summary import analyze
 
 __all__ = [
     "Analysis", "GroupBy", "Score", "Selection", "Slo", "Window", "analyze", "capacity", "concurrency", "latency",
-    "lengths", "load_presets", "parse_slo", "parse_when", "resolve_window", "score_presets", "select",
+    "lengths", "load_presets", "parse_slo", "parse_when", "release", "resolve_window", "score_presets", "select",
 ]

@@ -6,8 +6,10 @@ render without computing anything themselves.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import re
+import weakref
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from enum import StrEnum
@@ -28,6 +30,8 @@ _RELATIVE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h|d|w)\s*$", re.IGNOR
 _UNITS = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _SERIALS = itertools.count(1)
 _CURRENT: dict[int, int] = {}  # id(connection) -> serial of the selection its analysis_requests holds
+KEEP_SELECTIONS = 2  # per connection over a cached join (see _prepare)
+_KEPT: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, dict[tuple, str]] = weakref.WeakKeyDictionary()
 
 
 class GroupBy(StrEnum):
@@ -120,10 +124,45 @@ def select(con: duckdb.DuckDBPyConnection, *, since: Any = None, until: Any = No
     by = GroupBy(by)
     joincache.use(con)
     window = since if isinstance(since, Window) else resolve_window(con, since, until)
-    materialize(con, "analysis_requests", since=window.since, until=window.until, by=by.value)
+    _prepare(con, window, by)
     n = fetch(con, "select count(*) filter (where in_window) as n from analysis_requests").item()
     serial = _CURRENT[id(con)] = next(_SERIALS)
     return Selection(con, window, by, int(n or 0), serial)
+
+
+def _prepare(con: duckdb.DuckDBPyConnection, window: Window, by: GroupBy) -> None:
+    """Make `analysis_requests` hold the selection. On a connection reading a store commit's cached join (whose
+    rows cannot change) the last few selections are kept, so the pages of a dashboard view asking for the
+    same window and grouping do not redo it; elsewhere it is a temporary table made anew."""
+    params = {"since": window.since, "until": window.until, "by": by.value}
+    if not joincache.attached(con):
+        materialize(con, "analysis_requests", **params)
+        return
+    joined = con.execute("select sql from duckdb_views() where view_name = 'joined_requests'").fetchall()
+    key = (window.since, window.until, by.value, str(joined))
+    kept = _KEPT.setdefault(con, {})
+    if key not in kept:
+        table = f"analysis_requests_{next(_SERIALS)}"
+        materialize(con, "analysis_requests", table, **params)
+        kept[key] = table
+        while len(kept) > KEEP_SELECTIONS:
+            con.execute(f"drop table if exists {kept.pop(next(iter(kept)))}")
+    else:
+        kept[key] = kept.pop(key)  # most recently used last
+    con.execute(f"create or replace temp view analysis_requests as select * from {kept[key]}")
+
+
+def release(con: duckdb.DuckDBPyConnection) -> None:
+    """Drop the temporary tables an analysis left on `con` (the selections kept for reuse stay), and the
+    frames it registered, so that a long-lived connection (a dashboard view) does not hold every page's
+    intermediate rows."""
+    kept = set(_KEPT.get(con, {}).values())
+    for (name,) in con.execute("select table_name from duckdb_tables() where temporary").fetchall():
+        if name not in kept and name != "analysis_requests":
+            con.execute(f'drop table if exists temp."{name}"')
+    for name in ("thr_arrival_flags",):
+        with contextlib.suppress(duckdb.Error):
+            con.unregister(name)
 
 
 def frames_connection(requests: pl.DataFrame, engine_steps: pl.DataFrame | None = None,

@@ -59,7 +59,7 @@ def exact_frames(sel: Selection, *, per_group: bool, timeseries: bool, bucket_s:
     (queries/concurrency_segments.sql, concurrency_stats.sql and concurrency_timeseries.sql, computed by
     attribution.analyses.sweep)."""
     parts = sweep.segments(sel.con, sel.window.since, sel.window.until, per_group)
-    stats = sweep.stats(sel.con, parts).with_columns(source=pl.lit("exact"))
+    stats = sweep.stats(parts).with_columns(source=pl.lit("exact"))
     series = None
     if timeseries:
         if bucket_s is None:

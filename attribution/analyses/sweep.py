@@ -12,8 +12,10 @@ value falls on the rounding boundary.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime
+from fractions import Fraction
 from typing import Any
 
 import duckdb
@@ -183,9 +185,11 @@ def segments(con: duckdb.DuckDBPyConnection, since: datetime | None, until: date
         e = _events(part, bounds)
         whole.append(_sweep(e, bounds, dep, None))
         if per_group:
-            grp = part["grp"]
-            for g in grp.unique(maintain_order=True).to_list():
-                of = (grp.is_null() if g is None else grp.eq_missing(g)).to_numpy()[e.request]
+            names = part["grp"].unique(maintain_order=True)
+            code = part["grp"].replace_strict(names, pl.int_range(names.len(), eager=True),
+                                              return_dtype=pl.Int64).to_numpy()[e.request]
+            for i, g in enumerate(names.to_list()):
+                of = code == i
                 groups.append(_sweep(_Events(e.t[of], e.request[of], e.ints[:, of], e.floats[:, of]), bounds, dep,
                                      g))
     return whole + groups
@@ -227,10 +231,10 @@ def _time_weighted(value: np.ndarray, dur: np.ndarray) -> dict[str, Any]:
     return out
 
 
-def stats(con: duckdb.DuckDBPyConnection, parts: list[Segments]) -> pl.DataFrame:
+def stats(parts: list[Segments]) -> pl.DataFrame:
     """The rows of concurrency_stats.sql (without its ordering)."""
     rows: list[dict[str, Any]] = []
-    seen: list[pl.DataFrame] = []
+    seen: list[dict[str, Any]] = []
     for s in parts:
         if not s.t.size:
             continue
@@ -250,47 +254,42 @@ def stats(con: duckdb.DuckDBPyConnection, parts: list[Segments]) -> pl.DataFrame
                          "peak_t": at, **_time_weighted(value, s.dur), "arrivals": None})
         a = s.arrivals > 0
         if a.any():
-            seen.append(pl.DataFrame({
-                "deployment": pl.Series([s.deployment] * int(a.sum()), dtype=pl.Utf8),
-                "grp": pl.Series([s.grp] * int(a.sum()), dtype=pl.Utf8),
-                "t": s.t[a], "seen": (s.in_system[a] - 1).astype(np.float64), "arrivals": s.arrivals[a],
-            }))  # fmt: skip
+            seen.append({"deployment": s.deployment, "grp": s.grp, "metric": "seen_at_arrival",
+                         **_seen(s.t[a], s.in_system[a] - 1, s.arrivals[a])})
     schema = {"deployment": pl.Utf8, "grp": pl.Utf8, "metric": pl.Utf8, "peak": pl.Float64, "peak_t": pl.Int64,
               "mean": pl.Float64, "p50": pl.Float64, "p90": pl.Float64, "p99": pl.Float64, "span_s": pl.Float64,
               "arrivals": pl.Int64}
-    timed = pl.DataFrame(rows, schema=schema)
-    if seen:
-        timed = pl.concat([timed, _seen(con, pl.concat(seen))])
-    return timed.with_columns(
+    return pl.DataFrame(rows + seen, schema=schema).with_columns(
         peak_at=pl.col("peak_t").cast(pl.Datetime("us")).dt.replace_time_zone("UTC")).select(
         "deployment", "grp", "metric", "peak", "peak_at", "mean", "p50", "p90", "p99", "span_s", "arrivals")
 
 
-def _seen(con: duckdb.DuckDBPyConnection, arrivals: pl.DataFrame) -> pl.DataFrame:
-    """seen_at_arrival as concurrency_stats.sql computes it (DuckDB's quantile_cont, one row per arrival)."""
-    con.register("_sweep_arrivals", arrivals.to_arrow())
-    try:
-        return fetch(con, """
-            with expanded as (
-                select deployment, grp, t, seen, unnest(range(arrivals)) as k from _sweep_arrivals
-            ),
-            seen as (
-                select
-                    deployment, grp,
-                    max(seen) as peak,
-                    arg_max(t, {top: seen, neg_t: -t}) as peak_t,
-                    avg(seen) as mean,
-                    quantile_cont(seen, [0.5, 0.9, 0.99]) as q,
-                    count(*) as arrivals
-                from expanded
-                group by deployment, grp
-            )
-            select deployment, grp, 'seen_at_arrival' as metric, peak, peak_t, mean, q[1] as p50, q[2] as p90,
-                q[3] as p99, null::double as span_s, arrivals
-            from seen
-        """)
-    finally:
-        con.unregister("_sweep_arrivals")
+def quantile_cont(values: np.ndarray, counts: np.ndarray, q: float) -> float:
+    """DuckDB's quantile_cont(q) of the multiset where sorted distinct `values` occur `counts` times:
+    rank (n - 1) * q, and between two ranks lo * (1 - d) + hi * d with the sum rounded once (as DuckDB's
+    compiled code does), so the result is the same double."""
+    n = int(counts.sum())
+    rn = (n - 1) * q
+    f, c = math.floor(rn), math.ceil(rn)
+    ends = np.cumsum(counts)
+    lo = float(values[np.searchsorted(ends, f, side="right")])
+    if f == c:
+        return lo
+    hi = float(values[np.searchsorted(ends, c, side="right")])
+    d = rn - f
+    return float(Fraction(lo) * Fraction(1 - d) + Fraction(hi * d))
+
+
+def _seen(t: np.ndarray, seen: np.ndarray, arrivals: np.ndarray) -> dict[str, Any]:
+    """seen_at_arrival of concurrency_stats.sql: the others in the system at each arrival (`arrivals` of them
+    at instant `t`): peak (first instant), mean and quantile_cont percentiles over arrivals."""
+    i = int(np.argmax(seen))
+    vals, inverse = np.unique(seen, return_inverse=True)
+    counts = np.bincount(inverse, weights=arrivals).astype(np.int64)
+    n = int(arrivals.sum())
+    return {"peak": float(seen[i]), "peak_t": int(t[i]), "mean": float(np.sum(seen * arrivals)) / n,
+            "p50": quantile_cont(vals, counts, 0.5), "p90": quantile_cont(vals, counts, 0.9),
+            "p99": quantile_cont(vals, counts, 0.99), "span_s": None, "arrivals": n}
 
 
 def span_s(parts: list[Segments]) -> float:

@@ -149,7 +149,7 @@ def compare(sel: Selection, *, by: CohortBy | str = CohortBy.label, before: str 
     con = sel.con
     cat = (catalogue or load_catalogue()).select(features)
     settings = prepare(con, cat, gpu_mem_gib=gpu_mem_gib)
-    mark_requests(con)
+    mark_requests(con, flags=False)  # the flags come with the comparison's own thresholds (crossing_groups)
     cohorts = resolve(con, by, before, after)
     rows = queries.run(con, "compare_requests", **cohorts.params(), edges=list(edges))
     counts = {c: int((rows["cohort"] == c).sum()) for c in ("before", "after")}

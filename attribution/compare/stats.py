@@ -57,7 +57,9 @@ def weighted_percentiles(values: np.ndarray, codes: np.ndarray, weights: np.ndar
 def sorted_order(full_order: np.ndarray, selected: np.ndarray) -> np.ndarray:
     """The stable argsort of `values[selected]`, from `full_order` (the stable argsort of all of `values`)
     without sorting again: a stable sort keeps equal values in their original order, and so does this."""
-    position = np.cumsum(selected) - 1  # index of each selected item among the selected ones
+    chosen = np.flatnonzero(selected)
+    position = np.empty(selected.size, np.intp)
+    position[chosen] = np.arange(chosen.size)  # index of each selected item among the selected ones
     return position[full_order[selected[full_order]]]
 
 

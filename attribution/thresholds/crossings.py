@@ -70,12 +70,16 @@ def register(con: duckdb.DuckDBPyConnection, starts: pl.DataFrame, settings: pl.
     con.register("thr_settings", settings.to_arrow())
 
 
-def mark_requests(con: duckdb.DuckDBPyConnection, *, requests: bool = True) -> None:
+def mark_requests(con: duckdb.DuckDBPyConnection, *, requests: bool = True, flags: bool = True) -> None:
     """Materialise `thr_requests` (the window's requests with their engine start) and `thr_request_flags`
     (one row per request and evaluated request/deployment feature) from `analysis_requests`."""
     if requests:
         materialize(con, "threshold_requests", "thr_requests")
-    materialize(con, "threshold_request_flags", "thr_request_flags")
+    if flags:
+        # a view: each reader aggregates or filters it as it goes (tens of millions of rows on a busy week), and
+        # it always reads the thr_settings registered at that time
+        con.execute("create or replace temp view thr_request_flags as\n"
+                    + queries.load("threshold_request_flags").sql)
 
 
 def mark_steps(con: duckdb.DuckDBPyConnection, since: Any = None, until: Any = None) -> None:

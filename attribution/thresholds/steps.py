@@ -10,7 +10,7 @@ feature is a mask over them; the results are the same rows (tests/test_threshold
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -36,13 +36,15 @@ STEPS_SCHEMA = {
 
 @dataclass
 class StepRows:
-    """Every step line of the window in (file, time, line) order, as arrays."""
+    """Every step line of the window in (file, time, line) order, as arrays. Deployments and kinds are codes
+    into their lists, whose last entry is None (the line does not say)."""
 
     file: np.ndarray
     t: np.ndarray
-    deployment: np.ndarray  # codes into `deployments`
+    day: np.ndarray  # UTC days since the epoch
+    deployment: np.ndarray
     deployments: list[str | None]
-    kind: np.ndarray  # codes into `kinds`
+    kind: np.ndarray
     kinds: list[str | None]
     cuda_graph_off: np.ndarray
     config: np.ndarray  # hash of the config id
@@ -54,29 +56,56 @@ class StepRows:
 
 
 def _codes(s: pl.Series) -> tuple[np.ndarray, list[Any]]:
-    """Dense codes of a string column (-1 for null) and the values they stand for."""
+    """Dense codes of a string column and the values they stand for; a null is the last code (None)."""
     values = s.drop_nulls().unique().sort().to_list()
-    return s.cast(pl.Enum(values)).to_physical().cast(pl.Int64).fill_null(-1).to_numpy(), values
+    codes = s.cast(pl.Enum(values)).to_physical().fill_null(len(values)).to_numpy()
+    return codes.astype(np.int16 if len(values) < 32_000 else np.int64), [*values, None]
+
+
+def _file_order(file: np.ndarray, t: np.ndarray, line: np.ndarray) -> np.ndarray | slice:
+    """The permutation putting rows in (file, time, line) order: none when they already are; by (file, line)
+    when time never goes back within a file in that order (log files are written in time order); else a full
+    three-key sort."""
+    def ordered(f: np.ndarray, tt: np.ndarray, ln: np.ndarray) -> bool:
+        df, dt, dl = np.diff(f), np.diff(tt), np.diff(ln)
+        return bool(np.all((df > 0) | ((df == 0) & ((dt > 0) | ((dt == 0) & (dl > 0))))))
+
+    if ordered(file, t, line):
+        return slice(None)
+    order = np.argsort((file.astype(np.int64) << 40) | line, kind="stable")
+    if ordered(file[order], t[order], line[order]):
+        return order
+    return np.lexsort((line, t, file))
+
+
+def _settings(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+    return fetch(con, "select feature, quantity, op, threshold, hash(config_id) as config_hash "
+                      "from thr_settings where evaluate and scope = 'step' order by feature")
 
 
 def step_rows(con: duckdb.DuckDBPyConnection, since: datetime | None = None, until: datetime | None = None
               ) -> StepRows:
-    """queries/threshold_step_rows.sql (thr_starts must be registered), in (file, time, line) order."""
-    df = queries.run(con, "threshold_step_rows", since=since, until=until)
-    file = df["file_id"].to_numpy()
+    """queries/threshold_step_rows.sql (thr_starts and thr_settings must be registered), in (file, time, line)
+    order, with the quantities of the evaluated step features only."""
+    needed = [q for q in QUANTITIES if q in set(_settings(con)["quantity"].to_list())]
+    q = queries.load("threshold_step_rows")
+    cols = ", ".join(["file_id", "line", "deployment", "t", "kind", "cuda_graph", "config_hash", *needed])
+    df = fetch(con, f"select {cols} from ({q.sql})", {"since": since, "until": until})
+    file = df["file_id"].to_numpy().astype(np.int32)
     t = df["t"].to_numpy()
-    order = np.lexsort((df["line"].fill_null(0).to_numpy(), t, file))
-    if np.all(order[1:] > order[:-1]):
-        order = slice(None)  # already in order
+    order = _file_order(file, t, df["line"].fill_null(0).to_numpy())
     dep, deps = _codes(df["deployment"])
     kind, kinds = _codes(df["kind"])
+    values = {}
+    for name in needed:
+        v = df[name].cast(pl.Float64).to_numpy()[order]  # NULL -> NaN
+        present = ~np.isnan(v)
+        values[name] = (np.where(present, v, 0.0), present)
+    t = t[order]
     return StepRows(
-        file=file[order], t=t[order], deployment=dep[order], deployments=[*deps, None], kind=kind[order],
-        kinds=[*kinds, None],  # code -1 (no value) indexes the None at the end
-        cuda_graph_off=(df["cuda_graph"] == False).fill_null(False).to_numpy()[order],  # noqa: E712
-        config=df["config_hash"].to_numpy()[order],
-        values={q: (df[q].fill_null(0.0).to_numpy()[order], df[q].is_not_null().to_numpy()[order])
-                for q in QUANTITIES},
+        file=file[order], t=t, day=_day(t), deployment=dep[order], deployments=deps, kind=kind[order],
+        kinds=kinds, cuda_graph_off=(df["cuda_graph"] == False).fill_null(False).to_numpy()[order],  # noqa: E712
+        config=df["config_hash"].to_numpy()[order], values=values,
     )
 
 
@@ -89,6 +118,7 @@ class Feature:
     idx: np.ndarray  # rows of StepRows, in file order
     value: np.ndarray
     crossed: np.ndarray
+    lines: tuple  # what selects the lines (quantity, starts evaluating it): features sharing it share `idx`
 
 
 _OPS = {">": np.greater, ">=": np.greater_equal, "<": np.less, "<=": np.less_equal}
@@ -96,8 +126,7 @@ _OPS = {">": np.greater, ">=": np.greater_equal, "<": np.less, "<=": np.less_equ
 
 def features(con: duckdb.DuckDBPyConnection, rows: StepRows) -> list[Feature]:
     """Each evaluated step feature of thr_settings, over `rows` (threshold_step_values.sql's rows)."""
-    settings = fetch(con, "select feature, quantity, op, threshold, hash(config_id) as config_hash "
-                          "from thr_settings where evaluate and scope = 'step' order by feature")
+    settings = _settings(con)
     if not settings.height or not rows.size:
         return []
     # the rows' engine starts as indices into the starts that have step settings (-1: none)
@@ -105,6 +134,7 @@ def features(con: duckdb.DuckDBPyConnection, rows: StepRows) -> list[Feature]:
     pos = np.minimum(np.searchsorted(cfgs, rows.config), cfgs.size - 1)
     row_cfg = np.where(cfgs[pos] == rows.config, pos, -1)
     out = []
+    subsets: dict[tuple, np.ndarray] = {}
     for (feature,), part in settings.partition_by("feature", maintain_order=True, as_dict=True).items():
         quantity, op = part["quantity"][0], part["op"][0]
         if quantity not in rows.values:
@@ -116,12 +146,15 @@ def features(con: duckdb.DuckDBPyConnection, rows: StepRows) -> list[Feature]:
         evaluated[at] = True
         thr[at] = part["threshold"].fill_null(np.nan).to_numpy()
         values, present = rows.values[quantity]
-        idx = np.flatnonzero(present & evaluated[row_cfg])
+        lines = (quantity, evaluated.tobytes())
+        if lines not in subsets:
+            subsets[lines] = np.flatnonzero(present & evaluated[row_cfg])
+        idx = subsets[lines]
         value = values[idx]
         threshold = thr[row_cfg[idx]]
         with np.errstate(invalid="ignore"):
             crossed = _OPS[op](value, threshold) if op in _OPS else np.zeros(idx.size, bool)
-        out.append(Feature(feature, quantity, idx, value, crossed & ~np.isnan(threshold)))
+        out.append(Feature(feature, quantity, idx, value, crossed & ~np.isnan(threshold), lines))
     return out
 
 
@@ -135,31 +168,59 @@ def _day_label(d: int) -> str:
 
 def steps_table(con: duckdb.DuckDBPyConnection, rows: StepRows, max_gap_s: float) -> pl.DataFrame:
     """The rows of queries/threshold_steps.sql over `rows` and the connection's thr_settings."""
-    frames = [_feature_steps(f, rows, max_gap_s) for f in features(con, rows)]
+    shared: dict[tuple, _Lines] = {}
+    frames = [_feature_steps(f, rows, max_gap_s, shared) for f in features(con, rows)]
     out = pl.concat([pl.DataFrame(schema=STEPS_SCHEMA), *[f for f in frames if f.height]])
     return out.sort("feature", "level", "grp", nulls_last=True, maintain_order=True)
 
 
-def _feature_steps(f: Feature, rows: StepRows, max_gap_s: float) -> pl.DataFrame:
+@dataclass
+class _Lines:
+    """What the features sharing one set of lines share: times, gaps, deployments, days, kinds."""
+
+    same_prev: np.ndarray
+    t: np.ndarray
+    dt: np.ndarray
+    dep: np.ndarray
+    day: np.ndarray
+    day0: int
+    kind: np.ndarray
+    estimated: np.ndarray
+    off: np.ndarray
+    per_level: dict[tuple[str, str], tuple] = field(default_factory=dict)
+
+
+def _lines(f: Feature, rows: StepRows, max_gap_s: float) -> _Lines:
     n = f.idx.size
-    if not n:
-        return pl.DataFrame(schema=STEPS_SCHEMA)
     file, t = rows.file[f.idx], rows.t[f.idx]
-    same_prev = np.r_[False, file[1:] == file[:-1]]
+    same_prev = np.zeros(n, bool)
+    np.equal(file[1:], file[:-1], out=same_prev[1:])
     # a line stands for the time to the next line of its file carrying the quantity, at most max_gap_s
     # (SQL: least(epoch(lead(ts)) - epoch(ts), max_gap_s), NULL for a file's last line, summed as 0)
+    seconds = t / 1e6
     dt = np.zeros(n)
-    nxt = np.flatnonzero(same_prev[1:])
-    dt[nxt] = np.minimum(t[nxt + 1] / 1e6 - t[nxt] / 1e6, max_gap_s)
-    crossed = f.crossed
-    ci = np.flatnonzero(crossed)
-    dep = np.where(rows.deployment[f.idx] < 0, len(rows.deployments) - 1, rows.deployment[f.idx])
-    day = _day(t)
-    day0 = int(day.min())
-    kind = np.where(rows.kind[f.idx] < 0, len(rows.kinds) - 1, rows.kind[f.idx])
+    np.subtract(seconds[1:], seconds[:-1], out=dt[:-1])
+    np.minimum(dt, max_gap_s, out=dt)
+    dt[:-1][~same_prev[1:]] = 0.0
+    day = rows.day[f.idx]
+    kind = rows.kind[f.idx]
     estimated = np.zeros(n, bool)
     if f.quantity == "decode_batch_size" and "stats" in rows.kinds:
         estimated = kind == rows.kinds.index("stats")
+    return _Lines(same_prev, t, dt, rows.deployment[f.idx], day, int(day.min()), kind, estimated,
+                  rows.cuda_graph_off[f.idx])
+
+
+def _feature_steps(f: Feature, rows: StepRows, max_gap_s: float, shared: dict[tuple, _Lines]) -> pl.DataFrame:
+    n = f.idx.size
+    if not n:
+        return pl.DataFrame(schema=STEPS_SCHEMA)
+    if f.lines not in shared:
+        shared[f.lines] = _lines(f, rows, max_gap_s)
+    ln = shared[f.lines]
+    same_prev, t, dt, dep, day, day0, kind = ln.same_prev, ln.t, ln.dt, ln.dep, ln.day, ln.day0, ln.kind
+    crossed = f.crossed
+    ci = np.flatnonzero(crossed)
     # episodes: runs of consecutive crossing lines of one file (SQL: gaps and islands per feature and file),
     # grouped with the deployment as the SQL groups them; an episode counts on the day it began
     opens = crossed & ~(np.r_[False, crossed[:-1]] & same_prev)
@@ -172,21 +233,16 @@ def _feature_steps(f: Feature, rows: StepRows, max_gap_s: float) -> pl.DataFrame
     out = []
     for level, key, ep_group, size in (("deployment", dep, ep_ids % n_dep, n_dep),
                                        ("day", day - day0, ep_day - day0, int(day.max()) - day0 + 1)):
-        counts = np.bincount(key, minlength=size)
-        groups = np.flatnonzero(counts)
+        # what does not depend on the threshold is the same for every feature on these lines
+        if (level, "counts") not in ln.per_level:
+            ln.per_level[level, "counts"] = _per_group(key, size, dt, f.value, ln, kind, len(rows.kinds))
+        counts, groups, seconds, max_value, off_rows, est, present = ln.per_level[level, "counts"]
         crossed_rows = np.bincount(key[ci], minlength=size)
-        seconds = np.bincount(key, weights=dt, minlength=size)
         crossed_seconds = np.bincount(key[ci], weights=dt[ci], minlength=size)
-        max_value = np.full(size, -np.inf)
-        np.maximum.at(max_value, key, f.value)
         first = np.full(size, np.iinfo(np.int64).max)
         last = np.full(size, np.iinfo(np.int64).min)
         np.minimum.at(first, key[ci], t[ci])
         np.maximum.at(last, key[ci], t[ci])
-        off_rows = np.bincount(key[rows.cuda_graph_off[f.idx]], minlength=size)
-        est = np.bincount(key[estimated], minlength=size) > 0
-        present = (np.bincount(key * len(rows.kinds) + kind, minlength=size * len(rows.kinds)) > 0).reshape(
-            size, len(rows.kinds))
         episodes = np.bincount(ep_group, minlength=size)
         longest = np.full(size, np.nan)
         np.fmax.at(longest, ep_group, ep_seconds)
@@ -212,6 +268,18 @@ def _feature_steps(f: Feature, rows: StepRows, max_gap_s: float) -> pl.DataFrame
     return pl.concat(out)
 
 
+def _per_group(key: np.ndarray, size: int, dt: np.ndarray, value: np.ndarray, ln: _Lines, kind: np.ndarray,
+               n_kinds: int) -> tuple:
+    counts = np.bincount(key, minlength=size)
+    seconds = np.bincount(key, weights=dt, minlength=size)
+    max_value = np.full(size, -np.inf)
+    np.maximum.at(max_value, key, value)
+    off_rows = np.bincount(key[ln.off], minlength=size)
+    est = np.bincount(key[ln.estimated], minlength=size) > 0
+    present = (np.bincount(key * n_kinds + kind, minlength=size * n_kinds) > 0).reshape(size, n_kinds)
+    return counts, np.flatnonzero(counts), seconds, max_value, off_rows, est, present
+
+
 def _stamp(us: int) -> datetime:
     return EPOCH + timedelta(microseconds=int(us))
 
@@ -226,12 +294,17 @@ def arrival_flags(con: duckdb.DuckDBPyConnection, rows: StepRows, max_gap_s: flo
     codes = {d: i for i, d in enumerate(rows.deployments) if d is not None}
     r_dep = np.array([codes.get(d, -1) for d in req["deployment"].to_list()], dtype=np.int64)
     r_t, rid = req["t"].to_numpy(), req["rid"].to_numpy()
+    # every line by deployment, then time; at one instant the later file, then the later line, last
+    # (rows are in file, time, line order: the row index breaks the ties)
+    by_time = np.lexsort((np.arange(rows.size), rows.t, rows.deployment))
     frames = []
+    member = np.zeros(rows.size, bool)
     for f in features(con, rows):
-        dep, t = rows.deployment[f.idx], rows.t[f.idx]
-        # per deployment in time order; at one instant the later file, then the later line, last
-        order = np.lexsort((f.idx, t, dep))
-        d_s, t_s = dep[order], t[order]
+        member[:] = False
+        member[f.idx] = True
+        pos_in_f = np.cumsum(member) - 1  # row -> its index among the feature's lines
+        order = by_time[member[by_time]]  # the feature's lines (as rows) in (deployment, time) order
+        d_s, t_s = rows.deployment[order], rows.t[order]
         pos = np.full(rid.size, -1)
         for d in np.unique(r_dep[r_dep >= 0]):
             lo, hi = np.searchsorted(d_s, d, "left"), np.searchsorted(d_s, d, "right")
@@ -241,8 +314,8 @@ def arrival_flags(con: duckdb.DuckDBPyConnection, rows: StepRows, max_gap_s: flo
             k = np.searchsorted(t_s[lo:hi], r_t[sel], "right") - 1  # the last line at or before the arrival
             pos[sel[k >= 0]] = lo + k[k >= 0]
         hit = np.flatnonzero(pos >= 0)
-        line = order[pos[hit]]
-        age = r_t[hit] / 1e6 - t[line] / 1e6
+        line = pos_in_f[order[pos[hit]]]
+        age = r_t[hit] / 1e6 - rows.t[f.idx[line]] / 1e6
         crossed = f.crossed[line] & (age <= max_gap_s)
         frames.append(pl.DataFrame({"rid": rid[hit[crossed]], "feature": [f.feature] * int(crossed.sum()),
                                     "value": f.value[line[crossed]]}))

@@ -1,0 +1,110 @@
+"""The per-commit cache of the engine x gateway join (attribution.joincache): the same rows as the staging
+views, built once per commit under the store's _cache/ by readers (never under the writer's lock, also while an
+ingest holds it), rebuilt for a newer commit with the older one removed, a private copy where the store cannot
+be written, and never in place of a joined_requests the caller redefined."""
+
+from __future__ import annotations
+
+import fcntl
+
+import polars as pl
+from test_join import _slp, _store, _vllm_line
+
+from attribution import joincache
+from attribution.analyses import select
+from attribution.dashboard import Filters, narrow
+from attribution.db import fetch
+from attribution.ingest import ingest
+from attribution.store import Store
+
+
+def _rows(con, table: str) -> pl.DataFrame:
+    return fetch(con, f"select * exclude (block_hashes) from {table}").sort(pl.all(), nulls_last=True)
+
+
+def _cached(store: Store) -> list[str]:
+    d = joincache.cache_dir(store.root)
+    return sorted(p.name for p in d.iterdir()) if d.is_dir() else []
+
+
+def test_the_cache_holds_the_staging_rows_and_is_built_once_per_commit(sample_store):
+    store = Store.open(sample_store)
+    plain = store.connect()
+    cached = store.connect()
+    assert joincache.use(cached) and joincache.attached(cached) and not joincache.attached(plain)
+    for table in ("joined_requests", "requests"):
+        assert _rows(cached, table).equals(_rows(plain, table))
+    (name,) = _cached(store)
+    assert name.startswith(f"joined_requests-{store.snapshot().version:020d}-")
+    built = (joincache.cache_dir(store.root) / name).stat().st_mtime_ns
+    again = store.connect()
+    select(again)  # analyses attach it themselves
+    assert joincache.attached(again) and _cached(store) == [name]
+    assert (joincache.cache_dir(store.root) / name).stat().st_mtime_ns == built  # read, not rebuilt
+
+
+def test_duplicate_keys_keep_one_row_per_side(tmp_path):
+    """The same request in two engine logs and twice in the gateway log: one joined row, from the engine row with
+    the most timings, then the first file; the gateway's first line."""
+    store, _ = _store(tmp_path)
+    logs = tmp_path / "logs"
+    (logs / "pod-a" / "vllm2.log").write_text(_vllm_line("02-13 11:33:33", "a269fdcb7c6ce890"))
+    (logs / "litellm2.jsonl").write_text(_slp("a269fdcb7c6ce890", 1739446413.0, "other-alias", None, 812))
+    ingest([str(logs)], store.root, year=2025, tz="UTC")
+    con = store.connect()
+    joincache.use(con)
+    rows = fetch(con, "select request_key, file, key_alias from joined_requests where request_key = "
+                      "'a269fdcb7c6ce890'")
+    assert rows.height == 1
+    assert rows["file"][0].endswith("pod-a/vllm.log") and rows["key_alias"][0] == "search-backend"
+    assert _rows(con, "joined_requests").equals(_rows(store.connect(), "joined_requests"))
+
+
+def test_readers_build_it_while_an_ingest_holds_the_lock_and_drop_older_commits(tmp_path):
+    store, _ = _store(tmp_path)
+    con = store.connect()
+    assert joincache.use(con)
+    (first,) = _cached(store)
+    (tmp_path / "logs" / "litellm.jsonl").open("a").write(_slp("e269fdcb7c6ce894", 1739446420.0, "late", None, 9))
+    ingest([str(tmp_path / "logs")], store.root, year=2025, tz="UTC")
+    with open(store.root / "_lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # an ingest is writing
+        newer = store.connect()
+        sel = select(newer)
+        assert sel.requests == 5 and joincache.attached(newer)
+    (second,) = _cached(store)  # the older commit's file is gone
+    assert second != first and f"-{store.snapshot().version:020d}-" in second
+    # the connection that attached the older file still reads it
+    assert fetch(con, "select count(*) from joined_requests").item() == 4
+
+
+def test_a_store_that_cannot_be_written_gets_a_private_copy(tmp_path, monkeypatch):
+    store, _ = _store(tmp_path)
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("")
+    monkeypatch.setattr(joincache, "cache_dir", lambda root: blocked / "_cache")
+    con = store.connect()
+    assert joincache.use(con, fallback_dir=tmp_path)
+    private = [p for p in tmp_path.iterdir() if p.name.startswith("attribution-join-")]
+    assert len(private) == 1 and not (store.root / "_cache").exists()
+    assert _rows(con, "joined_requests").equals(_rows(store.connect(), "joined_requests"))
+    con.close()
+    del con
+    import gc
+
+    gc.collect()
+    assert not private[0].exists()
+
+
+def test_a_redefined_join_is_left_alone_and_workload_names_have_their_own_cache(tmp_path):
+    store, _ = _store(tmp_path)
+    con = narrow(store.connect(), Filters(workloads=("batch",)))
+    assert not joincache.use(con) and select(con).requests == 1
+    named = store.connect()
+    named.register("_workload_map", pl.DataFrame({"match": ["search-backend"], "name": ["search"]}).to_arrow())
+    plain = store.connect()
+    assert joincache.use(named) and joincache.use(plain)
+    assert len(_cached(store)) == 2
+    workloads = set(fetch(named, "select workload from joined_requests")["workload"])
+    assert "search" in workloads and "search" not in set(fetch(plain, "select workload from joined_requests")[
+        "workload"])
