@@ -6,6 +6,8 @@ input file has been read.
     <store>/_log/<n:020d>.checkpoint.json    the folded state after commit n, every CHECKPOINT_EVERY commits
     <store>/data/<table>/<n>-<uuid>.parquet
     <store>/_tmp/                            staging; <store>/_lock: flock of the single writer
+    <store>/_cache/                          readers' caches (attribution.joincache: the engine x gateway
+                                             join per commit); never read by the writer, safe to delete
 
 A data file becomes visible only when a commit naming it is renamed into `_log/`, after the file itself was
 fsynced: a writer killed at any moment leaves the previous state, and the next writer deletes its orphans.

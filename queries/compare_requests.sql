@@ -50,3 +50,6 @@ final as (
 )
 
 select * from final
+-- in rid order: the re-weighted percentiles interpolate between requests, and requests of different strata
+-- with equal values must meet them in the same order every time
+order by rid
