@@ -61,7 +61,7 @@ def run_child(method: str, files: list[Path], work: Path, profile: Path | None =
         args += ["--store", str(store)]
     if profile:
         args += ["--profile", str(profile)]
-    env = {k: v for k, v in os.environ.items() if k != "ATTRIBUTION_CHUNK_BYTES"}  # default chunk size
+    env = {k: v for k, v in os.environ.items() if k not in ("ATTRIBUTION_CHUNK_BYTES", "ATTRIBUTION_JOBS")}
     env.update(PYTHONPATH=str(REPO), TZ="UTC")
     t = time.perf_counter()
     proc = subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.PIPE, text=True)
@@ -155,7 +155,8 @@ def measure(methods: list[str], files: list[Path], work: Path, repeat: int) -> d
         runs.sort(key=lambda r: r["seconds"])
         best = dict(runs[len(runs) // 2])  # the median run
         best["all_seconds"] = [r["seconds"] for r in runs]
-        best["peak_rss_mb"] = max(max(r["vmhwm_kb"], r["ru_maxrss_kb"]) for r in runs) / 1024
+        best["peak_rss_mb"] = max(max(r["vmhwm_kb"], r["ru_maxrss_kb"], r.get("tree_peak_kb", 0))
+                                  for r in runs) / 1024
         results[m] = best
     return results
 
