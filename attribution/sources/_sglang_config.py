@@ -9,6 +9,7 @@ from __future__ import annotations
 import polars as pl
 
 from attribution.privacy import hash_key_expr, redact_expr, secret_flag_expr
+from attribution.sources._sglang_header import msg_starts_with
 
 GIB = 1024**3
 _TOKEN_RE = r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[\[\](){}]|,|[^'"\[\](){},]+"""
@@ -20,6 +21,10 @@ MAMBA_RE = (
     r"^Mamba Cache is allocated\. (?:max_mamba_cache_size: (\d+), )?conv_state size: ([\d.]+) ?GB, "
     r"ssm_state size: ([\d.]+) ?GB(?: intermediate_ssm_state_cache size: ([\d.]+) ?GB"
     r" intermediate_conv_window_cache size: ([\d.]+) ?GB)?"
+)
+# any line that parse_memory reads
+_MEMORY_RE = (
+    r"^(?:max_total_num_tokens=|Mamba Cache is allocated\.|Load weight end\.)|KV Cache (?:is allocated|VA upper bound)\."
 )
 SUMMARY_KEYS = {
     "max_total_num_tokens": "kv_pool_tokens",
@@ -38,7 +43,7 @@ def start_lines(df: pl.DataFrame, state: dict) -> pl.DataFrame:
     """
     first = int(df["line"][0]) if df.height else 0
     start0 = state.get("start_line", first)
-    is_args = pl.col("has_header") & pl.col("msg").str.starts_with("server_args=ServerArgs(")
+    is_args = pl.col("has_header") & msg_starts_with(df, "server_args=ServerArgs(")
     df = df.with_columns(is_args.alias("is_args")).with_columns(
         pl.when("is_args").then("line").forward_fill().fill_null(start0).alias("start_line")
     )
@@ -164,10 +169,11 @@ def parse_memory(df: pl.DataFrame, state: dict) -> tuple[list[pl.DataFrame], pl.
     Running totals are per start and carried across chunks in the state: each row holds the total so far,
     so the last row of a start (what the engine_config view keeps) holds the start's total.
     """
-    base = df.filter(pl.col("has_header") & pl.col("primary"))
+    msg = pl.col("msg")
+    # one pass over the messages for every kind of line below, whose own tests then run on those rows only
+    base = df.filter(pl.col("has_header") & pl.col("primary") & msg.str.contains(_MEMORY_RE))
     out: list[pl.DataFrame] = []
     errs: list[pl.DataFrame] = []
-    msg = pl.col("msg")
 
     summ = base.filter(msg.str.starts_with("max_total_num_tokens="))
     if summ.height:

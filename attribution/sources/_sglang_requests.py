@@ -9,6 +9,7 @@ from __future__ import annotations
 import polars as pl
 
 from attribution.privacy import redact_expr
+from attribution.sources._sglang_header import msg_starts_with
 
 NUM = r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
 META_INT = {
@@ -31,8 +32,10 @@ _SCAN_RE = (
 )
 
 
-def _first_token(tokens: pl.Expr, pattern: str) -> pl.Expr:
-    return tokens.list.eval(pl.element().filter(pl.element().str.contains(pattern))).list.first()
+def _first_token(tokens: pl.Expr, *prefixes: str) -> pl.Expr:
+    """The first token that starts with one of `prefixes`."""
+    e = pl.element()
+    return tokens.list.filter(pl.any_horizontal(e.str.starts_with(p) for p in prefixes)).list.first()
 
 
 def _epoch(expr: pl.Expr) -> pl.Expr:
@@ -127,31 +130,29 @@ def safe_sample(expr: pl.Expr) -> pl.Expr:
     return redact_expr(blanked.str.replace(r"""['"].*$""", "..."))
 
 
-def parse_requests(
-    df: pl.DataFrame, tz: str
-) -> tuple[pl.DataFrame | None, pl.DataFrame | None, pl.DataFrame | None]:
-    """Headed segments (with `model`) -> (requests, request_events, errors).
-
-    `Receive: obj=...` -> a `received` event per rid. `Finish: obj=..., out={...}` (0.4.1+), `in=...,
-    out={...}` (<=0.4.0) and JSON `request.finished` records -> a requests row from the top-level keys of the
-    last `'meta_info': {` dict (request_id = its `id`, else the obj `rid`), plus `max_new_tokens` and
-    `stream` from `obj`; a Finish line without meta_info -> a `finished` event.
-    """
-    msg = pl.col("msg")
-    cand = df.filter(
-        msg.str.starts_with("Receive: obj=")
-        | msg.str.starts_with("Finish: obj=")
-        | (msg.str.starts_with("in=") & msg.str.contains("'meta_info': {", literal=True))
-        | (
-            msg.str.starts_with("{")
-            & msg.str.contains('"event"', literal=True)
-            & msg.str.contains("request.", literal=True)
+def _candidates(df: pl.DataFrame) -> pl.DataFrame:
+    """The request-log rows of `df` (line, ts, model, msg): `Receive: obj=` / `Finish: obj=` lines, `in=` lines
+    with a meta_info dict, JSON `request.*` records. The second literal tests run only on the few rows starting
+    with `in=` or `{` (an expression would run them on every row)."""
+    m = df["msg"]
+    keep = msg_starts_with(df, "Receive: obj=") | msg_starts_with(df, "Finish: obj=")
+    other = msg_starts_with(df, "in=") | msg_starts_with(df, "{")
+    if other.any():
+        idx = other.arg_true()
+        sub = m.gather(idx)
+        ok = (sub.str.starts_with("in=") & sub.str.contains("'meta_info': {", literal=True)) | (
+            sub.str.starts_with("{")
+            & sub.str.contains('"event"', literal=True)
+            & sub.str.contains("request.", literal=True)
         )
-    )
-    if cand.height == 0:
-        return None, None, None
-    is_json = msg.str.starts_with("{")
-    js = cand.filter(is_json).with_columns(
+        keep = keep.scatter(idx, ok)
+    return df.select("line", "ts", "model", "msg").filter(keep)
+
+
+def _json_rows(js: pl.DataFrame, tz: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """JSON request records -> (rows, invalid JSON lines)."""
+    msg = pl.col("msg")
+    js = js.with_columns(
         msg.str.json_path_match("$.event").alias("_event"),
         msg.str.json_path_match("$").is_not_null().alias("_valid"),
     )
@@ -173,44 +174,122 @@ def parse_requests(
         .alias("stream"),
         *_json_fields("$.out"),
     )
+    return js.drop("_event", "_valid"), bad_json
 
-    # Markers are matched only outside quoted strings: the scan consumes every quoted string whole, so a
-    # prompt that quotes `rid='x'` or `'meta_info': {` cannot be taken for the real field.
+
+_META = "'meta_info': {"
+# _SCAN_RE plus two tokens that the scan steps over either way (no other token starts inside them): a quote
+# that opens no string, and an unquoted `rid=[` that opens no list; they show a string or list cut short
+_SCAN_LONE_RE = _SCAN_RE + r"""|['"]|rid=\["""
+
+
+def _obj_fields(tokens: pl.Expr) -> list[pl.Expr]:
+    """`_rid`, `_max_tok`, `_stream_tok`: from the first matching scan tokens (the latter two as tokens)."""
+    return [
+        _first_token(tokens, "(rid=", ", rid=").str.extract(r"rid=(.*)$").alias("_rid"),
+        _first_token(tokens, "'max_new_tokens'").alias("_max_tok"),
+        _first_token(tokens, ", stream=").alias("_stream_tok"),
+    ]
+
+
+def _scan(text: pl.DataFrame) -> pl.DataFrame:
+    """`_rid`, `_max_tok`, `_stream_tok`, `_has_meta` and `_meta` (what follows the last `'meta_info': {`; the
+    out dict comes after obj) for the text request lines.
+
+    Markers are matched only outside quoted strings: the scan (_SCAN_RE) consumes every quoted string whole, so
+    a prompt that quotes `rid='x'` or `'meta_info': {` cannot be taken for the real field. The meta_info dict
+    holds most of a Finish line's strings, so only the part before the first literal `'meta_info': {` is
+    scanned. That scan finds the whole line's tokens up to there unless one of them runs across that point (the
+    literal is inside a string or a `rid=[...]` list), and then it meets a string or list that does not close
+    (a lone token of _SCAN_LONE_RE). Otherwise the literal is the next token of the whole line (so
+    `_has_meta`), and a field not found before it can only come after it if its marker's literal follows.
+    Lines that fail these tests (normally none) are scanned whole.
+    """
+    msg = pl.col("msg")
     tokens = pl.col("_tok")
-    text = cand.filter(~is_json).with_columns(msg.str.extract_all(_SCAN_RE).alias("_tok"))
-    text = text.with_columns(
+    parts = text["msg"].str.split(_META)
+    n_parts = parts.list.len()
+    cut = n_parts > 1
+    rest = parts.list.last()
+    fast = pl.DataFrame({"_tok": parts.list.first().str.extract_all(_SCAN_LONE_RE)}).select(
+        *_obj_fields(tokens),
+        (tokens.list.contains("'") | tokens.list.contains('"') | tokens.list.contains("rid=[")).alias("_lone"),
+    )
+    # with several literals the text after the first is not `rest`: scan those lines whole
+    redo = cut & (fast["_lone"] | (n_parts > 2))
+    for col, lit in (("_rid", "rid="), ("_max_tok", "'max_new_tokens'"), ("_stream_tok", ", stream=")):
+        check = cut & ~redo & fast[col].is_null()
+        if check.any():
+            idx = check.arg_true()
+            redo = redo.scatter(idx, rest.gather(idx).str.contains(lit, literal=True))
+    out = pl.concat([text, fast.drop("_lone")], how="horizontal").with_columns(
+        cut.alias("_has_meta"), rest.alias("_meta")
+    )
+    if redo.any():
+        idx = redo.arg_true()
+        full = out.select(msg.gather(idx).str.extract_all(_SCAN_RE).alias("_tok")).select(
+            *_obj_fields(tokens), tokens.list.contains(_META).alias("_has_meta")
+        )
+        out = out.with_columns(out[c].scatter(idx, full[c]) for c in full.columns)
+    return out.with_columns(pl.when("_has_meta").then("_meta").alias("_meta"))
+
+
+def _rid_lists(rid: pl.Series) -> pl.Series:
+    """`_rid` (the value after `rid=` as written) -> list of request ids: one Receive can name a batch
+    (`rid=['a', 'b']`); quotes are removed; anything else (`None`, a JSON rid) is kept as is."""
+    r = pl.lit(rid)
+    simple = r.str.contains(r"^'[^'\"]*'$")
+    if not rid.is_empty() and pl.select((simple | ~r.str.contains(r"^['\"\[]")).fill_null(True).all()).item():
+        # every rid is a plain quoted string (the usual case) or unquoted: no list to pick apart
+        expr = pl.when(simple).then(pl.concat_list(r.str.slice(1).str.head(-1))).otherwise(pl.concat_list(r))
+    else:
+        expr = (
+            pl.when(r.str.starts_with("[") | r.str.contains(r"^['\"]"))
+            .then(r.str.extract_all(r"'[^']*'|\"[^\"]*\"").list.eval(pl.element().str.slice(1).str.head(-1)))
+            .otherwise(pl.concat_list(r))
+        )
+    return pl.select(expr).to_series().alias("_rids")
+
+
+def parse_requests(
+    df: pl.DataFrame, tz: str
+) -> tuple[pl.DataFrame | None, pl.DataFrame | None, pl.DataFrame | None]:
+    """Headed segments (with `model`) -> (requests, request_events, errors).
+
+    `Receive: obj=...` -> a `received` event per rid. `Finish: obj=..., out={...}` (0.4.1+), `in=...,
+    out={...}` (<=0.4.0) and JSON `request.finished` records -> a requests row from the top-level keys of the
+    last `'meta_info': {` dict (request_id = its `id`, else the obj `rid`), plus `max_new_tokens` and
+    `stream` from `obj`; a Finish line without meta_info -> a `finished` event.
+    """
+    msg = pl.col("msg")
+    cand = _candidates(df)
+    if cand.height == 0:
+        return None, None, None
+    is_json = cand["msg"].str.starts_with("{")
+    any_json = bool(is_json.any())
+    text = cand.filter(~is_json) if any_json else cand
+    text = _scan(text).with_columns(
         pl.when(msg.str.starts_with("Receive: "))
         .then(pl.lit("received"))
         .otherwise(pl.lit("finished"))
         .alias("_kind"),
-        _first_token(tokens, r"^(?:\(|, )rid=").str.extract(r"rid=(.*)$").alias("_rid"),
-        tokens.list.contains("'meta_info': {").alias("_has_meta"),
-        _first_token(tokens, "^'max_new_tokens'").str.extract(r"(\d+)$").cast(pl.Int64).alias("max_tokens"),
-        _first_token(tokens, "^, stream=")
+        pl.col("_max_tok").str.extract(r"(\d+)$").cast(pl.Int64).alias("max_tokens"),
+        pl.col("_stream_tok")
         .str.extract(r"=(\w+)$")
         .replace_strict({"True": True, "False": False}, default=None, return_dtype=pl.Boolean)
         .alias("stream"),
     )
-    # what follows the last `'meta_info': {` (the out dict comes after obj): taken once as a column, since
-    # an eager with_columns would run it again for every field read from it
-    meta = pl.when("_has_meta").then(msg.str.split("'meta_info': {").list.last())
-    text = text.with_columns(meta.alias("_meta")).with_columns(*_repr_fields(pl.col("_meta")))
-    text = text.drop("_tok", "_meta")
-    rows = pl.concat([js.drop("_event", "_valid"), text], how="diagonal_relaxed")
-    # one Receive can name a batch (`rid=['a', 'b']`); a JSON rid is already bare
-    rows = rows.with_columns(
-        pl.when(pl.col("_rid").str.starts_with("[") | pl.col("_rid").str.contains(r"^['\"]"))
-        .then(
-            pl.col("_rid")
-            .str.extract_all(r"'[^']*'|\"[^\"]*\"")
-            .list.eval(pl.element().str.slice(1).str.head(-1))
-        )
-        .otherwise(pl.concat_list(pl.col("_rid")))
-        .alias("_rids")
-    )
-    recv = rows.filter(pl.col("_kind") == "received")
+    text = text.with_columns(*_repr_fields(pl.col("_meta"))).drop("_max_tok", "_stream_tok", "_meta")
+    if any_json:
+        js, bad_json = _json_rows(cand.filter(is_json), tz)
+        rows = pl.concat([js, text], how="diagonal_relaxed")
+    else:
+        rows, bad_json = text, cand.clear()
+    rows = rows.with_columns(_rid_lists(rows["_rid"]))
+    recv = rows.filter(pl.col("_kind") == "received").select("line", "ts", "msg", "_rids")
     events = (
-        recv.explode("_rids")
+        recv.select("line", "ts", "_rids")
+        .explode("_rids")
         .filter(pl.col("_rids").is_not_null())
         .select(
             "line",
