@@ -62,10 +62,24 @@ def segments(lines: pl.DataFrame) -> pl.DataFrame:
 
     Lines without `\r` (nearly all) skip the split; empty segments are dropped.
     """
-    # One pass tells whether any line has a `\r` or an ANSI escape (both rare) before testing for each.
-    rare = lines["text"].str.contains_any(["\r", "\x1b"]).any()
-    has_cr = lines["text"].str.contains("\r", literal=True) if rare else None
-    if has_cr is not None and has_cr.any():
+    # Three independent tests in one select (they run in parallel): any `\r` or ANSI escape (both rare), any
+    # outer prefix, any empty line. Without the first, the lines are the segments and only need the rest.
+    text = pl.col("text")
+    rare, prefixed, empty_lines = lines.select(
+        text.str.contains_any(["\r", "\x1b"]).any(),
+        text.str.contains(_ANY_PREFIX_RE).any().alias("prefixed"),
+        (text.str.len_bytes() == 0).any().alias("empty"),
+    ).row(0)
+    if not rare:
+        out = lines.with_columns(pl.lit(0, pl.Int32).alias("seg"))
+        if prefixed:
+            out = out.with_columns(_clean_series(out["text"], ansi=False))
+        elif not empty_lines:
+            return out
+        empty = out["text"].str.len_bytes() == 0
+        return out.filter(~empty) if empty.any() else out
+    has_cr = lines["text"].str.contains("\r", literal=True)
+    if has_cr.any():
         plain = lines.filter(~has_cr).with_columns(pl.lit(0, pl.Int32).alias("seg"))
         parts = (
             lines.filter(has_cr)
@@ -76,6 +90,6 @@ def segments(lines: pl.DataFrame) -> pl.DataFrame:
         out = pl.concat([plain, parts.select(plain.columns)]).sort(["line", "seg"])
     else:
         out = lines.with_columns(pl.lit(0, pl.Int32).alias("seg"))
-    out = out.with_columns(_clean_series(out["text"], ansi=rare))
+    out = out.with_columns(_clean_series(out["text"], ansi=True))
     empty = out["text"].str.len_bytes() == 0
     return out.filter(~empty) if empty.any() else out

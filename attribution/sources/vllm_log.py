@@ -424,14 +424,13 @@ def _events(heads: pl.DataFrame) -> pl.DataFrame:
     ids = pl.when((rest.str.len_bytes() > 0) & ~rest.str.contains("\n", literal=True)).then(
         pl.when(rest.str.len_bytes() > 1).then(rest.str.strip_suffix(".")).otherwise(rest)
     )
-    rows = (
-        rows.with_columns(_ids=ids)
-        .filter(pl.col("_ids").is_not_null())
-        .select("line", "ts", "ctx_version", "event", request_id=pl.col("_ids").str.split(", "))
-        .explode("request_id")
-        .with_columns(pl.col("request_id").str.strip_chars())
-        .filter(pl.col("request_id").str.len_bytes() > 0)
-    )
+    rows = rows.with_columns(_ids=ids).filter(pl.col("_ids").is_not_null())
+    # One id per line (nearly always): then the split into a list and back is skipped.
+    if rows["_ids"].str.contains(", ", literal=True).any():
+        rows = rows.with_columns(pl.col("_ids").str.split(", ")).explode("_ids")
+    rows = rows.select(
+        "line", "ts", "ctx_version", "event", request_id=pl.col("_ids").str.strip_chars()
+    ).filter(pl.col("request_id").str.len_bytes() > 0)
     # The `-xxxxxxxx` engine suffix exists from 0.14 on; with no version seen yet, strip it (vLLM's own
     # 16/32-hex ids never end in `-` + 8 hex, so only a client id shaped like that could be cut). Decided
     # once per distinct version, not per row.
