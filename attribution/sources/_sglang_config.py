@@ -22,10 +22,6 @@ MAMBA_RE = (
     r"ssm_state size: ([\d.]+) ?GB(?: intermediate_ssm_state_cache size: ([\d.]+) ?GB"
     r" intermediate_conv_window_cache size: ([\d.]+) ?GB)?"
 )
-# any line that parse_memory reads
-_MEMORY_RE = (
-    r"^(?:max_total_num_tokens=|Mamba Cache is allocated\.|Load weight end\.)|KV Cache (?:is allocated|VA upper bound)\."
-)
 SUMMARY_KEYS = {
     "max_total_num_tokens": "kv_pool_tokens",
     "chunked_prefill_size": "chunked_prefill_size",
@@ -170,8 +166,14 @@ def parse_memory(df: pl.DataFrame, state: dict) -> tuple[list[pl.DataFrame], pl.
     so the last row of a start (what the engine_config view keeps) holds the start's total.
     """
     msg = pl.col("msg")
-    # one pass over the messages for every kind of line below, whose own tests then run on those rows only
-    base = df.filter(pl.col("has_header") & pl.col("primary") & msg.str.contains(_MEMORY_RE))
+    # literal tests for every kind of line below, whose own tests then run on those rows only
+    maybe = (
+        msg_starts_with(df, "max_total_num_tokens=")
+        | msg_starts_with(df, "Mamba Cache is allocated.")
+        | msg_starts_with(df, "Load weight end.")
+        | df["msg"].str.contains("KV Cache ", literal=True)
+    )
+    base = df.filter(pl.col("has_header") & pl.col("primary") & maybe)
     out: list[pl.DataFrame] = []
     errs: list[pl.DataFrame] = []
 

@@ -40,7 +40,7 @@ def headed(lines: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     their whole text as `msg` and the time of the nearest earlier header (old uvicorn access lines have none).
     """
     st = ctx.state
-    segs = segments(lines)
+    segs = segments(lines.rechunk())  # one chunk (the CSV reader gives several): faster gathers and joins
     df = _read_headers(segs)
     if _any_glued(df):
         df = _read_headers(_split_glued(segs))
@@ -102,22 +102,20 @@ def msg_starts_with(df: pl.DataFrame, prefix: str) -> pl.Series:
 def _read_headers(segs: pl.DataFrame) -> pl.DataFrame:
     """Segments -> + `_lead` (the segment starts with its header), `_ts`, `ranks`, `_msg` (null without a
     header)."""
-    text = pl.col("text")
+    text = segs["text"]
     # Nearly every record starts with its header: the anchored regex reads it and the message is the rest.
-    # The unanchored HEADER_RE (a header after some prefix) runs only on the others; null rows cost nothing.
-    df = segs.with_columns(text.str.extract_groups(_LEAD_RE).alias("_h"))
-    lead = pl.col("_h").struct
-    df = df.with_columns(
-        lead.field("1").is_not_null().alias("_lead"),
-        pl.when(lead.field("1").is_null()).then(text).str.extract_groups(HEADER_RE).alias("_h2"),
+    # The unanchored HEADER_RE (a header after some prefix) runs only on the others.
+    lead = text.str.extract_groups(_LEAD_RE).struct
+    ts, ranks = lead.field("1"), lead.field("2")
+    msg = text.str.slice(ts.str.len_chars() + ranks.str.len_chars() + 3)
+    is_lead = ts.is_not_null()
+    if not is_lead.all():
+        idx = (~is_lead).arg_true()
+        late = text.gather(idx).str.extract_groups(HEADER_RE).struct
+        ts, ranks, msg = (col.scatter(idx, late.field(g)) for col, g in ((ts, "1"), (ranks, "2"), (msg, "3")))
+    return segs.with_columns(
+        is_lead.alias("_lead"), ts.alias("_ts"), ranks.fill_null("").alias("ranks"), msg.alias("_msg")
     )
-    late = pl.col("_h2").struct
-    msg_at = lead.field("1").str.len_chars() + lead.field("2").str.len_chars() + 3
-    return df.with_columns(
-        pl.coalesce(lead.field("1"), late.field("1")).alias("_ts"),
-        pl.coalesce(lead.field("2"), late.field("2")).fill_null("").alias("ranks"),
-        pl.coalesce(text.str.slice(msg_at), late.field("3")).alias("_msg"),
-    ).drop("_h", "_h2")
 
 
 def _any_glued(df: pl.DataFrame) -> bool:
@@ -126,7 +124,7 @@ def _any_glued(df: pl.DataFrame) -> bool:
     it holds, so none starts inside another), else one anywhere in the text (a segment that starts with a
     _GLUE_RE header starts with a _LEAD_RE one). A header ends with `] `: the regex runs only where that is."""
     lead = df["_lead"]
-    where = pl.select(pl.when(lead).then(df["_msg"]).otherwise(df["text"])).to_series()
+    where = df["_msg"] if lead.all() else pl.select(pl.when(lead).then(df["_msg"]).otherwise(df["text"])).to_series()
     maybe = where.str.contains("] ", literal=True)
     return bool(maybe.any() and where.filter(maybe).str.contains(_GLUE_RE).any())
 

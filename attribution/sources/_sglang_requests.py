@@ -25,7 +25,14 @@ META_FLOAT = {
     "request_finished_ts": "_fin",
     "prefill_finished_ts": "_prefill_fin",
 }
+_NUM_KEYS = [*META_INT, *META_FLOAT]
+# every `'key': number` of the numeric meta_info keys; the first _KEY_CHARS characters tell the keys apart
+_NUM_KEYS_RE = r"(?:^|, )'(?:" + "|".join(_NUM_KEYS) + rf")': {NUM}"
+_KEY_CHARS = next(n for n in range(1, 64) if len({k[:n] for k in _NUM_KEYS}) == len(_NUM_KEYS))
+assert _KEY_CHARS <= min(map(len, _NUM_KEYS))
 QUOTED_RE = r"'(?:[^'\\]|\\.)*'" + "|" + r'"(?:[^"\\]|\\.)*"'
+# a rid token's value (after `rid=`)
+_RID_VALUE_RE = r"^(" + QUOTED_RE + r"|\[[^\]]*\]|None)"
 _SCAN_RE = (
     r"(?:\(|, )rid=(?:" + QUOTED_RE + r"|\[[^\]]*\]|None)|'meta_info': \{|'max_new_tokens': \d+"
     r"|, stream=(?:True|False)|" + QUOTED_RE
@@ -50,16 +57,50 @@ def _err(df: pl.DataFrame, reason: str) -> pl.DataFrame:
     return df.select("line", pl.lit(reason).alias("reason"), safe_sample(pl.col("msg")).alias("sample"))
 
 
-def _repr_fields(meta: pl.Expr) -> list[pl.Expr]:
-    def key(k: str, val: str) -> pl.Expr:
-        return meta.str.extract(rf"(?:^|, )'{k}': ({val})")
+def _repr_fields(df: pl.DataFrame) -> pl.DataFrame:
+    """`_meta` (the text after `'meta_info': {`, or null) -> + `_meta_id`, `finish_reason` and the META_INT /
+    META_FLOAT columns: for each key the first `(?:^|, )'key': value` of the text (a number for those
+    columns), wherever it is.
 
-    return [
-        key("id", r"'[^']*'").str.strip_chars("'").alias("_meta_id"),
-        meta.str.extract(r"(?:^|, )'finish_reason': \{'type': '([^']*)'").alias("finish_reason"),
-        *(key(k, NUM).cast(pl.Int64, strict=False).alias(c) for k, c in META_INT.items()),
-        *(key(k, NUM).cast(pl.Float64, strict=False).alias(c) for k, c in META_FLOAT.items()),
-    ]
+    The numeric keys are read in one pass (_NUM_KEYS_RE) rather than one per key: a match of one key cannot
+    start inside another's (a number holds no `, '`), so the first match of a key is its first token. Each
+    token starts with its key, and rows with the same sequence of keys (normally all) take every key from
+    the index of its first token.
+    """
+    meta = pl.col("_meta")
+    # The dict normally opens with its id and finish reason: an anchored match there is the first match of
+    # each (no `, '` fits in the id), and the unanchored ones run only on the other rows.
+    lead = df["_meta"].str.extract_groups(r"^'id': ('[^']*'), 'finish_reason': \{'type': '([^']*)'").struct
+    meta_id, finish = lead.field("1"), lead.field("2")
+    redo = df["_meta"].is_not_null() & meta_id.is_null()
+    if redo.any():
+        idx = redo.arg_true()
+        rest = df["_meta"].gather(idx)
+        meta_id = meta_id.scatter(idx, rest.str.extract(r"(?:^|, )'id': ('[^']*')"))
+        finish = finish.scatter(idx, rest.str.extract(r"(?:^|, )'finish_reason': \{'type': '([^']*)'"))
+    df = df.with_columns(
+        meta_id.str.strip_chars("'").alias("_meta_id"),
+        finish.alias("finish_reason"),
+        meta.str.extract_all(_NUM_KEYS_RE).alias("_nums"),
+    )
+    nums = pl.col("_nums")
+    key_of = pl.element().str.strip_prefix(", ").str.slice(1, _KEY_CHARS)
+    seqs = df.select(nums.list.eval(key_of).list.join("|").alias("_keys"))["_keys"]
+    values: dict[str, pl.Expr] = {k: pl.lit(None, pl.Utf8) for k in _NUM_KEYS}
+    distinct = seqs.unique().drop_nulls().to_list()
+    for seq in distinct:
+        order = seq.split("|") if seq else []
+        rows = pl.lit(seqs) == seq
+        for k in _NUM_KEYS:
+            if k[:_KEY_CHARS] in order:
+                token = nums.list.get(order.index(k[:_KEY_CHARS]), null_on_oob=True)
+                value = token.str.strip_prefix(", ").str.strip_prefix(f"'{k}': ")
+                # with a single sequence the rows without one have no token at all
+                values[k] = value if len(distinct) == 1 else pl.when(rows).then(value).otherwise(values[k])
+    return df.with_columns(
+        *(values[k].cast(pl.Int64, strict=False).alias(c) for k, c in META_INT.items()),
+        *(values[k].cast(pl.Float64, strict=False).alias(c) for k, c in META_FLOAT.items()),
+    ).drop("_nums")
 
 
 def _json_fields(prefix: str) -> list[pl.Expr]:
@@ -146,7 +187,7 @@ def _candidates(df: pl.DataFrame) -> pl.DataFrame:
             & sub.str.contains("request.", literal=True)
         )
         keep = keep.scatter(idx, ok)
-    return df.select("line", "ts", "model", "msg").filter(keep)
+    return df.select("line", "ts", "model", "msg", *(["_head"] if "_head" in df.columns else [])).filter(keep)
 
 
 def _json_rows(js: pl.DataFrame, tz: str) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -234,21 +275,56 @@ def _scan(text: pl.DataFrame) -> pl.DataFrame:
     return out.with_columns(pl.when("_has_meta").then("_meta").alias("_meta"))
 
 
+def _first_rids(text: pl.DataFrame) -> pl.DataFrame:
+    """+ `_rid` (the first rid token's value, as _scan finds it) for request lines whose other fields are not
+    needed (Receive lines).
+
+    A Receive line names its rid early: the text before the first literal `rid=` is checked instead of the
+    whole line being scanned. When that text holds no quote (no string to hide the literal in, no token to
+    run across it) and ends with `(` or `, `, the scan of the whole line reaches that marker between tokens,
+    and finds no rid token before it (there is no other `rid=`); the marker's value read from there is then
+    the first rid token's. The other lines are scanned whole.
+    """
+    msg = text["msg"]
+    at = msg.str.find("rid=", literal=True)
+    before = msg.str.head(at)
+    value = msg.str.slice(at + 4, 80).str.extract(_RID_VALUE_RE)  # a longer value does not close: scanned
+    ok = (
+        (before.str.len_bytes() == at)  # ASCII up to there, so the byte offset is a character offset
+        & (before.str.ends_with("(") | before.str.ends_with(", "))
+        & ~before.str.contains("'", literal=True)
+        & ~before.str.contains('"', literal=True)
+        & value.is_not_null()
+    ).fill_null(False)
+    rid = pl.select(pl.when(ok).then(value)).to_series().alias("_rid")
+    redo = at.is_not_null() & ~ok
+    if redo.any():
+        idx = redo.arg_true()
+        tokens = pl.DataFrame({"_tok": msg.gather(idx).str.extract_all(_SCAN_RE)})
+        rid = rid.scatter(idx, tokens.select(_obj_fields(pl.col("_tok"))[0])["_rid"])
+    return text.with_columns(rid)
+
+
 def _rid_lists(rid: pl.Series) -> pl.Series:
     """`_rid` (the value after `rid=` as written) -> list of request ids: one Receive can name a batch
     (`rid=['a', 'b']`); quotes are removed; anything else (`None`, a JSON rid) is kept as is."""
     r = pl.lit(rid)
-    simple = r.str.contains(r"^'[^'\"]*'$")
-    if not rid.is_empty() and pl.select((simple | ~r.str.contains(r"^['\"\[]")).fill_null(True).all()).item():
-        # every rid is a plain quoted string (the usual case) or unquoted: no list to pick apart
-        expr = pl.when(simple).then(pl.concat_list(r.str.slice(1).str.head(-1))).otherwise(pl.concat_list(r))
-    else:
-        expr = (
-            pl.when(r.str.starts_with("[") | r.str.contains(r"^['\"]"))
-            .then(r.str.extract_all(r"'[^']*'|\"[^\"]*\"").list.eval(pl.element().str.slice(1).str.head(-1)))
-            .otherwise(pl.concat_list(r))
-        )
+    expr = (
+        pl.when(r.str.starts_with("[") | r.str.contains(r"^['\"]"))
+        .then(r.str.extract_all(r"'[^']*'|\"[^\"]*\"").list.eval(pl.element().str.slice(1).str.head(-1)))
+        .otherwise(pl.concat_list(r))
+    )
     return pl.select(expr).to_series().alias("_rids")
+
+
+def _single_rids(rid: pl.Series) -> pl.Series | None:
+    """The one request id of each row when no `_rid` names a list (the usual case): what _rid_lists would give
+    as a one-element list, a plain quoted string losing its quotes; else None."""
+    r = pl.lit(rid)
+    simple = r.str.contains(r"^'[^'\"]*'$")
+    if rid.is_empty() or not pl.select((simple | ~r.str.contains(r"^['\"\[]")).fill_null(True).all()).item():
+        return None
+    return pl.select(pl.when(simple).then(r.str.slice(1).str.head(-1)).otherwise(r)).to_series().alias("_rid1")
 
 
 def parse_requests(
@@ -261,49 +337,51 @@ def parse_requests(
     last `'meta_info': {` dict (request_id = its `id`, else the obj `rid`), plus `max_new_tokens` and
     `stream` from `obj`; a Finish line without meta_info -> a `finished` event.
     """
-    msg = pl.col("msg")
     cand = _candidates(df)
     if cand.height == 0:
         return None, None, None
-    is_json = cand["msg"].str.starts_with("{")
+    is_json = msg_starts_with(cand, "{")
     any_json = bool(is_json.any())
     text = cand.filter(~is_json) if any_json else cand
-    text = _scan(text).with_columns(
-        pl.when(msg.str.starts_with("Receive: "))
-        .then(pl.lit("received"))
-        .otherwise(pl.lit("finished"))
-        .alias("_kind"),
+    received = msg_starts_with(text, "Receive: ")
+    # only the rid of a Receive line is used
+    recv = _first_rids(text.filter(received)).with_columns(pl.lit("received").alias("_kind"))
+    fin = _scan(text.filter(~received)).with_columns(
+        pl.lit("finished").alias("_kind"),
         pl.col("_max_tok").str.extract(r"(\d+)$").cast(pl.Int64).alias("max_tokens"),
         pl.col("_stream_tok")
         .str.extract(r"=(\w+)$")
         .replace_strict({"True": True, "False": False}, default=None, return_dtype=pl.Boolean)
         .alias("stream"),
     )
-    text = text.with_columns(*_repr_fields(pl.col("_meta"))).drop("_max_tok", "_stream_tok", "_meta")
+    fin = _repr_fields(fin).drop("_max_tok", "_stream_tok", "_meta")
     if any_json:
         js, bad_json = _json_rows(cand.filter(is_json), tz)
-        rows = pl.concat([js, text], how="diagonal_relaxed")
+        recv = pl.concat([js.filter(pl.col("_kind") == "received"), recv], how="diagonal_relaxed")
+        fin = pl.concat([js.filter(pl.col("_kind") == "finished"), fin], how="diagonal_relaxed")
     else:
-        rows, bad_json = text, cand.clear()
-    rows = rows.with_columns(_rid_lists(rows["_rid"]))
-    recv = rows.filter(pl.col("_kind") == "received").select("line", "ts", "msg", "_rids")
-    events = (
-        recv.select("line", "ts", "_rids")
-        .explode("_rids")
-        .filter(pl.col("_rids").is_not_null())
-        .select(
-            "line",
-            "ts",
-            pl.col("_rids").alias("request_id"),
-            pl.col("_rids").alias("request_key"),
-            pl.lit("received").alias("event"),
-        )
+        bad_json = cand.clear()
+    one = _single_rids(recv["_rid"])
+    if one is not None:
+        # one id per row: the lists below would hold it alone (or a null, which no event gets)
+        recv = recv.select("line", "ts", "msg", one.alias("_rids"))
+        events = recv.filter(pl.col("_rids").is_not_null())
+        no_rid = recv.filter(pl.col("_rids").is_null())
+    else:
+        recv = recv.select("line", "ts", "msg", _rid_lists(recv["_rid"]))
+        events = recv.explode("_rids").filter(pl.col("_rids").is_not_null())
+        no_rid = recv.filter(pl.col("_rids").list.drop_nulls().list.len() == 0)
+    events = events.select(
+        "line",
+        "ts",
+        pl.col("_rids").alias("request_id"),
+        pl.col("_rids").alias("request_key"),
+        pl.lit("received").alias("event"),
     )
-    no_rid = recv.filter(pl.col("_rids").list.drop_nulls().list.len() == 0)
 
-    fin = rows.filter(pl.col("_kind") == "finished").with_columns(
-        pl.coalesce("_meta_id", pl.col("_rids").list.first()).alias("request_id")
-    )
+    one = _single_rids(fin["_rid"])
+    first_rid = one if one is not None else _rid_lists(fin["_rid"]).list.first()
+    fin = fin.with_columns(pl.coalesce(pl.col("_meta_id"), first_rid).alias("request_id"))
     fin_events = fin.filter(~pl.col("_has_meta") & pl.col("request_id").is_not_null()).select(
         "line",
         "ts",
