@@ -320,11 +320,12 @@ def _rid_lists(rid: pl.Series) -> pl.Series:
 def _single_rids(rid: pl.Series) -> pl.Series | None:
     """The one request id of each row when no `_rid` names a list (the usual case): what _rid_lists would give
     as a one-element list, a plain quoted string losing its quotes; else None."""
-    r = pl.lit(rid)
-    simple = r.str.contains(r"^'[^'\"]*'$")
-    if rid.is_empty() or not pl.select((simple | ~r.str.contains(r"^['\"\[]")).fill_null(True).all()).item():
+    if rid.is_empty():
         return None
-    return pl.select(pl.when(simple).then(r.str.slice(1).str.head(-1)).otherwise(r)).to_series().alias("_rid1")
+    simple = rid.str.contains(r"^'[^'\"]*'$")
+    if not (simple | ~rid.str.contains(r"^['\"\[]")).fill_null(True).all():
+        return None
+    return rid.str.slice(1).str.head(-1).zip_with(simple.fill_null(False), rid).alias("_rid1")
 
 
 def parse_requests(
