@@ -57,6 +57,13 @@ def _clean_series(text: pl.Series, ansi: bool) -> pl.Series:
     return text
 
 
+def needs_cleaning(text: pl.Expr) -> pl.Expr:
+    """One boolean (an aggregate): whether `segments` may change any line beyond dropping empty ones, i.e.
+    whether some line holds a `\r`, an ANSI escape or an outer prefix. A parser can compute it in the same
+    select as its own first pass over the raw lines and skip `segments` when it is false."""
+    return text.str.contains_any(["\r", "\x1b"]).any() | text.str.contains(_ANY_PREFIX_RE).any()
+
+
 def segments(lines: pl.DataFrame) -> pl.DataFrame:
     """`line`, `text` (physical) -> `line`, `seg` (0-based index within the line), `text` (cleaned).
 

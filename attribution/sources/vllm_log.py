@@ -17,7 +17,7 @@ import polars as pl
 from attribution.privacy import redact_expr
 from attribution.sources import timefmt, vllm_config
 from attribution.sources.base import ParseContext, ParseResult, Source
-from attribution.sources.common import segments
+from attribution.sources.common import needs_cleaning, segments
 
 _LEVEL = r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)"
 # `(NAME pid=N) ` (0.8+; part of the format in 0.33), level, `MM-DD HH:MM:SS`, `[file:line]` or pre-0.8
@@ -195,12 +195,25 @@ class VllmLog(Source):
 
 def _records(lines: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     """Physical lines -> records (idx, line, ts, msg; msg null for unheaded text, ts carried forward)."""
-    segs = segments(lines.select("line", "text"))
-    # The whole header (group 0 of an anchored regex without groups: no capture engine) or null; and how
-    # many headers a segment holds (one select: the two run in parallel).
-    found = segs.select(
-        hdr=pl.col("text").str.extract(_HEADER_ONLY_RE, 0), n=pl.col("text").str.count_matches(_LEVEL_DATE_RE)
+    # The whole header (group 0 of an anchored regex without groups: no capture engine) or null; how many
+    # headers a segment holds; and whether the lines need `segments` at all (one select: they run in
+    # parallel). Nearly always they do not, and then the lines are the segments, minus empty ones.
+    text = pl.col("text")
+    found = lines.select(
+        dirty=needs_cleaning(text),
+        hdr=text.str.extract(_HEADER_ONLY_RE, 0),
+        n=text.str.count_matches(_LEVEL_DATE_RE),
     )
+    if found.height and found["dirty"][0]:
+        segs = segments(lines.select("line", "text"))
+        found = segs.select(
+            hdr=text.str.extract(_HEADER_ONLY_RE, 0), n=text.str.count_matches(_LEVEL_DATE_RE)
+        )
+    else:
+        segs = lines.select("line", "text", seg=pl.lit(0, pl.Int32))
+        empty = lines["text"].str.len_bytes() == 0
+        if empty.any():
+            segs, found = segs.filter(~empty), found.filter(~empty)
     hdr, n_heads = found["hdr"], found["n"]
     is_glued = (n_heads >= 2) | ((n_heads == 1) & hdr.is_null())
     if is_glued.any():  # rare: split only those segments, and only then re-sort
