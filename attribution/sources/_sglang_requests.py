@@ -46,11 +46,26 @@ def _first_token(tokens: pl.Expr, *prefixes: str) -> pl.Expr:
 
 
 def _epoch(expr: pl.Expr) -> pl.Expr:
-    return (expr * 1e6).round(0).cast(pl.Int64).cast(pl.Datetime("us", "UTC"))
+    return (expr * 1e6).round(0).cast(pl.Int64, strict=False).cast(pl.Datetime("us", "UTC"))
 
 
 def _secs(expr: pl.Expr) -> pl.Expr:
-    return (expr * 1e6).round(0).cast(pl.Int64).cast(pl.Duration("us"))
+    return (expr * 1e6).round(0).cast(pl.Int64, strict=False).cast(pl.Duration("us"))
+
+
+MAX_SECONDS = 1e11  # larger than any epoch time or duration in seconds (3,000 years)
+
+
+def _out_of_range(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Finish rows with their impossible times (NaN, inf, beyond MAX_SECONDS) blanked, and those rows."""
+    cols = [c for c in META_FLOAT.values() if c in df.columns]
+    if not cols:
+        return df, df.clear()
+    wrong = {c: pl.col(c).is_nan() | (pl.col(c).abs() > MAX_SECONDS) for c in cols}
+    flagged = df.filter(pl.any_horizontal(w.fill_null(False) for w in wrong.values()))
+    if not flagged.height:
+        return df, flagged
+    return df.with_columns(pl.when(w).then(None).otherwise(pl.col(c)).alias(c) for c, w in wrong.items()), flagged
 
 
 def _err(df: pl.DataFrame, reason: str) -> pl.DataFrame:
@@ -390,9 +405,12 @@ def parse_requests(
         pl.col("request_id").alias("request_key"),
         pl.lit("finished").alias("event"),
     )
+    fin, impossible = _out_of_range(fin)
     requests = request_rows(fin.filter(pl.col("_has_meta") & pl.col("request_id").is_not_null()))
     errors = pl.concat(
         [
+            _err(impossible, "meta_info time out of range (NaN, infinite or beyond 1e11 s): kept the request "
+                             "without it"),
             _err(bad_json, "request log line is not valid JSON"),
             _err(no_rid, "Receive line without a rid"),
             _err(fin.filter(pl.col("request_id").is_null()), "Finish line without an id or rid"),
