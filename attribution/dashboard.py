@@ -21,7 +21,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from attribution import analyses, thresholds
+from attribution import analyses, joincache, thresholds
 from attribution.analyses import Analysis, GroupBy, Selection
 from attribution.compare import CohortBy, compare
 from attribution.db import fetch
@@ -145,16 +145,17 @@ def choices(con: duckdb.DuckDBPyConnection) -> Choices:
                    values("workload"), values("label"), values("version"))
 
 
-def narrow(con: duckdb.DuckDBPyConnection, flt: Filters, scratch: Path | None = None
-           ) -> duckdb.DuckDBPyConnection:
+def narrow(con: duckdb.DuckDBPyConnection, flt: Filters) -> duckdb.DuckDBPyConnection:
     """Restrict the store views every analysis reads (`joined_requests`, `engine_steps`, `engine_config`) to
     the filters' deployments, workloads, labels and engine versions, by renaming each view and putting a
-    filtered one in its place. The requests are materialised once, so each page's select() does not redo the
-    engine x gateway join: in memory, or in a DuckDB file at `scratch` (compressed, paged in as needed: 0.2
-    GB on disk instead of 2.8 GB of memory for 2M requests). Engine lines have no workload: a workload filter
-    leaves them whole; an engine version filter keeps the lines logged after a start of that version (until
-    the pod's next start). The time range is not applied here: it is each analysis' window."""
+    filtered one in its place. Nothing is copied: on a store connection joined_requests reads the commit's
+    cached join (attribution.joincache), and each analysis reads it through the filter.
+    Engine lines have no workload: a workload filter leaves them whole; an engine version filter keeps the
+    lines logged after a start of that version (until the pod's next start). The time range is not applied
+    here: it is each analysis' window."""
     vals = flt.values()
+    if not vals:
+        return con
     rows = [(dim, v) for dim, vs in vals.items() for v in vs]
     con.register("_dashboard_filter", pl.DataFrame(rows, schema={"dim": pl.Utf8, "value": pl.Utf8},
                                                    orient="row").to_arrow())
@@ -164,13 +165,9 @@ def narrow(con: duckdb.DuckDBPyConnection, flt: Filters, scratch: Path | None = 
                  for dim, expr in exprs.items() if dim in vals]
         return " and ".join(terms) or "true"
 
-    table = "dashboard_requests"
-    if scratch is not None:
-        con.execute("attach $file as dashboard_scratch", {"file": str(scratch)})
-        table = "dashboard_scratch.requests"
     con.execute("alter view joined_requests rename to joined_requests_unfiltered")
-    con.execute(f"create table {table} as select * from joined_requests_unfiltered where " + where(_REQUEST_VALUE))
-    con.execute(f"create view joined_requests as select * from {table}")
+    con.execute("create view joined_requests as select * from joined_requests_unfiltered where "
+                + where(_REQUEST_VALUE))
     engine = {d: _REQUEST_VALUE[d] for d in ("deployment", "label")}
     if not {"deployment", "label", "version"} & vals.keys():
         return con
@@ -222,14 +219,16 @@ class View:
         self.snapshot = snapshot or self.store.snapshot()
         self.filters = flt
         con = self.store.connect(self.snapshot)
-        # Scratch space outside the store (the dashboard never writes there), removed with the view.
+        # Scratch space outside the store (DuckDB's spill files), removed with the view.
         scratch = Path(tempfile.mkdtemp(prefix="attribution-dashboard-"))
         weakref.finalize(self, _discard, con, scratch)
         # DuckDB would take 80% of the machine (15 GB for the thresholds of 2M requests on a 23 GB box); a
         # dashboard left running shares the machine, so it spills to disk beyond a quarter of it.
         con.execute("set memory_limit = $limit", {"limit": f"{memory_limit_mb()}MB"})
         con.execute("set temp_directory = $dir", {"dir": str(scratch)})
-        self.con = narrow(con, flt, scratch / "requests.duckdb")
+        # The engine x gateway join, once per store commit (shared with every view, session and CLI run on it).
+        joincache.use(con, fallback_dir=scratch)
+        self.con = narrow(con, flt)
         self.lock = threading.Lock()
 
     def choices(self) -> Choices:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from attribution import queries
+from attribution import joincache, queries
 from attribution.db import fetch
 from attribution.schema import TABLES
 from attribution.store import Store
@@ -14,6 +14,7 @@ from attribution.store import Store
 def store_status(store: Store) -> dict[str, Any]:
     snap = store.snapshot()
     con = store.connect(snap)
+    joincache.use(con)
     files = fetch(
         con,
         "select status, count(*) as files, sum(size_bytes) as bytes from ingest_files where not rotated "

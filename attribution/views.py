@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import duckdb
 import polars as pl
 
-from attribution import queries
+from attribution import joincache, queries
 from attribution.errors import UsageError
 from attribution.schema import TABLES, empty
 
@@ -99,6 +99,7 @@ def connect(store: Store, snapshot: Snapshot) -> duckdb.DuckDBPyConnection:
     con.register("_workload_map", load_workload_map(store).to_arrow())
     con.execute("create view workload_map as select * from _workload_map")
     con.execute(f"create view joined_requests as {queries.load('stg_joined_requests').sql}")
+    joincache.register(con, store.root, snapshot.version)
     return con
 
 

@@ -18,20 +18,6 @@ long as (
     into name metric value length
 ),
 
-ranked as (
-    select
-        grp,
-        metric,
-        length,
-        sum(length) over (
-            partition by grp, metric order by length rows between unbounded preceding and current row
-        ) as cum_tokens,
-        sum(length) over (partition by grp, metric) as total_tokens,
-        row_number() over (partition by grp, metric order by length desc) as rank_desc,
-        count(*) over (partition by grp, metric) as n
-    from long
-),
-
 stats as (
     select
         grp,
@@ -40,24 +26,55 @@ stats as (
         sum(length)::bigint as tokens,
         avg(length) as mean,
         quantile_cont(length, [0.5, 0.9, 0.99, 0.999]) as q,
-        max(length) as max,
+        max(length) as max
+    from long
+    group by grp, metric
+),
+
+-- the token-weighted figures need the lengths in order: one row per distinct length is enough (and far
+-- cheaper to order than one row per request)
+by_length as (
+    select grp, metric, length, count(*) as n_length, sum(length) as tokens_length
+    from long
+    group by grp, metric, length
+),
+
+ranked as (
+    select
+        *,
+        -- tokens of the requests no longer than this length
+        sum(tokens_length) over (partition by grp, metric order by length) as cum_tokens,
+        sum(tokens_length) over (partition by grp, metric) as total_tokens,
+        -- requests strictly longer than this length, and all of them
+        sum(n_length) over (partition by grp, metric order by length desc) - n_length as longer,
+        sum(n_length) over (partition by grp, metric) as n
+    from by_length
+),
+
+weighted as (
+    select
+        grp,
+        metric,
         min(length) filter (where cum_tokens >= 0.5 * total_tokens) as tok_p50,
         min(length) filter (where cum_tokens >= 0.9 * total_tokens) as tok_p90,
         min(length) filter (where cum_tokens >= 0.99 * total_tokens) as tok_p99,
-        sum(length) filter (where rank_desc <= ceil(n / 100)) / nullif(sum(length), 0) as top1_token_share
+        -- the longest ceil(n / 100) requests: of each length, those not already counted among longer ones
+        sum(length * least(n_length, greatest(ceil(n / 100)::bigint - longer, 0)))
+            / nullif(sum(tokens_length), 0) as top1_token_share
     from ranked
     group by grp, metric
 ),
 
 final as (
     select
-        grp, metric, requests, tokens, mean,
+        s.grp, s.metric, requests, tokens, mean,
         q[1] as p50, q[2] as p90, q[3] as p99, q[4] as p99_9, max,
         case when tokens > 0 then tok_p50 end as tok_p50,
         case when tokens > 0 then tok_p90 end as tok_p90,
         case when tokens > 0 then tok_p99 end as tok_p99,
         top1_token_share
-    from stats
+    from stats as s
+    join weighted as w on w.grp = s.grp and w.metric = s.metric
 )
 
 select * from final

@@ -33,14 +33,22 @@ long as (
     unpivot (value for metric in (running, demand, live_tokens, demand_tokens))
 ),
 
+-- the weighted time and the lines at each distinct value: ordering those is far cheaper than ordering lines
+by_value as (
+    select start_id, metric, value, sum(w_s) as w, count(*) as n
+    from long
+    group by start_id, metric, value
+),
+
 cumulative as (
     select
         *,
-        sum(w_s) over (partition by start_id, metric order by value
-                       range between unbounded preceding and current row) as cum,
-        sum(w_s) over (partition by start_id, metric) as total,
-        cume_dist() over (partition by start_id, metric order by value) as rank_share
-    from long
+        -- lines with values <= this one (all of its peers): their weight and their share of the lines
+        sum(w) over (partition by start_id, metric order by value) as cum,
+        sum(w) over (partition by start_id, metric) as total,
+        sum(n) over (partition by start_id, metric order by value) / sum(n) over (partition by start_id, metric)
+            as rank_share
+    from by_value
 ),
 
 quantiles as (

@@ -12,16 +12,16 @@
 --   nothing), peak_running.
 with
 
+-- only binding lines make episodes; whether the engine's previous line was binding is in memsplit_lines
 lines as (
-    select * from memsplit_lines
+    select * from memsplit_lines where binding
 ),
 
 marked as (
     select
         *,
-        binding and not coalesce(lag(binding) over w and gap_s <= $max_gap_s, false) as opens
+        not coalesce(prev_binding and gap_s <= $max_gap_s, false) as opens
     from lines
-    window w as (partition by start_id, rank order by ts, line)
 ),
 
 runs as (
@@ -50,7 +50,6 @@ by_run as (
         count(kv_usage) as kv_lines,
         max(running) as peak_running
     from runs
-    where binding
     group by start_id, rank, run
 ),
 

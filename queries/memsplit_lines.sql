@@ -11,7 +11,8 @@
 --   waiting requests assumed to hold as many tokens as the running ones; 0 when nothing runs), gap_s (from
 --   the previous line of the same engine), w_s (weight: seconds to the next line, at most $max_gap_s; 0 for
 --   the last line), at_cap (running >= cap), queued (waiting > 0), binding (at_cap and queued and kv_usage <
---   $kv_low), kv_bound (queued and kv_usage >= $kv_low).
+--   $kv_low), kv_bound (queued and kv_usage >= $kv_low), prev_binding (the previous line of the engine was
+--   binding; NULL for its first line).
 with
 
 starts as (
@@ -45,7 +46,8 @@ timed as (
     select
         *,
         (epoch_us(ts) - epoch_us(lag(ts) over w)) / 1e6 as gap_s,
-        least(coalesce((epoch_us(lead(ts) over w) - epoch_us(ts)) / 1e6, 0.0), $max_gap_s) as w_s
+        least(coalesce((epoch_us(lead(ts) over w) - epoch_us(ts)) / 1e6, 0.0), $max_gap_s) as w_s,
+        lag(coalesce(running >= cap and waiting > 0 and kv_usage < $kv_low, false)) over w as prev_binding
     from lines
     window w as (partition by start_id, rank order by ts, line)
 ),
@@ -71,9 +73,9 @@ final as (
         running >= cap as at_cap,
         waiting > 0 as queued,
         coalesce(running >= cap and waiting > 0 and kv_usage < $kv_low, false) as binding,
-        coalesce(waiting > 0 and kv_usage >= $kv_low, false) as kv_bound
+        coalesce(waiting > 0 and kv_usage >= $kv_low, false) as kv_bound,
+        prev_binding
     from timed
 )
 
 select * from final
-order by start_id, rank, ts, line

@@ -14,20 +14,45 @@
 --   hashed key, else the served model, else the deployment.
 with
 
-engine_rows as (
+engine_all as (
     select * from requests
     where source_kind = 'engine' and request_key is not null
-    qualify row_number() over (
-        partition by request_key
-        order by (ttft_s is null)::int + (queue_s is null)::int + (e2e_s is null)::int
-            + (output_tokens is null)::int, source, file, line
-    ) = 1
+),
+
+gateway_all as (
+    select * from requests
+    where source_kind = 'gateway' and request_key is not null
+),
+
+-- keys with more than one row on a side (few): only their rows need ranking, a window over every key is slow
+engine_dups as (
+    select request_key from engine_all group by request_key having count(*) > 1
+),
+
+gateway_dups as (
+    select request_key from gateway_all group by request_key having count(*) > 1
+),
+
+engine_rows as (
+    select * from engine_all anti join engine_dups using (request_key)
+    union all
+    select * from (
+        select * from engine_all semi join engine_dups using (request_key)
+        qualify row_number() over (
+            partition by request_key
+            order by (ttft_s is null)::int + (queue_s is null)::int + (e2e_s is null)::int
+                + (output_tokens is null)::int, source, file, line
+        ) = 1
+    )
 ),
 
 gateway_rows as (
-    select * from requests
-    where source_kind = 'gateway' and request_key is not null
-    qualify row_number() over (partition by request_key order by file, line) = 1
+    select * from gateway_all anti join gateway_dups using (request_key)
+    union all
+    select * from (
+        select * from gateway_all semi join gateway_dups using (request_key)
+        qualify row_number() over (partition by request_key order by file, line) = 1
+    )
 ),
 
 unkeyed as (

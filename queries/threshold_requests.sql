@@ -15,20 +15,30 @@ requests as (
     where in_window
 ),
 
+-- each start holds from its first line to the next start of its deployment (and engine): the latest start at
+-- or before an arrival is the one whose range holds it (a range join on these few rows is cheaper than ASOF)
 starts as (
-    select config_id, deployment, engine, ts from thr_starts
+    select
+        config_id, deployment, engine, ts,
+        lead(ts) over (partition by deployment, engine order by ts, config_id) as next_ts,
+        lead(ts) over (partition by deployment order by ts, config_id) as next_ts_any_engine
+    from thr_starts
 ),
 
 by_engine as (
     select r.rid, s.config_id
     from requests as r
-    asof join starts as s on r.deployment = s.deployment and r.engine = s.engine and r.arrival >= s.ts
+    join starts as s
+        on r.deployment = s.deployment and r.engine = s.engine
+       and r.arrival >= s.ts and (s.next_ts is null or r.arrival < s.next_ts)
 ),
 
 by_deployment as (
     select r.rid, s.config_id, s.engine
     from (select * from requests where engine is null) as r
-    asof join starts as s on r.deployment = s.deployment and r.arrival >= s.ts
+    join starts as s
+        on r.deployment = s.deployment
+       and r.arrival >= s.ts and (s.next_ts_any_engine is null or r.arrival < s.next_ts_any_engine)
 ),
 
 final as (

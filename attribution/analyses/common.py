@@ -16,7 +16,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from attribution import queries
+from attribution import joincache, queries
 from attribution.db import fetch
 from attribution.errors import AttributionError, UsageError
 
@@ -79,6 +79,7 @@ def resolve_window(con: duckdb.DuckDBPyConnection, since: Any = None, until: Any
     arrival in the store (so `--since 7d` means the last seven days of data, also for archived logs)."""
     s, u = parse_when(since), parse_when(until)
     newest = None
+    joincache.use(con)
     if isinstance(s, timedelta) or isinstance(u, timedelta):
         newest = fetch(con, "select max(coalesce(arrival, finished)) as t from joined_requests").item()
         if newest is None:
@@ -117,6 +118,7 @@ def select(con: duckdb.DuckDBPyConnection, *, since: Any = None, until: Any = No
     analyses: materialise the window's requests once. `since` may be a resolved Window. A later select() on
     the same connection replaces this one (using the older Selection then raises)."""
     by = GroupBy(by)
+    joincache.use(con)
     window = since if isinstance(since, Window) else resolve_window(con, since, until)
     materialize(con, "analysis_requests", since=window.since, until=window.until, by=by.value)
     n = fetch(con, "select count(*) filter (where in_window) as n from analysis_requests").item()

@@ -1,23 +1,22 @@
 """Concurrency per deployment (and group): the event sweep of DESIGN.md over per-request intervals (exact),
 the engine's own step lines where a deployment has nothing else (sampled), or a replay of arrivals through
-the simulator's service model where only arrivals are known (estimate). The sweep runs in DuckDB SQL
-(queries/concurrency_segments.sql) so it scales to millions of requests."""
+the simulator's service model where only arrivals are known (estimate). The sweep is defined in SQL
+(queries/concurrency_segments.sql, concurrency_stats.sql) and computed by attribution.analyses.sweep, which
+gives the same rows in seconds on millions of requests."""
 
 from __future__ import annotations
 
 import polars as pl
 
-from attribution import queries
+from attribution.analyses import sweep
 from attribution.analyses.common import (
     PERCENTILE_METHOD,
     Analysis,
     GroupBy,
     Selection,
     base_params,
-    materialize,
     name_groups,
 )
-from attribution.db import fetch
 
 DEFAULT_SERVICE_MODEL = "vllm-chat-small"
 METRIC_ORDER = {m: i for i, m in enumerate(("running", "waiting", "in_system", "kv_tokens", "seen_at_arrival"))}
@@ -56,16 +55,16 @@ def pick_bucket_s(span_s: float, points: int = 500) -> int:
 
 def exact_frames(sel: Selection, *, per_group: bool, timeseries: bool, bucket_s: int | None
                  ) -> tuple[pl.DataFrame, pl.DataFrame | None]:
-    """Sweep the intervals of `sel` (its connection's analysis_requests): stats and, if asked, a time series."""
-    materialize(sel.con, "concurrency_segments", **sel.window_params(), per_group=per_group)
-    stats = queries.run(sel.con, "concurrency_stats").with_columns(source=pl.lit("exact"))
+    """Sweep the intervals of `sel` (its connection's analysis_requests): stats and, if asked, a time series
+    (queries/concurrency_segments.sql, concurrency_stats.sql and concurrency_timeseries.sql, computed by
+    attribution.analyses.sweep)."""
+    parts = sweep.segments(sel.con, sel.window.since, sel.window.until, per_group)
+    stats = sweep.stats(sel.con, parts).with_columns(source=pl.lit("exact"))
     series = None
     if timeseries:
         if bucket_s is None:
-            span = fetch(sel.con, "select max(s) from (select (max(t + dur_us) - min(t)) / 1e6 as s "
-                                  "from concurrency_segments group by deployment)").item()
-            bucket_s = pick_bucket_s(float(span or 0))
-        series = queries.run(sel.con, "concurrency_timeseries", bucket_us=int(bucket_s * 1_000_000))
+            bucket_s = pick_bucket_s(sweep.span_s(parts))
+        series = sweep.timeseries(parts, int(bucket_s * 1_000_000))
     return stats, series
 
 

@@ -16,8 +16,8 @@ import numpy as np
 import polars as pl
 
 from attribution import queries
-from attribution.analyses.common import materialize
-from attribution.thresholds.crossings import mark_requests, mark_steps, register
+from attribution.thresholds import steps
+from attribution.thresholds.crossings import mark_requests, register
 
 MIN_CROSSING = 20  # fewer crossing requests on a side than this: no estimate of their change
 
@@ -98,8 +98,9 @@ def crossing_groups(con: Any, starts: pl.DataFrame, settings: pl.DataFrame, rows
     cmp, info = compare_settings(settings, before_cfg, after_cfg)
     register(con, starts, cmp)
     mark_requests(con, requests=False)
-    mark_steps(con)
-    materialize(con, "threshold_arrivals", "thr_arrival_flags", max_gap_s=float(max_gap_s))
+    # queries/threshold_arrivals.sql (its crossing rows), computed by attribution.thresholds.steps
+    arrivals = steps.arrival_flags(con, steps.step_rows(con), float(max_gap_s))
+    con.register("thr_arrival_flags", arrivals.to_arrow())
     flags = queries.run(con, "compare_crossed_requests")
     rid = rows["rid"].to_numpy()
     groups = []

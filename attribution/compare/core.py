@@ -71,6 +71,7 @@ class _Estimator:
         self.d, self.ps, self.mix, self.resamples = data, ps, mix, resamples
         self.rng = np.random.default_rng(seed)
         self._cache: dict[tuple[str, tuple[float, ...], bytes], list[dict[str, Any]]] = {}
+        self._order: dict[str, np.ndarray] = {}  # metric -> stable argsort of its values (sorted once)
 
     def ratio(self, metric: str, subset: np.ndarray | None = None, ps: tuple[float, ...] | None = None
               ) -> list[dict[str, Any]]:
@@ -82,10 +83,13 @@ class _Estimator:
         ok = np.isfinite(vals) if subset is None else np.isfinite(vals) & subset
         key = (metric, ps, hashlib.blake2b(np.packbits(ok).tobytes(), digest_size=16).digest())
         if key not in self._cache:
-            self._cache[key] = self._ratio(vals, ok, ps)
+            if metric not in self._order:
+                self._order[metric] = np.argsort(vals, kind="stable")
+            self._cache[key] = self._ratio(vals, ok, ps, self._order[metric])
         return self._cache[key]
 
-    def _ratio(self, vals: np.ndarray, ok: np.ndarray, ps: tuple[float, ...]) -> list[dict[str, Any]]:
+    def _ratio(self, vals: np.ndarray, ok: np.ndarray, ps: tuple[float, ...], order: np.ndarray
+               ) -> list[dict[str, Any]]:
         d = self.d
         b, a = ok & ~d.after, ok & d.after
         vb, cb, va, ca = vals[b], d.codes[b], vals[a], d.codes[a]
@@ -95,9 +99,12 @@ class _Estimator:
             pb = pa = nan
             lo = hi = dlo = dhi = nan
         else:
-            pb, pa = stats.weighted_percentiles(vb, cb, w, ps), stats.weighted_percentiles(va, ca, w, ps)
-            db = stats.bootstrap_percentiles(vb, cb, w, ps, self.resamples, self.rng)
-            da = stats.bootstrap_percentiles(va, ca, w, ps, self.resamples, self.rng)
+            # each side's values in weighted strata, in sorted order, from the metric's one sort
+            ob = stats.sorted_order(order, b & (w[d.codes] > 0))
+            oa = stats.sorted_order(order, a & (w[d.codes] > 0))
+            pb, pa = stats.weighted_percentiles(vb, cb, w, ps, ob), stats.weighted_percentiles(va, ca, w, ps, oa)
+            db = stats.bootstrap_percentiles(vb, cb, w, ps, self.resamples, self.rng, ob)
+            da = stats.bootstrap_percentiles(va, ca, w, ps, self.resamples, self.rng, oa)
             with np.errstate(all="ignore"):
                 lo, hi = stats.interval(da / db)
             dlo, dhi = stats.interval(da - db)

@@ -34,17 +34,19 @@ def mix_weights(codes_a: np.ndarray, codes_b: np.ndarray, n_strata: int, mix: st
 
 
 def weighted_percentiles(values: np.ndarray, codes: np.ndarray, weights: np.ndarray,
-                         ps: tuple[float, ...] = PERCENTILES) -> np.ndarray:
+                         ps: tuple[float, ...] = PERCENTILES, order: np.ndarray | None = None) -> np.ndarray:
     """Re-weighted percentiles with linear interpolation: item i (sorted, unit weight u_i, cumulative C_i)
     sits at position (C_i - u_i) / (1 - u_last); with equal weights that is (i - 1) / (n - 1), numpy's and
-    DuckDB quantile_cont's rule. NaN when no request falls in a weighted stratum."""
+    DuckDB quantile_cont's rule. NaN when no request falls in a weighted stratum. `order`, if given, is the
+    stable argsort of the values in weighted strata (see `sorted_order`), saving the sort."""
     keep = weights[codes] > 0
     v, c = values[keep], codes[keep]
     if v.size == 0:
         return np.full(len(ps), np.nan)
     n_s = np.bincount(c, minlength=weights.size)
     u = weights[c] / n_s[c]
-    order = np.argsort(v, kind="stable")
+    if order is None:
+        order = np.argsort(v, kind="stable")
     v, u = v[order], u[order] / u.sum()
     if v.size == 1:
         return np.full(len(ps), v[0])
@@ -52,9 +54,29 @@ def weighted_percentiles(values: np.ndarray, codes: np.ndarray, weights: np.ndar
     return np.interp(np.asarray(ps), pos, v)
 
 
+def sorted_order(full_order: np.ndarray, selected: np.ndarray) -> np.ndarray:
+    """The stable argsort of `values[selected]`, from `full_order` (the stable argsort of all of `values`)
+    without sorting again: a stable sort keeps equal values in their original order, and so does this."""
+    position = np.cumsum(selected) - 1  # index of each selected item among the selected ones
+    return position[full_order[selected[full_order]]]
+
+
+def _distinct(v: np.ndarray, order: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(v, return_inverse=True), from the values' argsort when known."""
+    if order is None:
+        return np.unique(v, return_inverse=True)
+    sv = v[order]
+    new = np.empty(sv.size, bool)
+    new[:1] = True
+    np.not_equal(sv[1:], sv[:-1], out=new[1:])
+    inverse = np.empty(sv.size, np.intp)
+    inverse[order] = np.cumsum(new) - 1
+    return sv[new], inverse
+
+
 def bootstrap_percentiles(values: np.ndarray, codes: np.ndarray, weights: np.ndarray,
                           ps: tuple[float, ...] = PERCENTILES, resamples: int = RESAMPLES,
-                          rng: np.random.Generator | None = None) -> np.ndarray:
+                          rng: np.random.Generator | None = None, order: np.ndarray | None = None) -> np.ndarray:
     """(len(ps), resamples) bootstrap draws of the re-weighted inverted-CDF percentiles.
 
     Each resample draws n_s requests with replacement in every stratum s. The percentile is found by
@@ -70,7 +92,7 @@ def bootstrap_percentiles(values: np.ndarray, codes: np.ndarray, weights: np.nda
     present = np.unique(c)
     c = np.searchsorted(present, c)  # strata renumbered 0..S-1
     n_strata = present.size
-    distinct, g = np.unique(v, return_inverse=True)
+    distinct, g = _distinct(v, order)  # `order`: as for weighted_percentiles
     k = distinct.size
     n_s = np.bincount(c, minlength=n_strata)
     if n_strata * (k + 1) <= TABLE_CELLS:  # counts below every cut, per stratum: a lookup per query

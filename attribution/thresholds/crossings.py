@@ -14,6 +14,7 @@ import polars as pl
 
 from attribution import queries
 from attribution.analyses.common import Analysis, Selection, materialize
+from attribution.thresholds import steps as step_kernel
 from attribution.thresholds.catalogue import QUANTITIES, Catalogue, load_catalogue
 from attribution.thresholds.settings import effective_settings, engine_starts
 
@@ -112,8 +113,9 @@ def thresholds(sel: Selection, catalogue: Catalogue | None = None, *, features: 
     settings = prepare(con, cat, gpu_mem_gib=gpu_mem_gib, tp_size=tp_size)
     mark_requests(con)
     used_req = set(queries.run(con, "threshold_config_use")["config_id"].to_list())
-    mark_steps(con, sel.window.since, sel.window.until)
-    steps = queries.run(con, "threshold_steps", max_gap_s=float(max_gap_s))
+    # queries/threshold_steps.sql over threshold_step_values.sql, computed by attribution.thresholds.steps
+    steps = step_kernel.steps_table(con, step_kernel.step_rows(con, sel.window.since, sel.window.until),
+                                    float(max_gap_s))
     used = used_req | _starts_in_window(con, sel)
     summary = _summary(settings, used)
     cross = queries.run(con, "threshold_crossings")

@@ -1,0 +1,339 @@
+"""The concurrency sweep of queries/concurrency_segments.sql, concurrency_stats.sql and
+concurrency_timeseries.sql, computed with NumPy: the same step functions, statistics and time series, in
+seconds instead of minutes on millions of requests (a SQL engine spends that time grouping and ranking tens
+of millions of events; here they are one sort and a few running sums per deployment).
+
+The SQL files stay the definition (and what a distributed engine would run); tests/test_concurrency.py
+checks that both give the same rows. Counts, durations, peaks and percentiles of counts are exact integer
+arithmetic in both. The live KV tokens are running sums of fractional growth rates: both round them to a
+thousandth of a token, and the two summation orders may leave that last digit apart (1e-3 token) where a
+value falls on the rounding boundary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import duckdb
+import numpy as np
+import polars as pl
+
+from attribution.db import fetch
+
+SEGMENT_COLUMNS = ("deployment", "grp", "t", "dur_us", "arrivals", "running", "waiting", "unknown", "in_system",
+                   "kv_start", "kv_end")
+METRICS = ("running", "waiting", "in_system", "kv_tokens")
+_REQUESTS_SQL = """
+select deployment, grp, t_arrival, t_admit, t_first, t_end, prompt_tokens, output_tokens
+from analysis_requests
+where t_arrival is not null and t_end > t_arrival
+  and ($since::timestamptz is null or t_end > epoch_us($since::timestamptz))
+  and ($until::timestamptz is null or t_arrival < epoch_us($until::timestamptz))
+"""
+
+
+def _us(t: datetime | None) -> int | None:
+    if t is None:
+        return None
+    return int(pl.Series([t]).dt.epoch("us")[0])
+
+
+def round_half_up(v: np.ndarray) -> np.ndarray:
+    """DuckDB's round() of a DOUBLE: the nearest integer, halves upwards (-2.5 -> -2)."""
+    f = np.floor(v)
+    return f + (v - f >= 0.5)
+
+
+def round3(v: np.ndarray) -> np.ndarray:
+    """DuckDB's round(x, 3) of a DOUBLE: round(x * 1000) / 1000."""
+    return round_half_up(v * 1000.0) / 1000.0
+
+
+@dataclass
+class Segments:
+    """One partition's step function (the rows of concurrency_segments.sql for one deployment and group)."""
+
+    deployment: str | None
+    grp: str | None
+    t: np.ndarray
+    dur: np.ndarray
+    arrivals: np.ndarray
+    running: np.ndarray
+    waiting: np.ndarray
+    unknown: np.ndarray
+    in_system: np.ndarray
+    kv_start: np.ndarray
+    kv_end: np.ndarray
+
+    def frame(self) -> pl.DataFrame:
+        n = self.t.size
+        return pl.DataFrame({
+            "deployment": pl.Series([self.deployment] * n, dtype=pl.Utf8),
+            "grp": pl.Series([self.grp] * n, dtype=pl.Utf8),
+            "t": self.t, "dur_us": self.dur, "arrivals": self.arrivals, "running": self.running,
+            "waiting": self.waiting, "unknown": self.unknown, "in_system": self.in_system,
+            "kv_start": self.kv_start, "kv_end": self.kv_end,
+        })  # fmt: skip
+
+
+@dataclass
+class _Bounds:
+    lo: int | None
+    hi: int | None
+    origin: int | None
+
+
+def _column(df: pl.DataFrame, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Values (nulls as 0) and a mask of the non-null ones."""
+    s = df[name]
+    return s.fill_null(0).to_numpy(), s.is_not_null().to_numpy()
+
+
+@dataclass
+class _Events:
+    """One deployment's events (arrival, admission, first token, end of each request) in time order."""
+
+    t: np.ndarray
+    request: np.ndarray  # the request (row of the deployment's frame) of each event
+    ints: np.ndarray  # (4, n): arrivals, d_wait, d_run, d_unk
+    floats: np.ndarray  # (3, n): d_c, d_r, d_b
+
+
+def _events(df: pl.DataFrame, b: _Bounds) -> _Events:
+    """The events of queries/concurrency_segments.sql (`events`, `clipped`) for one deployment's requests."""
+    ta = df["t_arrival"].to_numpy()
+    te = df["t_end"].to_numpy()
+    tadm, known = _column(df, "t_admit")
+    tfirst, has_first = _column(df, "t_first")
+    prompt = df["prompt_tokens"].fill_null(0).cast(pl.Float64).to_numpy()
+    output = df["output_tokens"].fill_null(0).cast(pl.Float64).to_numpy()
+    tgrow = np.where(has_first, tfirst, tadm)
+    counted = (ta >= b.lo).astype(np.int64) if b.lo is not None else np.ones(ta.size, np.int64)
+    growing = known & (te > tgrow)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate = np.where(growing, output / np.where(growing, te - tgrow, 1).astype(np.float64), 0.0)
+    jump = np.where(known & (te <= tgrow), output, 0.0)
+    offset = rate * (tgrow - b.origin).astype(np.float64)
+    kn = known.astype(np.int64)
+    unk = 1 - kn
+    k = np.flatnonzero(known)
+    n = np.arange(ta.size)
+    zero_i, zero_f = np.zeros(ta.size, np.int64), np.zeros(ta.size)
+    t = np.concatenate([ta, tadm[k], tgrow[k], te])
+    request = np.concatenate([n, k, k, n])
+    ints = np.stack([
+        np.concatenate([counted, zero_i[k], zero_i[k], zero_i]),  # arrivals
+        np.concatenate([kn, -np.ones(k.size, np.int64), zero_i[k], zero_i]),  # d_wait
+        np.concatenate([zero_i, np.ones(k.size, np.int64), zero_i[k], -kn]),  # d_run
+        np.concatenate([unk, zero_i[k], zero_i[k], -unk]),  # d_unk
+    ])
+    floats = np.stack([
+        np.concatenate([zero_f, prompt[k], jump[k], np.where(known, -(prompt + jump), 0.0)]),  # d_c
+        np.concatenate([zero_f, zero_f[k], rate[k], -rate]),  # d_r
+        np.concatenate([zero_f, zero_f[k], offset[k], np.where(known, -offset, 0.0)]),  # d_b
+    ])
+    if b.lo is not None:
+        t = np.maximum(t, b.lo)
+    keep = t < b.hi if b.hi is not None else np.ones(t.size, bool)
+    order = np.flatnonzero(keep)
+    order = order[np.argsort(t[order])]
+    return _Events(t[order], request[order], ints[:, order], floats[:, order])
+
+
+def _sweep(e: _Events, b: _Bounds, deployment: str | None, grp: str | None) -> Segments:
+    """concurrency_segments.sql (`instants` onwards) for one partition's events, in time order."""
+    t = e.t
+    if not t.size:
+        empty_i, empty_f = np.zeros(0, np.int64), np.zeros(0)
+        return Segments(deployment, grp, empty_i, empty_i, empty_i, empty_i, empty_i, empty_i, empty_i, empty_f,
+                        empty_f)
+    first = np.flatnonzero(np.r_[True, t[1:] != t[:-1]])
+    inst = t[first]
+    arrivals, d_wait, d_run, d_unk = np.add.reduceat(e.ints, first, axis=1)
+    running, waiting, unknown = np.cumsum(d_run), np.cumsum(d_wait), np.cumsum(d_unk)
+    c, r, bb = np.cumsum(np.add.reduceat(e.floats, first, axis=1), axis=1)
+    in_system = running + waiting + unknown
+    t_next = np.empty_like(inst)
+    t_next[:-1] = inst[1:]
+    t_next[-1] = b.hi if in_system[-1] > 0 and b.hi is not None else inst[-1]
+    rel = (inst - b.origin).astype(np.float64)
+    rel_next = (t_next - b.origin).astype(np.float64)
+    kv_start = np.maximum(round3(c + r * rel - bb), 0.0) + 0.0
+    kv_end = np.maximum(round3(c + r * rel_next - bb), 0.0) + 0.0
+    return Segments(deployment, grp, inst, t_next - inst, arrivals, running, waiting, unknown, in_system, kv_start,
+                    kv_end)
+
+
+def segments(con: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None,
+             per_group: bool) -> list[Segments]:
+    """The sweep of the connection's analysis_requests: one Segments per deployment (grp None) and, with
+    `per_group`, per deployment and group. A deployment's events are sorted once; each group's are a subset
+    of them, already in order."""
+    df = fetch(con, _REQUESTS_SQL, {"since": since, "until": until})
+    lo, until_us = _us(since), _us(until)
+    max_end = int(df["t_end"].max()) if df.height else None
+    his = [x for x in (until_us, max_end) if x is not None]
+    bounds = _Bounds(lo, min(his) if his else None, int(df["t_arrival"].min()) if df.height else None)
+    if not df.height:
+        return []
+    whole, groups = [], []
+    for (dep,), part in df.partition_by("deployment", maintain_order=True, as_dict=True).items():
+        e = _events(part, bounds)
+        whole.append(_sweep(e, bounds, dep, None))
+        if per_group:
+            grp = part["grp"]
+            for g in grp.unique(maintain_order=True).to_list():
+                of = (grp.is_null() if g is None else grp.eq_missing(g)).to_numpy()[e.request]
+                groups.append(_sweep(_Events(e.t[of], e.request[of], e.ints[:, of], e.floats[:, of]), bounds, dep,
+                                     g))
+    return whole + groups
+
+
+def frame(parts: list[Segments]) -> pl.DataFrame:
+    """The rows of concurrency_segments.sql."""
+    schema = {"deployment": pl.Utf8, "grp": pl.Utf8, "t": pl.Int64, "dur_us": pl.Int64, "arrivals": pl.Int64,
+              "running": pl.Int64, "waiting": pl.Int64, "unknown": pl.Int64, "in_system": pl.Int64,
+              "kv_start": pl.Float64, "kv_end": pl.Float64}
+    return pl.concat([pl.DataFrame(schema=schema), *(p.frame() for p in parts)])
+
+
+def _first_at_max(values: np.ndarray, t: np.ndarray) -> tuple[Any, int]:
+    i = int(np.argmax(values))
+    return values[i], int(t[i])
+
+
+def _time_weighted(value: np.ndarray, dur: np.ndarray) -> dict[str, Any]:
+    """mean and the smallest values covering 50/90/99% of the time (concurrency_stats.sql `weighted`)."""
+    if value.size and value.min() >= 0 and value.max() < 1 << 26 and np.array_equal(value, np.floor(value)):
+        # whole numbers (counts, whole tokens): time per value by counting, no sort
+        iv = value.astype(np.int64)
+        vals = np.flatnonzero(np.bincount(iv))
+        durs = np.bincount(iv, weights=dur)[vals].astype(np.int64)
+        vals = vals.astype(np.float64)
+    else:
+        order = np.argsort(value, kind="stable")
+        v, d = value[order], dur[order]
+        first = np.flatnonzero(np.r_[True, v[1:] != v[:-1]])
+        vals, durs = v[first], np.add.reduceat(d, first)
+    cum = np.cumsum(durs)
+    total = int(cum[-1])
+    out: dict[str, Any] = {"mean": float(np.sum(vals * durs.astype(np.float64)) / total) if total else None,
+                           "span_s": total / 1e6}
+    # `cum >= 0.99 * total` compares exactly in SQL (a DECIMAL literal times an integer): so here
+    for name, (num, den) in (("p50", (1, 2)), ("p90", (9, 10)), ("p99", (99, 100))):
+        out[name] = float(vals[np.argmax(cum * den >= num * total)])
+    return out
+
+
+def stats(con: duckdb.DuckDBPyConnection, parts: list[Segments]) -> pl.DataFrame:
+    """The rows of concurrency_stats.sql (without its ordering)."""
+    rows: list[dict[str, Any]] = []
+    seen: list[pl.DataFrame] = []
+    for s in parts:
+        if not s.t.size:
+            continue
+        split_known = int(s.running.max()) > 0
+        kv_peak = np.maximum(s.kv_start, s.kv_end)
+        by_metric = {
+            "running": (s.running, s.running.astype(np.float64)),
+            "waiting": (s.waiting, s.waiting.astype(np.float64)),
+            "in_system": (s.in_system, s.in_system.astype(np.float64)),
+            "kv_tokens": (kv_peak, round_half_up((s.kv_start + s.kv_end) / 2)),
+        }
+        for metric, (peak_of, value) in by_metric.items():
+            if metric != "in_system" and not split_known:
+                continue
+            peak, at = _first_at_max(peak_of, s.t)
+            rows.append({"deployment": s.deployment, "grp": s.grp, "metric": metric, "peak": float(peak),
+                         "peak_t": at, **_time_weighted(value, s.dur), "arrivals": None})
+        a = s.arrivals > 0
+        if a.any():
+            seen.append(pl.DataFrame({
+                "deployment": pl.Series([s.deployment] * int(a.sum()), dtype=pl.Utf8),
+                "grp": pl.Series([s.grp] * int(a.sum()), dtype=pl.Utf8),
+                "t": s.t[a], "seen": (s.in_system[a] - 1).astype(np.float64), "arrivals": s.arrivals[a],
+            }))  # fmt: skip
+    schema = {"deployment": pl.Utf8, "grp": pl.Utf8, "metric": pl.Utf8, "peak": pl.Float64, "peak_t": pl.Int64,
+              "mean": pl.Float64, "p50": pl.Float64, "p90": pl.Float64, "p99": pl.Float64, "span_s": pl.Float64,
+              "arrivals": pl.Int64}
+    timed = pl.DataFrame(rows, schema=schema)
+    if seen:
+        timed = pl.concat([timed, _seen(con, pl.concat(seen))])
+    return timed.with_columns(
+        peak_at=pl.col("peak_t").cast(pl.Datetime("us")).dt.replace_time_zone("UTC")).select(
+        "deployment", "grp", "metric", "peak", "peak_at", "mean", "p50", "p90", "p99", "span_s", "arrivals")
+
+
+def _seen(con: duckdb.DuckDBPyConnection, arrivals: pl.DataFrame) -> pl.DataFrame:
+    """seen_at_arrival as concurrency_stats.sql computes it (DuckDB's quantile_cont, one row per arrival)."""
+    con.register("_sweep_arrivals", arrivals.to_arrow())
+    try:
+        return fetch(con, """
+            with expanded as (
+                select deployment, grp, t, seen, unnest(range(arrivals)) as k from _sweep_arrivals
+            ),
+            seen as (
+                select
+                    deployment, grp,
+                    max(seen) as peak,
+                    arg_max(t, {top: seen, neg_t: -t}) as peak_t,
+                    avg(seen) as mean,
+                    quantile_cont(seen, [0.5, 0.9, 0.99]) as q,
+                    count(*) as arrivals
+                from expanded
+                group by deployment, grp
+            )
+            select deployment, grp, 'seen_at_arrival' as metric, peak, peak_t, mean, q[1] as p50, q[2] as p90,
+                q[3] as p99, null::double as span_s, arrivals
+            from seen
+        """)
+    finally:
+        con.unregister("_sweep_arrivals")
+
+
+def span_s(parts: list[Segments]) -> float:
+    """The longest deployment's sweep (first instant to the end of its last state), in seconds."""
+    spans = [(int((s.t + s.dur).max()) - int(s.t.min())) / 1e6 for s in parts if s.grp is None and s.t.size]
+    return max(spans, default=0.0)
+
+
+def timeseries(parts: list[Segments], bucket_us: int) -> pl.DataFrame:
+    """The rows of concurrency_timeseries.sql."""
+    frames = []
+    for s in parts:
+        if s.grp is not None:
+            continue
+        keep = s.dur > 0
+        t, dur = s.t[keep], s.dur[keep]
+        if not t.size:
+            continue
+        b0 = t // bucket_us
+        n = (t + dur - 1) // bucket_us - b0 + 1
+        idx = np.repeat(np.arange(t.size), n)
+        start = np.cumsum(n) - n
+        bucket = b0[idx] + (np.arange(idx.size) - np.repeat(start, n))
+        ts, te = t[idx], (t + dur)[idx]
+        overlap = np.minimum(te, (bucket + 1) * bucket_us) - np.maximum(ts, bucket * bucket_us)
+        first = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
+        in_sys = s.in_system[keep][idx]
+        kv = np.maximum(s.kv_start, s.kv_end)[keep][idx]
+        covered = np.add.reduceat(overlap, first)
+        frames.append(pl.DataFrame({
+            "deployment": pl.Series([s.deployment] * first.size, dtype=pl.Utf8),
+            "bucket": bucket[first],
+            "running_max": np.maximum.reduceat(s.running[keep][idx], first),
+            "waiting_max": np.maximum.reduceat(s.waiting[keep][idx], first),
+            "in_system_max": np.maximum.reduceat(in_sys, first),
+            "in_system_mean": np.add.reduceat(in_sys * overlap, first) / covered,
+            "kv_tokens_max": np.maximum.reduceat(kv, first),
+            "covered_s": covered / 1e6,
+        }))  # fmt: skip
+    schema = {"deployment": pl.Utf8, "bucket": pl.Int64, "running_max": pl.Int64, "waiting_max": pl.Int64,
+              "in_system_max": pl.Int64, "in_system_mean": pl.Float64, "kv_tokens_max": pl.Float64,
+              "covered_s": pl.Float64}
+    df = pl.concat([pl.DataFrame(schema=schema), *frames])
+    ts = (pl.col("bucket") * bucket_us).cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
+    return df.select("deployment", ts.alias("ts"), pl.exclude("deployment", "bucket")).sort(
+        "deployment", "ts", nulls_last=True, maintain_order=True)

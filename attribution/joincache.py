@@ -1,0 +1,169 @@
+"""The engine x gateway join (`joined_requests`, queries/stg_joined_requests.sql) kept once per store commit:
+a read-only DuckDB file under the store's cache directory that every reader of that commit attaches instead of
+redoing the join (seconds per million requests) in every analysis. It holds the staged `requests` (request
+events folded in) too, which the join reads and `attribution status` counts.
+
+    <store>/_cache/joined_requests-<commit:020d>-<key>.duckdb
+
+`key` hashes what else the rows depend on: the staging SQL, the workload mapping the connection uses (a
+report may name workloads its own way) and the DuckDB version (its file format). Readers build the file
+lazily, the first time a connection needs the join: into a private temporary file renamed into place, so a
+reader never sees half a file, two readers building at once both succeed (the later rename wins; the files
+are equal), and nothing waits for, or takes, the writer's lock. A reader that attached a file keeps it open,
+so removing it (a newer commit's build removes the files of older commits) never breaks a running reader;
+one that needs an old commit again rebuilds it. Where the store is not writable the file goes to a private
+temporary directory, removed with the connection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import shutil
+import tempfile
+import time
+import uuid
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from attribution import queries
+from attribution.db import fetch
+
+CACHE_DIR = "_cache"
+TABLES = ("requests", "joined_requests")  # the staged requests (queries/stg_requests.sql) and their join
+FORMAT = 2  # bump when what the file holds changes
+STALE_TMP_S = 6 * 3600  # a build's temporary file older than this was left by a killed reader
+_NAME_RE = re.compile(r"^joined_requests-(\d{20})-[0-9a-f]{16}\.duckdb$")
+
+
+@dataclass
+class _Source:
+    root: Path
+    version: int
+    views: dict[str, str]  # the staging views' definitions as made (a changed one is never replaced)
+    state: str = "view"  # view: joined_requests is the staging view; attached: it reads the cached table
+
+
+_CONNECTIONS: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, _Source] = weakref.WeakKeyDictionary()
+
+
+def register(con: duckdb.DuckDBPyConnection, root: Path, version: int) -> None:
+    """Mark `con` (made by attribution.views.connect) as a connection to commit `version` of the store at
+    `root`, whose joined_requests may be served from the cache."""
+    _CONNECTIONS[con] = _Source(Path(root), version, _definitions(con))
+
+
+def _definitions(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    rows = con.execute("select view_name, sql from duckdb_views() where not internal and view_name in "
+                       "('requests', 'joined_requests')").fetchall()
+    return dict(rows)
+
+
+def cache_dir(root: Path) -> Path:
+    return Path(root) / CACHE_DIR
+
+
+def _key(con: duckdb.DuckDBPyConnection) -> str:
+    h = hashlib.sha256()
+    h.update(f"{FORMAT}\0{duckdb.__version__}\0{','.join(TABLES)}\0".encode())
+    for name in ("stg_requests", "stg_engine_config", "stg_joined_requests"):
+        h.update(queries.load(name).sql.encode() + b"\0")
+    mapping = fetch(con, "select match, name from workload_map order by match, name")
+    for match, name in mapping.iter_rows():
+        h.update(f"{match}\0{name}\0".encode())
+    return h.hexdigest()[:16]
+
+
+def use(con: duckdb.DuckDBPyConnection, *, fallback_dir: Path | None = None) -> bool:
+    """Serve `con`'s joined_requests from the commit's cached table (built now if missing). A no-op (False)
+    for connections that are not a store's (frames_connection, a user's own) and once already done."""
+    src = _CONNECTIONS.get(con)
+    if src is None:
+        return False
+    if src.state == "attached":
+        return True
+    if _definitions(con) != src.views:  # narrowed or redefined by the caller: leave them alone
+        return False
+    name = f"joined_requests-{src.version:020d}-{_key(con)}.duckdb"
+    path = _ready(con, cache_dir(src.root) / name)
+    if path is None:  # the store is not writable (or the disk is full): a private copy for this connection
+        private = Path(tempfile.mkdtemp(prefix="attribution-join-", dir=fallback_dir))
+        weakref.finalize(con, shutil.rmtree, private, True)
+        path = _ready(con, private / name)
+        if path is None:
+            return False
+    alias = f"joined_cache_{uuid.uuid4().hex[:8]}"
+    con.execute(f"attach $file as {alias} (read_only)", {"file": str(path)})
+    for table in TABLES:
+        con.execute(f"create or replace view {table} as select * from {alias}.{table}")
+    src.state = "attached"
+    return True
+
+
+def _ready(con: duckdb.DuckDBPyConnection, path: Path) -> Path | None:
+    """`path`, built if it does not exist yet; None when it cannot be written."""
+    if _valid(path):
+        return path
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
+    except OSError:
+        return None
+    alias = f"joined_build_{uuid.uuid4().hex[:8]}"
+    try:
+        con.execute(f"attach $file as {alias}", {"file": str(tmp)})
+        try:
+            # The staged requests first (the request events folded in once), then the join reading them.
+            con.execute(f"create table {alias}.requests as select * from requests")
+            con.execute(f"create or replace view requests as select * from {alias}.requests")
+            con.execute(f"create table {alias}.joined_requests as select * from joined_requests")
+        finally:
+            con.execute(f"create or replace view requests as {queries.load('stg_requests').sql}")
+            con.execute(f"detach {alias}")
+        os.replace(tmp, path)
+    except (OSError, duckdb.IOException, duckdb.PermissionException):
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        return None
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    _prune(path)
+    return path
+
+
+def _valid(path: Path) -> bool:
+    """The file exists and DuckDB can open it (a torn file from a crash is removed, to be rebuilt)."""
+    if not path.is_file():
+        return False
+    try:
+        with duckdb.connect(str(path), read_only=True) as con:
+            names = {r[0] for r in con.execute("select table_name from duckdb_tables()").fetchall()}
+        if set(TABLES) <= names:
+            return True
+        raise duckdb.Error(f"{path}: incomplete")
+    except duckdb.Error:
+        with contextlib.suppress(OSError):
+            path.unlink()
+        return False
+
+
+def _prune(current: Path) -> None:
+    """Remove the cached joins of older commits and temporary files that killed builds left."""
+    m = _NAME_RE.match(current.name)
+    if m is None:
+        return
+    version = int(m.group(1))
+    now = time.time()
+    for p in current.parent.iterdir():
+        with contextlib.suppress(OSError):
+            if (old := _NAME_RE.match(p.name)) and int(old.group(1)) < version:
+                p.unlink()
+            elif p.name.endswith(".tmp") and now - p.stat().st_mtime > STALE_TMP_S:
+                p.unlink()
