@@ -51,6 +51,9 @@ _RECEIVED, _ADDED, _FINISHED, _ABORTED = (
     "Aborted request",
 )
 _V0_PREFIX = "Prefix cache hit rate: GPU:"
+_RECEIVED_RE = r"^Received request (\S+): (?:prompt|params|sampling_params)"
+# `\S+` up to `: ` is the token minus its last `:`; for a token with no other `:` this is the same group.
+_RECEIVED_FAST_RE = r"^Received request ([^\s:]+): (?:prompt|params|sampling_params)"
 _KIND_RE = "^(?:" + "|".join(re.escape(k) for k in (_RECEIVED, _ADDED, _FINISHED, _ABORTED, _V0_PREFIX)) + ")"
 
 # Stats line key -> (column, value kind). Unknown keys (MFU, KV fetch, External/MM hit rates, a field a
@@ -383,7 +386,7 @@ def _received(heads: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     # versions log no token ids: skip that split when no line has them.
     has_ids = rows["msg"].str.contains("prompt_token_ids: ", literal=True)
     rows = rows.with_columns(
-        request_id=msg.str.extract(r"^Received request (\S+): (?:prompt|params|sampling_params)", 1),
+        request_id=_request_ids(rows["msg"]),
         _params=msg.str.split("params: SamplingParams("),
         _ids=msg.str.split("prompt_token_ids: ") if has_ids.any() else pl.lit([""], pl.List(pl.Utf8)),
     ).with_columns(
@@ -417,6 +420,17 @@ def _received(heads: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         status=pl.lit("received"),
     )
     return ok, errors
+
+
+def _request_ids(msgs: pl.Series) -> pl.Series:
+    """The id of each `Received request` message (null when the line does not parse). An id without `:`
+    (nearly all) is found by a regex that never backtracks over a `:` (2x faster); where it matches it gives
+    the same group as `_RECEIVED_RE`, which decides the other messages."""
+    ids = msgs.str.extract(_RECEIVED_FAST_RE, 1)
+    missing = ids.is_null()
+    if missing.any():
+        ids = ids.scatter(missing.arg_true(), msgs.filter(missing).str.extract(_RECEIVED_RE, 1))
+    return ids
 
 
 def _events(heads: pl.DataFrame) -> pl.DataFrame:
