@@ -36,7 +36,7 @@ def clean_series(text: pl.Series) -> pl.Series:
 
 
 def _clean_series(text: pl.Series, ansi: bool) -> pl.Series:
-    """`clean_series`; `ansi=False` when the caller knows that no row holds `\x1b`."""
+    """`clean_series`; `ansi=False` when the caller knows that no row holds `\\x1b`."""
     if ansi:
         has_esc = text.str.contains("\x1b", literal=True)
         if has_esc.any():
@@ -58,7 +58,7 @@ def _clean_series(text: pl.Series, ansi: bool) -> pl.Series:
 
 
 def may_need_cleaning(text: pl.Expr) -> pl.Expr:
-    """One boolean (an aggregate): whether any line holds a `\r` or an ANSI escape. When none does,
+    """One boolean (an aggregate): whether any line holds a `\\r` or an ANSI escape. When none does,
     `segments` changes only lines that start with an outer prefix (see `has_outer_prefix`) and drops empty
     ones. A parser can compute this in the same select as its own first pass over the raw lines."""
     return text.str.contains_any(["\r", "\x1b"]).any()
@@ -72,7 +72,7 @@ def has_outer_prefix(text: pl.Series) -> bool:
 def segments(lines: pl.DataFrame) -> pl.DataFrame:
     """`line`, `text` (physical) -> `line`, `seg` (0-based index within the line), `text` (cleaned).
 
-    Lines without `\r` (nearly all) skip the split; empty segments are dropped.
+    Lines without `\\r` (nearly all) skip the split; empty segments are dropped.
     """
     # Three independent tests in one select (they run in parallel): any `\r` or ANSI escape (both rare), any
     # outer prefix, any empty line. Without the first, the lines are the segments and only need the rest.
