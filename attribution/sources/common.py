@@ -36,7 +36,7 @@ def clean_series(text: pl.Series) -> pl.Series:
 
 
 def _clean_series(text: pl.Series, ansi: bool) -> pl.Series:
-    """`clean_series`; `ansi=False` when the caller knows that no row holds `\x1b`."""
+    """`clean_series`; `ansi=False` when the caller knows that no row holds `\\x1b`."""
     if ansi:
         has_esc = text.str.contains("\x1b", literal=True)
         if has_esc.any():
@@ -57,17 +57,22 @@ def _clean_series(text: pl.Series, ansi: bool) -> pl.Series:
     return text
 
 
-def needs_cleaning(text: pl.Expr) -> pl.Expr:
-    """One boolean (an aggregate): whether `segments` may change any line beyond dropping empty ones, i.e.
-    whether some line holds a `\r`, an ANSI escape or an outer prefix. A parser can compute it in the same
-    select as its own first pass over the raw lines and skip `segments` when it is false."""
-    return text.str.contains_any(["\r", "\x1b"]).any() | text.str.contains(_ANY_PREFIX_RE).any()
+def may_need_cleaning(text: pl.Expr) -> pl.Expr:
+    """One boolean (an aggregate): whether any line holds a `\\r` or an ANSI escape. When none does,
+    `segments` changes only lines that start with an outer prefix (see `has_outer_prefix`) and drops empty
+    ones. A parser can compute this in the same select as its own first pass over the raw lines."""
+    return text.str.contains_any(["\r", "\x1b"]).any()
+
+
+def has_outer_prefix(text: pl.Series) -> bool:
+    """Whether any of these lines starts with a Docker/kubectl timestamp or a supervisor prefix."""
+    return bool(text.str.contains(_ANY_PREFIX_RE).any())
 
 
 def segments(lines: pl.DataFrame) -> pl.DataFrame:
     """`line`, `text` (physical) -> `line`, `seg` (0-based index within the line), `text` (cleaned).
 
-    Lines without `\r` (nearly all) skip the split; empty segments are dropped.
+    Lines without `\\r` (nearly all) skip the split; empty segments are dropped.
     """
     # Three independent tests in one select (they run in parallel): any `\r` or ANSI escape (both rare), any
     # outer prefix, any empty line. Without the first, the lines are the segments and only need the rest.

@@ -9,15 +9,19 @@ last timestamp, the current engine start and its context across chunks.
 from __future__ import annotations
 
 import re
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
+from typing import Any, TypeVar
 
 import polars as pl
 
 from attribution.privacy import redact_expr
 from attribution.sources import timefmt, vllm_config
 from attribution.sources.base import ParseContext, ParseResult, Source
-from attribution.sources.common import needs_cleaning, segments
+from attribution.sources.common import has_outer_prefix, may_need_cleaning, segments
+
+T = TypeVar("T")
 
 _LEVEL = r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)"
 # `(NAME pid=N) ` (0.8+; part of the format in 0.33), level, `MM-DD HH:MM:SS`, `[file:line]` or pre-0.8
@@ -162,9 +166,10 @@ class VllmLog(Source):
     def parse(self, lines: pl.DataFrame, ctx: ParseContext) -> ParseResult:
         res = ParseResult()
         recs = _records(lines, ctx)
-        # Once the records exist, the access lines and then the request events are parsed on a second thread
-        # (Polars releases the GIL) while this one does the rest; results are added in a fixed order.
-        with ThreadPoolExecutor(max_workers=1) as pool:
+        # Once the records exist, the access lines and then the request events and stats lines are parsed on
+        # a second thread (Polars releases the GIL) while this one does the rest; results are added in a
+        # fixed order. With a one-thread Polars pool (POLARS_MAX_THREADS=1), everything runs here.
+        with ThreadPoolExecutor(max_workers=1) if pl.thread_pool_size() > 1 else _Inline() as pool:
             access = pool.submit(_access, recs)
             heads = recs.filter(pl.col("msg").is_not_null())
             # Which known prefix a message starts with (one anchored pass, not a `starts_with` per test).
@@ -196,18 +201,38 @@ class VllmLog(Source):
         return res
 
 
+class _Inline:
+    """An executor that runs each task when it is submitted."""
+
+    def __enter__(self) -> _Inline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
+        future: Future[T] = Future()
+        future.set_result(fn(*args))
+        return future
+
+
 def _records(lines: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     """Physical lines -> records (idx, line, ts, msg; msg null for unheaded text, ts carried forward)."""
     # The whole header (group 0 of an anchored regex without groups: no capture engine) or null; how many
-    # headers a segment holds; and whether the lines need `segments` at all (one select: they run in
-    # parallel). Nearly always they do not, and then the lines are the segments, minus empty ones.
+    # headers a segment holds; and whether any line has a `\r` or an ANSI escape (one select: they run in
+    # parallel). Nearly always none has, nor an outer prefix, and then the lines are the segments minus
+    # empty ones. A line with a header cannot start with an outer prefix (`(` or a level, then a date), so
+    # only the lines without one are tested for it.
     text = pl.col("text")
     found = lines.select(
-        dirty=needs_cleaning(text),
+        rare=may_need_cleaning(text),
         hdr=text.str.extract(_HEADER_ONLY_RE, 0),
         n=text.str.count_matches(_LEVEL_DATE_RE),
     )
-    if found.height and found["dirty"][0]:
+    dirty = found.height > 0 and (
+        found["rare"][0] or has_outer_prefix(lines["text"].filter(found["hdr"].is_null()))
+    )
+    if dirty:
         segs = segments(lines.select("line", "text"))
         found = segs.select(
             hdr=text.str.extract(_HEADER_ONLY_RE, 0), n=text.str.count_matches(_LEVEL_DATE_RE)
