@@ -21,7 +21,7 @@ from typing import Any
 
 import polars as pl
 
-from attribution import reader, sources
+from attribution import reader, sources, workers
 from attribution.errors import InputError, UsageError
 from attribution.privacy import redact
 from attribution.schema import TABLES, conform, empty
@@ -233,6 +233,7 @@ def parse_path(
 # -- into the store ------------------------------------------------------------------------------------
 
 COMPACT_MIN_FILES = 16
+PARALLEL_MIN_BYTES = 32 << 20  # below this, starting worker processes costs more than it saves
 BATCH_MAX_FILES = 256
 
 
@@ -251,7 +252,8 @@ class _Batch:
         self.bytes = 0
 
     def add(self, key: str, state: dict[str, Any], rows: dict[str, pl.DataFrame], *, sealed: bool,
-            nbytes: int) -> None:
+            nbytes: int, remove: list[str] = ()) -> None:
+        self.remove += remove
         for table, df in rows.items():
             if sealed:
                 self.sealed.setdefault(table, []).append(df)
@@ -295,9 +297,13 @@ def ingest(
     paths: list[str], store: str | os.PathLike[str], *, fmt: str | None = None, deployment: str | None = None,
     label: str | None = None, year: int | None = None, tz: str | None = None,
     options: dict[str, Any] | None = None, chunk_bytes: int | None = None, max_line_bytes: int | None = None,
-    progress: Progress | None = None,
+    progress: Progress | None = None, jobs: int | None = None,
 ) -> IngestSummary:
-    """Ingest files, directories and globs into the store at `store` (created if needed)."""
+    """Ingest files, directories and globs into the store at `store` (created if needed).
+
+    With several files to read (at least PARALLEL_MIN_BYTES in all), they are parsed in `jobs` worker
+    processes (default: `$ATTRIBUTION_JOBS`, else one per CPU; 1 reads in this process); the rows, offsets and
+    commits are the same as a sequential read's, only the order of files in the commits differs."""
     t0 = time.time()
     if fmt:
         sources.get(fmt)
@@ -324,12 +330,26 @@ def ingest(
         batch = _Batch(w, chunk_bytes, summary)
         opts = dict(fmt=fmt, deployment=deployment, label=label, year=year, tz=tz, options=options or {},
                     chunk_bytes=chunk_bytes, max_line_bytes=max_line_bytes)
+        plans: list[Plan] = []
+        accounts: list[_Account] = []
         for path in files:
-            report = _ingest_file(path, w, batch, index, by_fp, opts, emit)
-            summary.files.append(report)
-            summary.errors += report.errors
-            summary.bytes += report.bytes
-            emit("file_done", {"path": str(path), "status": report.status})
+            planned = _plan_file(path, w, batch, index, by_fp, opts, emit)
+            if isinstance(planned, FileReport):
+                summary.files.append(planned)
+                emit("file_done", {"path": planned.path, "status": planned.status})
+            else:
+                plans.append(planned[0])
+                accounts.append(planned[1])
+                summary.files.append(planned[1].report)
+        jobs = min(jobs or workers.default_jobs(), len(plans))
+        if jobs > 1 and sum(p.to_read for p in plans) >= PARALLEL_MIN_BYTES:
+            workers.run(plans, jobs, lambda i, msg: accounts[i].handle(msg), weight=lambda p: p.to_read)
+        else:
+            for plan, account in zip(plans, accounts, strict=True):
+                for msg in parse_plan(plan):
+                    account.handle(msg)
+        summary.errors = sum(f.errors for f in summary.files)
+        summary.bytes = sum(f.bytes for f in summary.files)
         batch.flush()
         _compact(w)
     summary.seconds = time.time() - t0
@@ -346,8 +366,122 @@ def _content_left(st: dict[str, Any]) -> bool:
         return True
 
 
-def _ingest_file(path: Path, w: Writer, batch: _Batch, index: dict[str, tuple[str, dict[str, Any]]],
-                 by_fp: dict[int, dict[str, str]], opts: dict[str, Any], emit: Progress) -> FileReport:
+@dataclass
+class Plan:
+    """A file to read and where to start: all a worker process needs to parse it (picklable)."""
+
+    path: str
+    source: Source  # pickled by reference to its class: a worker imports the same module
+    ctx: ParseContext
+    offset: int
+    first_line: int
+    chunk_bytes: int
+    max_line_bytes: int
+    size: int  # bytes on disk, for scheduling the largest files first
+
+    @property
+    def to_read(self) -> int:
+        return max(self.size - self.offset, 0) if self.offset <= self.size else self.size
+
+
+@dataclass
+class Unit:
+    """What the store needs to know of a parsed chunk (its bytes stay in the process that read them)."""
+
+    end: int
+    last_line: int
+    tail: bool
+    nbytes: int
+
+
+def parse_plan(plan: Plan) -> Iterator[tuple[Any, ...]]:
+    """Parse a planned file: ("unit", Unit | None, state before, state after, rows) per chunk (None: a whole-file
+    read or a truncation notice), then ("done",), or ("failed", message) when the file cannot be read on."""
+    src, ctx = plan.source, plan.ctx
+    try:
+        for chunk, before, rows in parse_units(Path(plan.path), src, ctx, plan.offset, plan.first_line,
+                                               plan.chunk_bytes, plan.max_line_bytes):
+            unit = None if chunk is None else Unit(chunk.end, chunk.first_line + chunk.n_lines - 1, chunk.tail,
+                                                   len(chunk.data))
+            yield "unit", unit, before, copy.deepcopy(ctx.state), rows
+    except InputError as exc:
+        yield "failed", str(exc)
+        return
+    except Exception as exc:  # a parser bug must not lose the other files; it is reported, not hidden
+        yield "failed", f"internal error in the {src.name} parser: {type(exc).__name__}: {exc}"
+        return
+    yield ("done",)
+
+
+class _Account:
+    """The store's side of one file being read: applies its messages, in order, to the batch."""
+
+    def __init__(self, key: str, state: dict[str, Any], report: FileReport, batch: _Batch, emit: Progress,
+                 whole: bool, size: int, remove: list[str]):
+        self.key, self.state, self.report, self.batch, self.emit = key, state, report, batch, emit
+        self.whole, self.size, self.remove = whole, size, remove
+
+    def _add(self, state: dict[str, Any], rows: dict[str, pl.DataFrame], *, sealed: bool, nbytes: int) -> None:
+        # Superseded rows leave in the same commit as this file's first new state.
+        self.batch.add(self.key, state, rows, sealed=sealed, nbytes=nbytes, remove=self.remove)
+        self.remove = []
+        self.state = state
+
+    def handle(self, msg: tuple[Any, ...]) -> None:
+        if msg[0] == "unit":
+            self._unit(*msg[1:])
+        elif msg[0] == "done":
+            # Only a file read to its end may later be skipped as unchanged (a killed run stops short of this).
+            self._add(dict(self.state, complete=True), {}, sealed=True, nbytes=0)
+            self.emit("file_done", {"path": self.report.path, "status": self.report.status})
+        else:
+            self.report.status, self.report.message = "failed", msg[1]
+            err = conform("ingest_errors", pl.DataFrame(
+                {"file": [self.report.path], "line": [None], "source": [self.report.format],
+                 "reason": [msg[1]], "sample": [None]},
+                schema_overrides={"line": pl.Int64, "sample": pl.Utf8}))
+            failed = dict(self.state, status="failed", errors=self.state["errors"] + 1)
+            # Unsealed: the next read of the file (it is read again, from its offset) supersedes the notice.
+            self._add(failed, {"ingest_errors": err}, sealed=False, nbytes=0)
+            self.report.errors += 1
+            self.emit("file_done", {"path": self.report.path, "status": self.report.status})
+
+    def _unit(self, unit: Unit | None, before: dict[str, Any], after: dict[str, Any],
+              rows: dict[str, pl.DataFrame]) -> None:
+        n_rows = sum(df.height for t, df in rows.items() if t != "ingest_errors")
+        n_err = rows["ingest_errors"].height if "ingest_errors" in rows else 0
+        new = dict(self.state)
+        new["rows"] = self.state["rows"] + n_rows
+        new["errors"] = self.state["errors"] + n_err
+        nbytes = 0
+        if self.whole:
+            nbytes = self.size
+            new.update(state=after)
+            sealed = False
+        elif unit is None:  # truncation notice only
+            sealed = True
+        elif unit.tail:
+            # The last line had no newline: keep the offset before it and the parser state before it, so a
+            # later read that finds the line completed reads it again and supersedes these rows.
+            nbytes = unit.nbytes
+            new.update(state=before)
+            sealed = False
+        else:
+            nbytes = unit.nbytes
+            new.update(offset=unit.end, lines=unit.last_line, state=after)
+            sealed = True
+        self._add(new, rows, sealed=sealed, nbytes=nbytes)
+        self.report.rows += n_rows
+        self.report.errors += n_err
+        self.report.bytes += nbytes
+        self.emit("advance", {"bytes": nbytes, "rows": n_rows})
+
+
+def _plan_file(path: Path, w: Writer, batch: _Batch, index: dict[str, tuple[str, dict[str, Any]]],
+               by_fp: dict[int, dict[str, str]], opts: dict[str, Any], emit: Progress
+               ) -> FileReport | tuple[Plan, _Account]:
+    """Decide what to do with a file: a final report (unchanged, unreadable, unrecognised) or a plan to read it
+    and the account that will apply its rows."""
     abspath = str(path.resolve())
     try:
         stat = path.stat()
@@ -397,63 +531,20 @@ def _ingest_file(path: Path, w: Writer, batch: _Batch, index: dict[str, tuple[st
         batch.add(key, state, {"ingest_errors": err}, sealed=True, nbytes=0)
         return FileReport(abspath, "unrecognised", message=reason, errors=1)
     # Rows of a previous unterminated tail (or of a whole file read before) are superseded by this read.
+    remove: list[str] = []
     if resume and state.get("unsealed_files"):
         gone = [w.snapshot.data[p] for p in state["unsealed_files"] if p in w.snapshot.data]
         state["rows"] -= sum(e["rows"] for e in gone if e["table"] != "ingest_errors")
         state["errors"] -= sum(e["rows"] for e in gone if e["table"] == "ingest_errors")
-        batch.remove += state["unsealed_files"]
+        remove = state["unsealed_files"]
         state["unsealed_files"] = []
     if src.mode == "whole":
         state.update(offset=0, lines=0, state={}, rows=0, errors=0)
     state["status"] = "read"
-    report = FileReport(abspath, "read", src.name)
     ctx = ParseContext(abspath, state["deployment"], state["label"], state["year"], state["tz"], stat.st_mtime,
-                       dict(state["options"]), state["state"])
-    try:
-        units = parse_units(path, src, ctx, state["offset"], state["lines"] + 1, opts["chunk_bytes"],
-                            opts["max_line_bytes"])
-        for chunk, before, rows in units:
-            n_rows = sum(df.height for t, df in rows.items() if t != "ingest_errors")
-            n_err = rows["ingest_errors"].height if "ingest_errors" in rows else 0
-            new = dict(state)
-            new["rows"] = state["rows"] + n_rows
-            new["errors"] = state["errors"] + n_err
-            nbytes = 0
-            if src.mode == "whole":
-                nbytes = stat.st_size
-                new.update(state=ctx.state)
-                sealed = False
-            elif chunk is None:  # truncation notice only
-                sealed = True
-            elif chunk.tail:
-                # The last line had no newline: keep the offset before it and the parser state before it, so
-                # a later read that finds the line completed reads it again and supersedes these rows.
-                nbytes = len(chunk.data)
-                new.update(state=before)
-                sealed = False
-            else:
-                nbytes = len(chunk.data)
-                new.update(offset=chunk.end, lines=chunk.first_line + chunk.n_lines - 1, state=copy.deepcopy(ctx.state))
-                sealed = True
-            batch.add(key, new, rows, sealed=sealed, nbytes=nbytes)
-            state = new
-            report.rows += n_rows
-            report.errors += n_err
-            report.bytes += nbytes
-            emit("advance", {"bytes": nbytes, "rows": n_rows})
-        # Only a file read to its end may later be skipped as unchanged (a killed run stops short of this).
-        state = dict(state, complete=True)
-        batch.add(key, state, {}, sealed=True, nbytes=0)
-    except InputError as exc:
-        report.status, report.message = "failed", str(exc)
-    except Exception as exc:  # a parser bug must not lose the other files; it is reported, not hidden
-        report.status = "failed"
-        report.message = f"internal error in the {src.name} parser: {type(exc).__name__}: {exc}"
-    if report.status == "failed":
-        err = conform("ingest_errors", pl.DataFrame(
-            {"file": [abspath], "line": [None], "source": [src.name], "reason": [report.message], "sample": [None]},
-            schema_overrides={"line": pl.Int64, "sample": pl.Utf8}))
-        failed = dict(state, status="failed", errors=state["errors"] + 1)
-        batch.add(key, failed, {"ingest_errors": err}, sealed=True, nbytes=0)
-        report.errors += 1
-    return report
+                       dict(state["options"]), copy.deepcopy(state["state"]))
+    plan = Plan(str(path), src, ctx, state["offset"], state["lines"] + 1, opts["chunk_bytes"],
+                opts["max_line_bytes"], stat.st_size)
+    account = _Account(key, state, FileReport(abspath, "read", src.name), batch, emit, src.mode == "whole",
+                       stat.st_size, remove)
+    return plan, account

@@ -47,8 +47,15 @@ def hash_key_expr(expr: pl.Expr) -> pl.Expr:
     return (
         pl.when(stripped.str.contains(r"^[0-9a-f]{64}$"))
         .then(stripped)
-        .otherwise(stripped.map_elements(lambda s: hashlib.sha256(s.encode()).hexdigest(), return_dtype=pl.Utf8))
+        .otherwise(stripped.map_batches(_sha256_hex, return_dtype=pl.Utf8, is_elementwise=True))
     )
+
+
+def _sha256_hex(values: pl.Series) -> pl.Series:
+    """sha256 hex of each value, computed once per distinct value (a log repeats a few keys millions of times)."""
+    distinct = values.drop_nulls().unique().to_list()
+    digests = {v: hashlib.sha256(v.encode()).hexdigest() for v in distinct}
+    return values.replace_strict(digests, default=None, return_dtype=pl.Utf8)
 
 
 def redact(text: str | None, limit: int = SAMPLE_CHARS) -> str | None:

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from attribution.ingest import ingest
 from attribution.memsplit import memsplit
 from attribution.store import Store
 
@@ -48,12 +47,9 @@ def truth() -> tuple[dict, dict, dict]:
 
 
 @pytest.fixture(scope="module")
-def answer(tmp_path_factory, truth):
-    doc = truth[0]
-    store = tmp_path_factory.mktemp("memsplit_sample") / "store"
-    summary = ingest([str(SAMPLE / "sglang")], store, year=doc["year"], tz=doc["tz"])
-    assert summary.errors == 0
-    return memsplit(Store.open(store).connect(), engine="sglang")  # the model the log names
+def answer(sample_store):
+    # the whole sample store: the SGLang pod is told apart from the vLLM pods by engine="sglang"
+    return memsplit(Store.open(sample_store).connect(), engine="sglang")  # the model the log names
 
 
 def test_pools_are_sglang_default_split_of_the_scenario(answer, truth):

@@ -240,3 +240,16 @@ def test_metrics_file_needs_no_line_timestamps(tmp_path):
     row = parsed.tables["requests"].row(0, named=True)
     assert row["arrival"] == datetime(2026, 1, 1, 10, tzinfo=UTC)
     assert row["finished"] == datetime(2026, 1, 1, 10, 0, 2, tzinfo=UTC)
+
+
+def test_an_impossible_latency_is_reported_and_the_rest_of_the_file_is_kept(tmp_path):
+    finish = ("[2026-05-19 10:01:22] Finish: obj=GenerateReqInput(rid='{rid}', stream=True), out={{'meta_info': "
+              "{{'id': '{rid}', 'finish_reason': {{'type': 'stop', 'matched': 151645}}, 'prompt_tokens': 11, "
+              "'completion_tokens': 2, 'cached_tokens': 0, 'e2e_latency': {e2e}}}}}\n")
+    path = tmp_path / "sglang.log"
+    path.write_text(finish.format(rid="a", e2e="2.5e30") + finish.format(rid="b", e2e="0.5"))
+    parsed = parse_path(path, year=2026, tz="UTC")
+    reqs = parsed.tables["requests"].sort("request_id")
+    assert reqs["request_id"].to_list() == ["a", "b"]
+    assert reqs["e2e_s"].to_list() == [None, 0.5] and reqs["prompt_tokens"].to_list() == [11, 11]
+    assert parsed.errors["line"].to_list() == [1] and "out of range" in parsed.errors["reason"][0]

@@ -167,13 +167,15 @@ import sys
 sys.path.insert(0, {tests!r})
 from synthetic_source import register
 register()
-from attribution.ingest import ingest
-ingest([{src!r}], {store!r}, chunk_bytes=8192)
+import attribution.ingest as m
+m.PARALLEL_MIN_BYTES = 0
+m.ingest([{src!r}], {store!r}, chunk_bytes=8192, jobs={jobs})
 """
 
 
-def _worker(src: Path, store: Path) -> subprocess.Popen:
-    code = _WORKER.format(tests=str(TESTS), src=str(src), store=str(store))
+def _worker(src: Path, store: Path, jobs: int = 1) -> subprocess.Popen:
+    """An ingest in another process (to be killed), in this process (jobs=1) or in worker processes."""
+    code = _WORKER.format(tests=str(TESTS), src=str(src), store=str(store), jobs=jobs)
     return subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE)
 
 

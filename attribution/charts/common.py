@@ -80,3 +80,18 @@ def label(name: str) -> str:
              "prompt_tokens": "prompt tokens", "output_tokens": "output tokens", "cached_tokens": "cached tokens",
              "kv_tokens": "live KV tokens", "in_system": "in system", "seen_at_arrival": "seen at arrival"}
     return names.get(name, name.replace("_", " "))
+
+
+def ratio_axis(fig: go.Figure, values: Iterable[float | None], *, title: str, axis: str = "x") -> go.Figure:
+    """A log axis for ratios (1 = no change) with ticks on the 1-2-5 sequence spanning `values` and 1, read
+    as multipliers (x0.05, x1, x2): Plotly's own log ticks label minor digits only ("2", "5")."""
+    vals = [v for v in values if v is not None and v > 0] + [1.0]
+    lo, hi = min(vals), max(vals)
+    ticks = [m * 10.0**e for e in range(-6, 7) for m in (1, 2, 5)]
+    inside = [t for t in ticks if lo / 1.5 <= t <= hi * 1.5]
+    if len(inside) > 9:  # a wide range: powers of ten only
+        inside = [t for t in inside if f"{t:.0e}".startswith("1")]
+    text = [f"x{t:g}" for t in inside]
+    getattr(fig, f"update_{axis}axes")(type="log", tickvals=inside, ticktext=text, title=title)
+    return fig
+

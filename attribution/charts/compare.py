@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 import polars as pl
 
 from attribution.analyses import Analysis
-from attribution.charts.common import label, layout, message, table
+from attribution.charts.common import label, layout, message, ratio_axis, table
 
 CHANGED = {True: ("#D55E00", "changed (interval excludes 1, beyond tolerance)"), False: ("#777777", "no material change")}
 
@@ -46,7 +46,8 @@ def ratios(a: Analysis, *, title: str | None = None) -> go.Figure:
             hovertemplate="%{y}: x%{x:.3g}<br>before %{customdata[0]:.3g}, after %{customdata[1]:.3g}<extra></extra>"))
     order = [f"{label(m)} {p}" for m, p in zip(s["metric"], s["percentile"], strict=True)]
     fig.add_vline(x=1, line={"color": "#000", "width": 1, "dash": "dash"})
-    fig.update_xaxes(type="log", dtick="D2", title="after / before (log scale; < 1 is faster)")
+    ratio_axis(fig, s["ratio_lo"].to_list() + s["ratio_hi"].to_list() + s["ratio"].to_list(),
+               title="after / before (log scale; < 1 is faster)")
     fig.update_yaxes(categoryorder="array", categoryarray=order[::-1], automargin=True)
     return layout(fig, title, height=max(260, 90 + 30 * len(order)))
 
@@ -68,7 +69,8 @@ def by_group(a: Analysis, *, kind: str = "workload", metric: str = "ttft_s", per
         customdata=list(zip(rows["n_before"], rows["n_after"], strict=True)),
         hovertemplate="%{y}: x%{x:.3g} (%{customdata[0]:,} before, %{customdata[1]:,} after)<extra></extra>"))
     fig.add_vline(x=1, line={"color": "#000", "width": 1, "dash": "dash"})
-    fig.update_xaxes(type="log", dtick="D2", title="after / before (log scale)")
+    ratio_axis(fig, rows["ratio_lo"].to_list() + rows["ratio_hi"].to_list() + rows["ratio"].to_list(),
+               title="after / before (log scale)")
     fig.update_yaxes(categoryorder="array", categoryarray=names[::-1], automargin=True)
     return layout(fig, title, height=max(240, 90 + 32 * len(names)), legend=False)
 
@@ -91,6 +93,7 @@ def attribution(a: Analysis, *, metric: str = "ttft_s", title: str | None = None
             error_x=_error_bars(rows, f"{which}_ratio", f"{which}_lo", f"{which}_hi") | {"color": colour},
             hovertemplate="%{y}: x%{x:.3g}<extra>%{fullData.name}</extra>"))
     fig.add_vline(x=1, line={"color": "#000", "width": 1, "dash": "dash"})
-    fig.update_xaxes(type="log", dtick="D2", title="after / before (log scale)")
+    ratio_axis(fig, [v for w in ("crossing", "other") for c in ("ratio", "lo", "hi") for v in rows[f"{w}_{c}"]],
+               title="after / before (log scale)")
     fig.update_yaxes(automargin=True)
     return layout(fig, title, height=max(240, 90 + 40 * len(names)))

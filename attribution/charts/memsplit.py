@@ -16,14 +16,14 @@ POOLS = (("state", "#CC79A7"), ("KV", "#0072B2"))
 
 
 def _start_names(df: pl.DataFrame, current: pl.DataFrame) -> list[str]:
-    """`deployment (engine version, from date)` per start_id, as the summary names them."""
+    """`deployment` over `engine version, from date` per start_id (two lines: several starts share the axis)."""
     info = {r["start_id"]: r for r in current.iter_rows(named=True)}
     out = []
     for sid in df["start_id"]:
         r = info.get(sid, {})
         version = f" {r['version']}" if r.get("version") else ""
         started = f", {r['started']:%d %b}" if r.get("started") is not None else ""
-        out.append(f"{r.get('deployment', sid)} ({r.get('engine', '')}{version}{started})")
+        out.append(f"{r.get('deployment', sid)}<br>{r.get('engine', '')}{version}{started}")
     return out
 
 

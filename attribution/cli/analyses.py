@@ -62,16 +62,24 @@ def _table(df: pl.DataFrame, title: str) -> Table:
     return t
 
 
-def show(result: Analysis, fmt: Format, table: str | None = None, hide: tuple[str, ...] = ()) -> None:
-    """Write `result`: every table (but `hide`) and the notes as Rich tables, one table as CSV, all as JSON."""
+def show_data(result: Analysis, fmt: Format, table: str | None) -> bool:
+    """Write `result` as JSON (everything) or CSV (one table, `--table` or the main one); False for a table
+    format, which the caller renders its own way."""
     if fmt == Format.json:
         render.data(result.to_dict())
-        return
+        return True
     if fmt == Format.csv:
         name = table or result.main
         if name not in result.tables:
             raise UsageError(f"--table {name!r}: this result has {', '.join(result.tables)}")
         render.frame(result.tables[name], Format.csv)
+        return True
+    return False
+
+
+def show(result: Analysis, fmt: Format, table: str | None = None, hide: tuple[str, ...] = ()) -> None:
+    """Write `result`: every table (but `hide`) and the notes as Rich tables, one table as CSV, all as JSON."""
+    if show_data(result, fmt, table):
         return
     # a pipe or file gets the width of a wide terminal rather than Rich's default of 80 columns
     out = render.out if render.out.is_terminal else Console(soft_wrap=True, width=PIPE_WIDTH)

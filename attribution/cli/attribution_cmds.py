@@ -13,7 +13,7 @@ from rich.markup import escape
 
 from attribution import render
 from attribution.analyses import Analysis
-from attribution.cli.analyses import SinceOpt, TableOpt, UntilOpt, _select, _table
+from attribution.cli.analyses import SinceOpt, TableOpt, UntilOpt, _select, _table, show_data
 from attribution.cli.app import FormatOpt, StoreOpt, app
 from attribution.compare import CohortBy, compare
 from attribution.errors import UsageError
@@ -79,14 +79,7 @@ def _view(name: str, df: pl.DataFrame) -> pl.DataFrame:
 
 def _show(res: Analysis, fmt: Format, table: str | None, detail: bool, hide_empty: bool = True) -> None:
     """Rich tables (main columns) and notes on a terminal; one table as CSV; everything as JSON."""
-    if fmt == Format.json:
-        render.data(res.to_dict())
-        return
-    if fmt == Format.csv:
-        name = table or res.main
-        if name not in res.tables:
-            raise UsageError(f"--table {name!r}: this result has {', '.join(res.tables)}")
-        render.frame(res.tables[name], Format.csv)
+    if show_data(res, fmt, table):
         return
     hidden = [] if detail else DETAIL.get(res.name, [])
     for name, df in res.tables.items():

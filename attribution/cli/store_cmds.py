@@ -75,6 +75,8 @@ def ingest_cmd(
     start: Annotated[str | None, typer.Option(help="Start time for relative-time traces (Mooncake, BurstGPT, "
                                                    "bench); default 2024-01-01T00:00:00Z.")] = None,
     mapping: Annotated[Path | None, typer.Option(help="Field mapping (TOML) for a JSON access-log layout.")] = None,
+    jobs: Annotated[int | None, typer.Option(min=1, help="Worker processes parsing files in parallel; default "
+                                                        "$ATTRIBUTION_JOBS, else one per CPU (1: none).")] = None,
 ) -> None:
     """Read logs into the store: incremental (grown files are read from where they stopped), idempotent.
 
@@ -84,7 +86,7 @@ def ingest_cmd(
     with prog.p:
         options = {k: v for k, v in {"start": start, "mapping": str(mapping) if mapping else None}.items() if v}
         summary = ingest(paths, default_store_path(store), fmt=fmt, deployment=deployment, label=label,
-                         year=year, tz=tz, options=options, progress=prog)
+                         year=year, tz=tz, options=options, progress=prog, jobs=jobs)
     _print_summary(summary)
 
 

@@ -1,19 +1,17 @@
 """Can the numbers be trusted: what the ingest read and failed to read (from `store_status`), how many
 requests found their other half across engine and gateway logs, and where a pod's logs fell silent inside
-the window (`log_gaps`, the question in log_gaps.sql). One library function, `health`, returning an Analysis.
+the window (`log_gaps`, the question in queries/log_gaps.sql). One library function, `health`, returning an Analysis.
 """
 
 from __future__ import annotations
 
-from functools import cache
-from importlib import resources
 from typing import Any
 
 import duckdb
 import polars as pl
 
+from attribution import queries
 from attribution.analyses import Analysis, Window
-from attribution.db import fetch
 from attribution.status import store_status
 from attribution.store import Store
 
@@ -29,14 +27,9 @@ DEFINITIONS = {
 }
 
 
-@cache
-def _gaps_sql() -> str:
-    return (resources.files("attribution.report") / "log_gaps.sql").read_text()
-
-
 def log_gaps(con: duckdb.DuckDBPyConnection, window: Window, min_gap_s: float) -> pl.DataFrame:
-    """Silences longer than `min_gap_s` per (deployment, source, kind) inside the window (see log_gaps.sql)."""
-    return fetch(con, _gaps_sql(), {"since": window.since, "until": window.until, "min_gap_s": float(min_gap_s)})
+    """Silences longer than `min_gap_s` per (deployment, source, kind) inside the window (see queries/log_gaps.sql)."""
+    return queries.run(con, "log_gaps", since=window.since, until=window.until, min_gap_s=float(min_gap_s))
 
 
 def _frame(rows: list[dict[str, Any]]) -> pl.DataFrame:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import polars as pl
 
 from attribution.privacy import hash_key_expr, redact_expr, secret_flag_expr
+from attribution.sources._sglang_header import msg_starts_with
 
 GIB = 1024**3
 _TOKEN_RE = r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[\[\](){}]|,|[^'"\[\](){},]+"""
@@ -38,7 +39,7 @@ def start_lines(df: pl.DataFrame, state: dict) -> pl.DataFrame:
     """
     first = int(df["line"][0]) if df.height else 0
     start0 = state.get("start_line", first)
-    is_args = pl.col("has_header") & pl.col("msg").str.starts_with("server_args=ServerArgs(")
+    is_args = pl.col("has_header") & msg_starts_with(df, "server_args=ServerArgs(")
     df = df.with_columns(is_args.alias("is_args")).with_columns(
         pl.when("is_args").then("line").forward_fill().fill_null(start0).alias("start_line")
     )
@@ -164,10 +165,17 @@ def parse_memory(df: pl.DataFrame, state: dict) -> tuple[list[pl.DataFrame], pl.
     Running totals are per start and carried across chunks in the state: each row holds the total so far,
     so the last row of a start (what the engine_config view keeps) holds the start's total.
     """
-    base = df.filter(pl.col("has_header") & pl.col("primary"))
+    msg = pl.col("msg")
+    # literal tests for every kind of line below, whose own tests then run on those rows only
+    maybe = (
+        msg_starts_with(df, "max_total_num_tokens=")
+        | msg_starts_with(df, "Mamba Cache is allocated.")
+        | msg_starts_with(df, "Load weight end.")
+        | df["msg"].str.contains("KV Cache ", literal=True)
+    )
+    base = df.filter(pl.col("has_header") & pl.col("primary") & maybe)
     out: list[pl.DataFrame] = []
     errs: list[pl.DataFrame] = []
-    msg = pl.col("msg")
 
     summ = base.filter(msg.str.starts_with("max_total_num_tokens="))
     if summ.height:

@@ -14,8 +14,9 @@ from attribution.sources.common import segments
 from attribution.sources.timefmt import to_utc
 
 HEADER_RE = r"^.*?\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{3})?|\d\d:\d\d:\d\d(?:\.\d{3})?)((?: [A-Z][A-Z_]*\d+)*)\] (.*)$"
-# HEADER_RE for a record that starts with its header, without capturing the message
-_LEAD_RE = "^" + HEADER_RE.removeprefix("^.*?").removesuffix("(.*)$")
+# HEADER_RE for a record that starts with its header, without capturing the message; the two time forms share
+# their first two digits, so the regex is one-pass (a faster engine for the capture groups)
+_LEAD_RE = r"^\[(\d\d(?:\d\d-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{3})?|:\d\d:\d\d(?:\.\d{3})?))((?: [A-Z][A-Z_]*\d+)*)\] "
 # where a record starts inside a segment (pasted logs glue records, tqdm bars end without a newline)
 _GLUE_RE = (
     r"(\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{3})?(?: [A-Z][A-Z_]*\d+)*\] "
@@ -23,6 +24,7 @@ _GLUE_RE = (
 )
 # messages whose text may quote a log line (prompts, arguments): never split
 _UNSPLIT_RE = r"^(?:Receive|Finish|in=|server_args=)"
+_HEAD = 12  # characters of `_head`: Polars stores strings of up to 12 bytes inline
 _US_PER_DAY = 86_400_000_000
 _HALF_DAY_US = _US_PER_DAY // 2
 _EPOCH = date(1970, 1, 1)
@@ -30,27 +32,18 @@ _EPOCH = date(1970, 1, 1)
 
 def headed(lines: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     """`line`, `text` -> `line`, `seg`, `text`, `has_header`, `bad_ts`, `ts`, `ranks`, `engine_index`,
-    `primary`, `tp0`, `msg`. Updates ctx.state (`day`, `last_tod_us`, `last_ts_us`).
+    `primary`, `tp0`, `msg`, `_head` (its first characters, see msg_starts_with). Updates ctx.state
+    (`day`, `last_tod_us`, `last_ts_us`).
 
     One row per record (see `_split_glued`). engine_index is the DP rank; `primary`: every rank number is 0;
     `tp0`: every rank but DP is 0 (one line per data-parallel scheduler). Segments without a header keep
     their whole text as `msg` and the time of the nearest earlier header (old uvicorn access lines have none).
     """
     st = ctx.state
-    df = _split_glued(segments(lines)).with_columns(pl.col("text").str.extract_groups(_LEAD_RE).alias("_h"))
-    # Nearly every record starts with its header: the anchored regex reads it and the message is the rest.
-    # The unanchored HEADER_RE (a header after some prefix) runs only on the others; null rows cost nothing.
-    lead = pl.col("_h").struct
-    df = df.with_columns(
-        pl.when(lead.field("1").is_null()).then(pl.col("text")).str.extract_groups(HEADER_RE).alias("_h2")
-    )
-    late = pl.col("_h2").struct
-    msg_at = lead.field("1").str.len_chars() + lead.field("2").str.len_chars() + 3
-    df = df.with_columns(
-        pl.coalesce(lead.field("1"), late.field("1")).alias("_ts"),
-        pl.coalesce(lead.field("2"), late.field("2")).fill_null("").alias("ranks"),
-        pl.coalesce(pl.col("text").str.slice(msg_at), late.field("3")).alias("_msg"),
-    ).drop("_h", "_h2")
+    segs = segments(lines.rechunk())  # one chunk (the CSV reader gives several): faster gathers and joins
+    df = _read_headers(segs)
+    if _any_glued(df):
+        df = _read_headers(_split_glued(segs))
     dated = pl.col("_ts").str.len_chars() > 12
     df = df.with_columns(
         pl.col("_ts").is_not_null().alias("has_header"),
@@ -89,7 +82,51 @@ def headed(lines: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         (~pl.col("ranks").str.contains(r"[A-Z]0*[1-9]")).alias("primary"),
         (~pl.col("ranks").str.replace_all(r" DP\d+", "").str.contains(r"[A-Z]0*[1-9]")).alias("tp0"),
         pl.coalesce("_msg", "text").alias("msg"),
+    ).with_columns(pl.col("msg").str.head(_HEAD).alias("_head"))
+
+
+def msg_starts_with(df: pl.DataFrame, prefix: str) -> pl.Series:
+    """Which messages start with `prefix`, tested on `_head` (from `headed`): the first characters of each
+    message, short enough to be stored inline and compared several times faster than the message itself; a
+    longer prefix is tested in full only where `_head` matches."""
+    head = df["_head"] if "_head" in df.columns else df["msg"].str.head(_HEAD)
+    if len(prefix) <= _HEAD:
+        return head.str.starts_with(prefix)
+    mask = head == prefix[:_HEAD]
+    if mask.any():
+        idx = mask.arg_true()
+        mask = mask.scatter(idx, df["msg"].gather(idx).str.starts_with(prefix))
+    return mask
+
+
+def _read_headers(segs: pl.DataFrame) -> pl.DataFrame:
+    """Segments -> + `_lead` (the segment starts with its header), `_ts`, `ranks`, `_msg` (null without a
+    header)."""
+    text = segs["text"]
+    # Nearly every record starts with its header: the anchored regex reads it and the message is the rest.
+    # The unanchored HEADER_RE (a header after some prefix) runs only on the others.
+    lead = text.str.extract_groups(_LEAD_RE).struct
+    ts, ranks = lead.field("1"), lead.field("2")
+    msg = text.str.slice(ts.str.len_chars() + ranks.str.len_chars() + 3)
+    is_lead = ts.is_not_null()
+    if not is_lead.all():
+        idx = (~is_lead).arg_true()
+        late = text.gather(idx).str.extract_groups(HEADER_RE).struct
+        ts, ranks, msg = (col.scatter(idx, late.field(g)) for col, g in ((ts, "1"), (ranks, "2"), (msg, "3")))
+    return segs.with_columns(
+        is_lead.alias("_lead"), ts.alias("_ts"), ranks.fill_null("").alias("ranks"), msg.alias("_msg")
     )
+
+
+def _any_glued(df: pl.DataFrame) -> bool:
+    """Whether some segment holds a header after its first character (see _split_glued), from `_read_headers`
+    output: past a leading header that is a header anywhere in the message (a header starts with the only `[`
+    it holds, so none starts inside another), else one anywhere in the text (a segment that starts with a
+    _GLUE_RE header starts with a _LEAD_RE one). A header ends with `] `: the regex runs only where that is."""
+    lead = df["_lead"]
+    where = df["_msg"] if lead.all() else pl.select(pl.when(lead).then(df["_msg"]).otherwise(df["text"])).to_series()
+    maybe = where.str.contains("] ", literal=True)
+    return bool(maybe.any() and where.filter(maybe).str.contains(_GLUE_RE).any())
 
 
 def _split_glued(segs: pl.DataFrame) -> pl.DataFrame:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import polars as pl
 
 from attribution.privacy import redact_expr
+from attribution.sources._sglang_header import msg_starts_with
 
 KIND_RE = r"^(?:Prefill|Decode) batch(?:\(| \[|[.,])"
 LINE_RE = r"^(Prefill|Decode) batch(?:\(mixed #running-req: (\d+)\))?(?: \[\d+\])?[.,](?: (.*))?$"
@@ -61,47 +62,46 @@ def parse_steps(df: pl.DataFrame) -> tuple[pl.DataFrame | None, pl.DataFrame | N
     pools: `full token usage` is kv_usage, `#full token` kv_tokens, `mamba usage` / `mamba num` state_usage /
     state_slots. A line with an unreadable known value or no `#running-req` is an error, not a row.
     """
-    cand = df.filter(pl.col("has_header") & pl.col("msg").str.contains(KIND_RE))
+    msg = pl.col("msg")
+    # the literal tests first: the regex then runs only on batch lines
+    batch = msg_starts_with(df, "Prefill batch") | msg_starts_with(df, "Decode batch")
+    cand = df.filter(pl.col("has_header") & batch).filter(msg.str.contains(KIND_RE))
     if cand.height == 0:
         return None, None
-    cand = cand.with_columns(pl.col("msg").str.extract_groups(LINE_RE).alias("_m")).with_columns(
+    cand = cand.with_columns(msg.str.extract_groups(LINE_RE).alias("_m")).with_columns(
         pl.col("_m").struct.field("1").str.to_lowercase().alias("kind"),
         pl.col("_m").struct.field("2").cast(pl.Int64, strict=False).alias("_mixed_running"),
         pl.col("_m").struct.field("3").fill_null("").alias("_body"),
     )
     bad_head = cand.filter(pl.col("kind").is_null())
-    cand = cand.filter(pl.col("kind").is_not_null())
+    cand = cand.filter(pl.col("kind").is_not_null()).with_row_index("_r")
 
+    # A pair's first `:` is followed by a space (PAIR_RE), so splitting at the first `: ` gives key and value.
+    kv = pl.col("_kv").struct
     pairs = (
-        cand.select("line", "seg", pl.col("_body").str.extract_all(PAIR_RE).alias("_p"))
+        cand.select("_r", pl.col("_body").str.extract_all(PAIR_RE).alias("_p"))
         .explode("_p")
         .filter(pl.col("_p").is_not_null())
-        .with_columns(
-            pl.col("_p").str.extract(r"^([^:]+): ").str.strip_chars().alias("key"),
-            pl.col("_p").str.extract(r"^[^:]+: (.*)$").alias("value"),
-        )
+        .select("_r", pl.col("_p").str.splitn(": ", 2).alias("_kv"))
+        .select("_r", kv.field("field_0").str.strip_chars().alias("key"), kv.field("field_1").alias("value"))
     )
     # The SWA form puts both pools in one value: `full=` goes to the plain column, `swa=` to swa_usage.
     is_split = pl.col("value").str.contains(r"^\s*full=")
     full_part = pl.col("value").str.extract(r"full=([^,]*)")
     swa_part = pl.col("value").str.extract(r"swa=([^,]*)")
     keymap = pl.DataFrame({"key": list(FIELDS), "col": [c for c, _ in FIELDS.values()]})
-    known = pairs.join(keymap, on="key", how="inner")
+    known = pairs.join(keymap, on="key", how="inner", maintain_order="left")
     long = pl.concat(
         [
-            known.select(
-                "line", "seg", "key", "col", pl.when(is_split).then(full_part).otherwise("value").alias("v")
-            ),
+            known.select("_r", "col", pl.when(is_split).then(full_part).otherwise("value").alias("v")),
             known.filter(is_split & (pl.col("key") == "token usage")).select(
-                "line", "seg", "key", pl.lit("swa_usage").alias("col"), swa_part.alias("v")
+                "_r", pl.lit("swa_usage").alias("col"), swa_part.alias("v")
             ),
         ]
     )
-    wide = long.group_by("line", "seg").agg(
-        [pl.col("v").filter(pl.col("col") == c).first().alias(c) for c in COLUMNS]
-    )
-    rows = cand.select("line", "seg", "ts", "engine_index", "kind", "_mixed_running", "msg").join(
-        wide, on=["line", "seg"], how="left"
+    wide = long.group_by("_r").agg([pl.col("v").filter(pl.col("col") == c).first().alias(c) for c in COLUMNS])
+    rows = cand.select("_r", "line", "seg", "ts", "engine_index", "kind", "_mixed_running", "msg").join(
+        wide, on="_r", how="left", maintain_order="left"
     )
     typed, bad = [], []
     for col, typ in COLUMNS.items():

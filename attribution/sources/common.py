@@ -16,6 +16,7 @@ ANSI_RE = r"\x1b\[[0-9;?]*[A-Za-z]"
 RFC3339_PREFIX_RE = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) "
 # docker compose / supervisor: `runner-llm-1  | `
 SUPERVISOR_PREFIX_RE = r"^[A-Za-z0-9_.\-]+\s+\| "
+_ANY_PREFIX_RE = f"(?:{RFC3339_PREFIX_RE})|(?:{SUPERVISOR_PREFIX_RE})"
 
 
 def clean(expr: pl.Expr) -> pl.Expr:
@@ -31,8 +32,20 @@ def clean(expr: pl.Expr) -> pl.Expr:
 def clean_series(text: pl.Series) -> pl.Series:
     """`clean` on a whole column, touching only the rows that need it: ANSI codes and prefixes are rare, and
     a regex replace rebuilds every string while a literal or anchored test does not."""
+    return _clean_series(text, ansi=True)
+
+
+def _clean_series(text: pl.Series, ansi: bool) -> pl.Series:
+    """`clean_series`; `ansi=False` when the caller knows that no row holds `\\x1b`."""
+    if ansi:
+        has_esc = text.str.contains("\x1b", literal=True)
+        if has_esc.any():
+            text = text.scatter(has_esc.arg_true(), text.filter(has_esc).str.replace_all(ANSI_RE, ""))
+    # One anchored test for both prefixes first: when no row has either (nearly always), none of the three
+    # steps below would change anything.
+    if not text.str.contains(_ANY_PREFIX_RE).any():
+        return text
     steps = [
-        (lambda s: s.str.contains("\x1b", literal=True), lambda s: s.str.replace_all(ANSI_RE, "")),
         (lambda s: s.str.contains(RFC3339_PREFIX_RE), lambda s: s.str.replace(RFC3339_PREFIX_RE, "")),
         (lambda s: s.str.contains(SUPERVISOR_PREFIX_RE), lambda s: s.str.replace(SUPERVISOR_PREFIX_RE, "")),
         (lambda s: s.str.contains(RFC3339_PREFIX_RE), lambda s: s.str.replace(RFC3339_PREFIX_RE, "")),
@@ -44,11 +57,39 @@ def clean_series(text: pl.Series) -> pl.Series:
     return text
 
 
+def may_need_cleaning(text: pl.Expr) -> pl.Expr:
+    """One boolean (an aggregate): whether any line holds a `\\r` or an ANSI escape. When none does,
+    `segments` changes only lines that start with an outer prefix (see `has_outer_prefix`) and drops empty
+    ones. A parser can compute this in the same select as its own first pass over the raw lines."""
+    return text.str.contains_any(["\r", "\x1b"]).any()
+
+
+def has_outer_prefix(text: pl.Series) -> bool:
+    """Whether any of these lines starts with a Docker/kubectl timestamp or a supervisor prefix."""
+    return bool(text.str.contains(_ANY_PREFIX_RE).any())
+
+
 def segments(lines: pl.DataFrame) -> pl.DataFrame:
     """`line`, `text` (physical) -> `line`, `seg` (0-based index within the line), `text` (cleaned).
 
     Lines without `\\r` (nearly all) skip the split; empty segments are dropped.
     """
+    # Three independent tests in one select (they run in parallel): any `\r` or ANSI escape (both rare), any
+    # outer prefix, any empty line. Without the first, the lines are the segments and only need the rest.
+    text = pl.col("text")
+    rare, prefixed, empty_lines = lines.select(
+        text.str.contains_any(["\r", "\x1b"]).any(),
+        text.str.contains(_ANY_PREFIX_RE).any().alias("prefixed"),
+        (text.str.len_bytes() == 0).any().alias("empty"),
+    ).row(0)
+    if not rare:
+        out = lines.with_columns(pl.lit(0, pl.Int32).alias("seg"))
+        if prefixed:
+            out = out.with_columns(_clean_series(out["text"], ansi=False))
+        elif not empty_lines:
+            return out
+        empty = out["text"].str.len_bytes() == 0
+        return out.filter(~empty) if empty.any() else out
     has_cr = lines["text"].str.contains("\r", literal=True)
     if has_cr.any():
         plain = lines.filter(~has_cr).with_columns(pl.lit(0, pl.Int32).alias("seg"))
@@ -61,6 +102,6 @@ def segments(lines: pl.DataFrame) -> pl.DataFrame:
         out = pl.concat([plain, parts.select(plain.columns)]).sort(["line", "seg"])
     else:
         out = lines.with_columns(pl.lit(0, pl.Int32).alias("seg"))
-    out = out.with_columns(clean_series(out["text"]))
+    out = out.with_columns(_clean_series(out["text"], ansi=True))
     empty = out["text"].str.len_bytes() == 0
     return out.filter(~empty) if empty.any() else out

@@ -334,14 +334,14 @@ def assign_starts(recs: pl.DataFrame, facts: pl.DataFrame, state: dict[str, Any]
     if orphans.height:
         recs = recs.with_columns(start_line=pl.col("start_line").fill_null(orphans["line"][0]))
     in_prior = pl.col("start_line") == prior if prior is not None else pl.lit(False)
+    # Nearly every chunk lies within one start: then the per-start forward fill is a plain one.
+    one_start = recs["start_line"].n_unique() <= 1
+
+    def ffill(col: str) -> pl.Expr:
+        return pl.col(col).forward_fill() if one_start else pl.col(col).forward_fill().over("start_line")
+
     recs = recs.with_columns(
-        (
-            pl.col(f"_f_{k}")
-            .forward_fill()
-            .over("start_line")
-            .fill_null(pl.when(in_prior).then(pl.lit(st["ctx"].get(k), t)))
-            .alias(f"ctx_{k}")
-        )
+        ffill(f"_f_{k}").fill_null(pl.when(in_prior).then(pl.lit(st["ctx"].get(k), t))).alias(f"ctx_{k}")
         for k, t in _CTX.items()
     )
     if recs.height:

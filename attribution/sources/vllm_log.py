@@ -9,14 +9,19 @@ last timestamp, the current engine start and its context across chunks.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
+from typing import Any, TypeVar
 
 import polars as pl
 
 from attribution.privacy import redact_expr
 from attribution.sources import timefmt, vllm_config
 from attribution.sources.base import ParseContext, ParseResult, Source
-from attribution.sources.common import segments
+from attribution.sources.common import has_outer_prefix, may_need_cleaning, segments
+
+T = TypeVar("T")
 
 _LEVEL = r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)"
 # `(NAME pid=N) ` (0.8+; part of the format in 0.33), level, `MM-DD HH:MM:SS`, `[file:line]` or pre-0.8
@@ -27,6 +32,7 @@ HEADER_RE = (
 )
 _HEADER_ONLY_RE = re.sub(r"\(\?P<\w+>", "(?:", HEADER_RE)
 _LEVEL_DATE_RE = rf"{_LEVEL} \d\d-\d\d \d\d:\d\d:\d\d "
+_HEAD_DATE_RE = rf"^(?:\([^()]*? pid=\d+\) )?{_LEVEL} \d\d-\d\d \d\d:\d\d:\d\d"
 # A header anywhere in a segment: pasted logs glue records (`...hit rate: 0.0%INFO 07-28 06:41:19 [...`).
 GLUE_RE = rf"(?:\([^()]*? pid=\d+\) )?{_LEVEL} \d\d-\d\d \d\d:\d\d:\d\d \[?[^\]:\s]+:\d+\]"
 _SEP = "\x1e"
@@ -41,6 +47,18 @@ ITER_RE = (
 )
 V0_PREFIX_RE = r"^Prefix cache hit rate: GPU: (?P<gpu>[\d.]+)%, CPU: (?P<cpu>[\d.]+)%"
 EVENT_RE = r"^(?P<event>Added|Finished|Aborted) request(?:\(s\))? (?P<ids>.+?)\.?$"
+_ENGINE_SUFFIX_RE = r"^.+-[0-9a-f]{8}$"
+_RECEIVED, _ADDED, _FINISHED, _ABORTED = (
+    "Received request ",
+    "Added request ",
+    "Finished request ",
+    "Aborted request",
+)
+_V0_PREFIX = "Prefix cache hit rate: GPU:"
+_RECEIVED_RE = r"^Received request (\S+): (?:prompt|params|sampling_params)"
+# `\S+` up to `: ` is the token minus its last `:`; for a token with no other `:` this is the same group.
+_RECEIVED_FAST_RE = r"^Received request ([^\s:]+): (?:prompt|params|sampling_params)"
+_KIND_RE = "^(?:" + "|".join(re.escape(k) for k in (_RECEIVED, _ADDED, _FINISHED, _ABORTED, _V0_PREFIX)) + ")"
 
 # Stats line key -> (column, value kind). Unknown keys (MFU, KV fetch, External/MM hit rates, a field a
 # future version adds) are skipped; a known key whose value does not parse makes the line an error.
@@ -83,9 +101,36 @@ def request_key(expr: pl.Expr, engine_side: pl.Expr | bool = False) -> pl.Expr:
     3. Drop the `chatcmpl-` / `cmpl-` prefix.
     `chatcmpl-b73b4b2d...-a8a65d16` (engine, 0.14+) -> `b73b4b2d...`; `cmpl-50c3...-0` -> `50c3...`.
     """
-    engine_side = pl.lit(engine_side) if isinstance(engine_side, bool) else engine_side
-    key = pl.when(engine_side).then(expr.str.replace(r"^(.+)-[0-9a-f]{8}$", "$1")).otherwise(expr)
+    # `^(.+)-[0-9a-f]{8}$` -> `$1` drops the last 9 (ASCII) characters of a match: a match test needs no
+    # capture engine.
+    if engine_side is False:
+        key = expr
+    else:
+        strip = expr.str.contains(_ENGINE_SUFFIX_RE)
+        key = (
+            pl.when(strip if engine_side is True else engine_side & strip)
+            .then(expr.str.head(-9))
+            .otherwise(expr)
+        )
     return key.str.replace(r"^cmpl-(.+)-\d+$", "$1").str.replace(r"^(?:chatcmpl|cmpl)-", "")
+
+
+def _request_keys(ids: pl.Series, engine_side: pl.Series | bool = False) -> pl.Series:
+    """`request_key` of a column, skipping the rules that cannot apply: without a `cmpl-` id, rule 2 never
+    matches and rule 3 only removes `chatcmpl-` (rule 1 never touches the start)."""
+    if ids.str.starts_with("cmpl-").any():
+        side = pl.lit(engine_side) if isinstance(engine_side, pl.Series) else engine_side
+        return pl.select(request_key(pl.lit(ids), side)).to_series()
+    key = ids
+    if engine_side is not False:
+        strip = ids.str.contains(_ENGINE_SUFFIX_RE)
+        if isinstance(engine_side, pl.Series):
+            strip = strip & engine_side
+        if strip.any():
+            key = pl.select(
+                pl.when(pl.lit(strip)).then(pl.lit(ids).str.head(-9)).otherwise(pl.lit(ids))
+            ).to_series()
+    return key.str.strip_prefix("chatcmpl-")
 
 
 def _version_at_least(version: pl.Expr, major: int, minor: int) -> pl.Expr:
@@ -121,33 +166,84 @@ class VllmLog(Source):
     def parse(self, lines: pl.DataFrame, ctx: ParseContext) -> ParseResult:
         res = ParseResult()
         recs = _records(lines, ctx)
-        heads = recs.filter(pl.col("msg").is_not_null())
-        heads = heads.with_columns(
-            traffic=pl.col("msg").str.starts_with("Received request ")
-            | pl.col("msg").str.starts_with("Added request ")
-            | pl.col("msg").str.contains("Avg prompt throughput", literal=True)
-        )
-        facts, cfg_errors = vllm_config.extract_facts(heads)
-        res.add_errors(cfg_errors)
-        heads = vllm_config.assign_starts(heads, facts, ctx.state)
-        res.add("engine_config", vllm_config.config_rows(facts, heads))
-        for rows, errors in (_stats(heads), _v0_prefix(heads), _iterations(heads)):
-            res.add("engine_steps", rows)
-            res.add_errors(errors)
-        req, req_errors = _received(heads)
-        res.add("requests", req)
-        res.add_errors(req_errors)
-        res.add("request_events", _events(heads))
-        res.add("access_log", _access(recs))
+        # Once the records exist, the access lines and then the request events and stats lines are parsed on
+        # a second thread (Polars releases the GIL) while this one does the rest; results are added in a
+        # fixed order. With a one-thread Polars pool (POLARS_MAX_THREADS=1), everything runs here.
+        with ThreadPoolExecutor(max_workers=1) if pl.thread_pool_size() > 1 else _Inline() as pool:
+            access = pool.submit(_access, recs)
+            heads = recs.filter(pl.col("msg").is_not_null())
+            # Which known prefix a message starts with (one anchored pass, not a `starts_with` per test).
+            heads = heads.with_columns(
+                _kind=pl.col("msg").str.extract(_KIND_RE, 0),
+                _stats=pl.col("msg").str.contains("Avg prompt throughput", literal=True),
+            )
+            kind = pl.col("_kind")
+            heads = heads.with_columns(
+                traffic=(kind == _RECEIVED).fill_null(False)
+                | (kind == _ADDED).fill_null(False)
+                | pl.col("_stats")
+            )
+            facts, cfg_errors = vllm_config.extract_facts(heads)
+            res.add_errors(cfg_errors)
+            heads = vllm_config.assign_starts(heads, facts, ctx.state)
+            steps = [pool.submit(f, heads) for f in (_stats, _v0_prefix, _iterations)]
+            events = pool.submit(_events, heads)
+            received = _received(heads)
+            res.add("engine_config", vllm_config.config_rows(facts, heads))
+            for rows, errors in (step.result() for step in steps):
+                res.add("engine_steps", rows)
+                res.add_errors(errors)
+            req, req_errors = received
+            res.add("requests", req)
+            res.add_errors(req_errors)
+            res.add("request_events", events.result())
+            res.add("access_log", access.result())
         return res
+
+
+class _Inline:
+    """An executor that runs each task when it is submitted."""
+
+    def __enter__(self) -> _Inline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
+        future: Future[T] = Future()
+        future.set_result(fn(*args))
+        return future
 
 
 def _records(lines: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     """Physical lines -> records (idx, line, ts, msg; msg null for unheaded text, ts carried forward)."""
-    segs = segments(lines.select("line", "text"))
-    n_heads = pl.col("text").str.count_matches(_LEVEL_DATE_RE)
-    glued = (n_heads >= 2) | ((n_heads == 1) & ~pl.col("text").str.contains(_HEADER_ONLY_RE))
-    is_glued = segs.select(glued).to_series()
+    # The whole header (group 0 of an anchored regex without groups: no capture engine) or null; how many
+    # headers a segment holds; and whether any line has a `\r` or an ANSI escape (one select: they run in
+    # parallel). Nearly always none has, nor an outer prefix, and then the lines are the segments minus
+    # empty ones. A line with a header cannot start with an outer prefix (`(` or a level, then a date), so
+    # only the lines without one are tested for it.
+    text = pl.col("text")
+    found = lines.select(
+        rare=may_need_cleaning(text),
+        hdr=text.str.extract(_HEADER_ONLY_RE, 0),
+        n=text.str.count_matches(_LEVEL_DATE_RE),
+    )
+    dirty = found.height > 0 and (
+        found["rare"][0] or has_outer_prefix(lines["text"].filter(found["hdr"].is_null()))
+    )
+    if dirty:
+        segs = segments(lines.select("line", "text"))
+        found = segs.select(
+            hdr=text.str.extract(_HEADER_ONLY_RE, 0), n=text.str.count_matches(_LEVEL_DATE_RE)
+        )
+    else:
+        segs = lines.select("line", "text", seg=pl.lit(0, pl.Int32))
+        empty = lines["text"].str.len_bytes() == 0
+        if empty.any():
+            segs, found = segs.filter(~empty), found.filter(~empty)
+    hdr, n_heads = found["hdr"], found["n"]
+    is_glued = (n_heads >= 2) | ((n_heads == 1) & hdr.is_null())
     if is_glued.any():  # rare: split only those segments, and only then re-sort
         pieces = (
             segs.filter(is_glued)
@@ -155,27 +251,24 @@ def _records(lines: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
             .explode("text")
             .filter(pl.col("text").str.len_bytes() > 0)
         )
-        recs = pl.concat([segs.filter(~is_glued), pieces]).sort("line", "seg", maintain_order=True)
-    else:
-        recs = segs
-    recs = recs.with_row_index("idx").with_columns(_g=pl.col("text").str.extract_groups(HEADER_RE))
-    g = pl.col("_g").struct.field
+        segs = pl.concat([segs.filter(~is_glued), pieces]).sort("line", "seg", maintain_order=True)
+        hdr = segs["text"].str.extract(_HEADER_ONLY_RE, 0)
+    recs = segs.with_row_index("idx").with_columns(_hdr=hdr)
+    # The date: the last 14 characters of the header's `[(NAME pid=N) ]LEVEL MM-DD HH:MM:SS` start (NAME has
+    # no parentheses, so the prefix, when there is one, ends at the first `) ` and the match is unique).
+    date = pl.col("_hdr").str.extract(_HEAD_DATE_RE, 0).str.tail(14)
     recs = recs.with_columns(
-        msg=pl.when(g("hdr").is_not_null()).then(pl.col("text").str.strip_prefix(g("hdr"))),
-        _mm=g("mm").cast(pl.Int32),
-        _dd=g("dd"),
-        _hms=g("hms"),
+        msg=pl.col("text").str.strip_prefix(pl.col("_hdr")),
+        _date=date,
     )
-    years = timefmt.assign_years(recs["_mm"], ctx)
-    naive = pl.concat_str(
-        pl.lit(years).cast(pl.Utf8),
-        pl.lit("-"),
-        pl.col("_mm").cast(pl.Utf8).str.zfill(2),
-        pl.lit("-"),
-        pl.col("_dd"),
-        pl.lit(" "),
-        pl.col("_hms"),
-    ).str.to_datetime("%Y-%m-%d %H:%M:%S", time_unit="us", strict=False)
+    years = timefmt.assign_years(recs["_date"].str.head(2).cast(pl.Int32), ctx)
+    # One year for the whole chunk (no rollover inside it) is a literal, not a column cast to text.
+    year = (
+        pl.lit(f"{years[0]}-")
+        if len(years) and years.min() == years.max()
+        else pl.lit(years).cast(pl.Utf8) + "-"
+    )
+    naive = (year + pl.col("_date")).str.to_datetime("%Y-%m-%d %H:%M:%S", time_unit="us", strict=False)
     recs = recs.with_columns(ts=timefmt.to_utc(naive, ctx.tz))
     last = ctx.state.get("last_ts")
     seed = datetime.fromisoformat(last) if last else None
@@ -195,7 +288,7 @@ def _errors(df: pl.DataFrame, reason: pl.Expr | str, sample: pl.Expr | None = No
 
 
 def _stats(heads: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    rows = heads.filter(pl.col("msg").str.contains("Avg prompt throughput", literal=True))
+    rows = heads.filter(pl.col("_stats"))
     if rows.height == 0:
         return pl.DataFrame(), pl.DataFrame()
     body = pl.col("msg").str.strip_chars_end().str.strip_suffix(".")  # V0 ends with `.`
@@ -261,7 +354,7 @@ def _v0_prefix(heads: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """V0 prints the prefix-cache hit rate on its own line after the stats line. It becomes its own `stats`
     row (only prefix_hit_rate), never merged into the stats row: merging would depend on whether both
     lines fall into the same chunk."""
-    rows = heads.filter(pl.col("msg").str.starts_with("Prefix cache hit rate: GPU:"))
+    rows = heads.filter(pl.col("_kind") == _V0_PREFIX)
     if rows.height == 0:
         return pl.DataFrame(), pl.DataFrame()
     rows = rows.with_columns(_g=pl.col("msg").str.extract_groups(V0_PREFIX_RE))
@@ -281,9 +374,8 @@ def _v0_prefix(heads: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 def _iterations(heads: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     msg = pl.col("msg")
-    rows = heads.filter(
-        msg.str.contains("Iteration(", literal=True) & msg.str.contains("context requests", literal=True)
-    )
+    rows = heads.filter(msg.str.contains("Iteration(", literal=True))
+    rows = rows.filter(msg.str.contains("context requests", literal=True))
     if rows.height == 0:
         return pl.DataFrame(), pl.DataFrame()
     rows = rows.with_columns(_g=msg.str.extract_groups(ITER_RE))
@@ -312,17 +404,18 @@ def _received(heads: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     (vLLM logs `ids[:max_log_len]`, so a list of that length may be truncated).
     """
     msg = pl.col("msg")
-    rows = heads.filter(msg.str.starts_with("Received request "))
+    rows = heads.filter(pl.col("_kind") == _RECEIVED)
     if rows.height == 0:
         return pl.DataFrame(), pl.DataFrame()
+    # The part after the last marker, null without one (split once: a list of one means no marker). Most
+    # versions log no token ids: skip that split when no line has them.
+    has_ids = rows["msg"].str.contains("prompt_token_ids: ", literal=True)
     rows = rows.with_columns(
-        request_id=msg.str.extract(r"^Received request (\S+): (?:prompt|params|sampling_params)", 1),
-        _params=pl.when(msg.str.contains("params: SamplingParams(", literal=True)).then(
-            msg.str.split("params: SamplingParams(").list.last()
-        ),
-        _ids=pl.when(msg.str.contains("prompt_token_ids: ", literal=True)).then(
-            msg.str.split("prompt_token_ids: ").list.last()
-        ),
+        request_id=_request_ids(rows["msg"]),
+        _params=msg.str.split("params: SamplingParams("),
+        _ids=msg.str.split("prompt_token_ids: ") if has_ids.any() else pl.lit([""], pl.List(pl.Utf8)),
+    ).with_columns(
+        pl.when(pl.col(c).list.len() > 1).then(pl.col(c).list.last()).alias(c) for c in ("_params", "_ids")
     )
     max_tokens = pl.col("_params").str.extract(r"(?:^|, )max_tokens=(\d+|None)[,)]", 1)
     n_ids = pl.col("_ids").str.split("]").list.first().str.count_matches(",", literal=True) + 1
@@ -338,10 +431,11 @@ def _received(heads: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         "unparseable Received request line",
         pl.col("msg").str.replace(r"(?s)^(Received request \S{0,60}).*$", "$1 <omitted>"),
     )
-    ok = rows.filter(~bad).select(
+    ok = rows.filter(~bad)
+    ok = ok.select(
         "request_id",
         "line",
-        request_key=request_key(pl.col("request_id")),
+        request_key=_request_keys(ok["request_id"]),
         engine=pl.lit("vllm"),
         engine_version="ctx_version",
         model="ctx_model",
@@ -353,55 +447,88 @@ def _received(heads: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     return ok, errors
 
 
+def _request_ids(msgs: pl.Series) -> pl.Series:
+    """The id of each `Received request` message (null when the line does not parse). An id without `:`
+    (nearly all) is found by a regex that never backtracks over a `:` (2x faster); where it matches it gives
+    the same group as `_RECEIVED_RE`, which decides the other messages."""
+    ids = msgs.str.extract(_RECEIVED_FAST_RE, 1)
+    missing = ids.is_null()
+    if missing.any():
+        ids = ids.scatter(missing.arg_true(), msgs.filter(missing).str.extract(_RECEIVED_RE, 1))
+    return ids
+
+
 def _events(heads: pl.DataFrame) -> pl.DataFrame:
     msg = pl.col("msg")
-    rows = heads.filter(
-        msg.str.starts_with("Added request ")
-        | msg.str.starts_with("Finished request ")
-        | msg.str.starts_with("Aborted request")
-    )
+    kind = pl.col("_kind")
+    rows = heads.filter(kind.is_in([_ADDED, _FINISHED, _ABORTED]))
     if rows.height == 0:
         return pl.DataFrame()
-    rows = (
-        rows.with_columns(_g=msg.str.extract_groups(EVENT_RE))
-        .filter(pl.col("_g").struct.field("ids").is_not_null())
-        .select(
-            "line",
-            "ts",
-            "ctx_version",
-            event=pl.col("_g").struct.field("event").str.to_lowercase(),
-            request_id=pl.col("_g").struct.field("ids").str.split(", "),
-        )
-        .explode("request_id")
-        .with_columns(pl.col("request_id").str.strip_chars())
-        .filter(pl.col("request_id").str.len_bytes() > 0)
+    # EVENT_RE without a capture engine: the prefix by literal tests, then the rest minus one trailing `.`
+    # (`.+?` keeps at least one character; `.` matches no newline, so a rest with one does not match).
+    event = pl.when(kind == _ADDED).then(pl.lit("added")).when(kind == _FINISHED).then(pl.lit("finished"))
+    rows = rows.with_columns(_rest=msg.str.strip_prefix(kind), event=event.otherwise(pl.lit("aborted")))
+    rest = pl.col("_rest")
+    if (rows["_kind"] == _ABORTED).any():  # `Aborted request(s) ` or `Aborted request `
+        after = pl.when(rest.str.starts_with("(s) ")).then(rest.str.slice(4))
+        after = after.when(rest.str.starts_with(" ")).then(rest.str.slice(1))
+        rows = rows.with_columns(_rest=pl.when(kind == _ABORTED).then(after).otherwise(rest))
+    ids = pl.when((rest.str.len_bytes() > 0) & ~rest.str.contains("\n", literal=True)).then(
+        pl.when(rest.str.len_bytes() > 1).then(rest.str.strip_suffix(".")).otherwise(rest)
     )
+    rows = rows.with_columns(_ids=ids).filter(pl.col("_ids").is_not_null())
+    # One id per line (nearly always): then the split into a list and back is skipped.
+    if rows["_ids"].str.contains(", ", literal=True).any():
+        rows = rows.with_columns(pl.col("_ids").str.split(", ")).explode("_ids")
+    rows = rows.select(
+        "line", "ts", "ctx_version", "event", request_id=pl.col("_ids").str.strip_chars()
+    ).filter(pl.col("request_id").str.len_bytes() > 0)
     # The `-xxxxxxxx` engine suffix exists from 0.14 on; with no version seen yet, strip it (vLLM's own
-    # 16/32-hex ids never end in `-` + 8 hex, so only a client id shaped like that could be cut).
+    # 16/32-hex ids never end in `-` + 8 hex, so only a client id shaped like that could be cut). Decided
+    # once per distinct version, not per row.
+    versions = rows["ctx_version"].drop_nulls().unique()
+    at_least = pl.select(_version_at_least(pl.lit(versions), 0, 14).fill_null(True)).to_series()
     version = pl.col("ctx_version")
-    engine_side = version.is_null() | _version_at_least(version, 0, 14).fill_null(True)
+    engine_side = version.is_null() | version.replace_strict(versions, at_least, default=None).fill_null(True)
+    rows = rows.with_columns(_engine_side=engine_side)
     return rows.select(
-        "request_id", "line", "ts", "event", request_key=request_key(pl.col("request_id"), engine_side)
+        "request_id",
+        "line",
+        "ts",
+        "event",
+        request_key=_request_keys(rows["request_id"], rows["_engine_side"]),
     )
 
 
 def _access(recs: pl.DataFrame) -> pl.DataFrame:
     """uvicorn access lines carry no timestamp: they take the last one seen before them."""
-    rows = recs.filter(pl.col("msg").is_null() & pl.col("text").str.contains(" HTTP/", literal=True))
+    text = pl.col("text")
+    rows = recs.filter(pl.col("msg").is_null())
+    rows = rows.filter(text.str.contains(" HTTP/", literal=True))
     if rows.height == 0:
         return pl.DataFrame()
-    rows = rows.with_columns(_g=pl.col("text").str.extract_groups(ACCESS_RE)).filter(
-        pl.col("_g").struct.field("status").is_not_null()
+    # Rows that match ACCESS_RE (a match test: no capture engine), then its groups by literal splits, which
+    # the match makes exact: the `(NAME pid=N) ` prefix ends at the first `) ` (NAME has no parentheses),
+    # LEVEL at the next `:`; the `\S+:\d+` token ends at the first ` - "`, its port after the last `:`;
+    # method, path, `HTTP/x"` and the status are then separated by single spaces.
+    rows = rows.filter(text.str.contains(ACCESS_RE))
+    rest = (
+        pl.when(text.str.starts_with("("))
+        .then(text.str.splitn(") ", 2).struct.field("field_1"))
+        .otherwise(text)
     )
-    g = pl.col("_g").struct.field
+    rest = rest.str.splitn(":", 2).struct.field("field_1").str.strip_chars_start().str.splitn(' - "', 2)
+    rows = rows.select("line", "ts_carried", _parts=rest).unnest("_parts")
+    rows = rows.select("line", "ts_carried", "field_0", _request=pl.col("field_1").str.splitn(" ", 4))
+    request = pl.col("_request").struct.field
     # The query string is dropped: it may carry tokens.
     return rows.select(
         "line",
         ts="ts_carried",
-        client=g("client"),
-        method=g("method"),
-        path=g("path").str.replace(r"\?.*$", ""),
-        http_status=g("status").cast(pl.Int64),
+        client=pl.col("field_0").str.replace(r":\d+$", ""),
+        method=request("field_0"),
+        path=request("field_1").str.replace(r"\?.*$", ""),
+        http_status=request("field_3").str.head(3).cast(pl.Int64),
     )
 
 

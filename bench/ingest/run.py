@@ -61,7 +61,7 @@ def run_child(method: str, files: list[Path], work: Path, profile: Path | None =
         args += ["--store", str(store)]
     if profile:
         args += ["--profile", str(profile)]
-    env = {k: v for k, v in os.environ.items() if k != "ATTRIBUTION_CHUNK_BYTES"}  # default chunk size
+    env = {k: v for k, v in os.environ.items() if k not in ("ATTRIBUTION_CHUNK_BYTES", "ATTRIBUTION_JOBS")}
     env.update(PYTHONPATH=str(REPO), TZ="UTC")
     t = time.perf_counter()
     proc = subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.PIPE, text=True)
@@ -98,7 +98,7 @@ def expected_rows(manifest: dict[str, Any]) -> dict[str, int]:
 def checks(results: dict[str, dict], expect: dict[str, int], wc: int) -> list[str]:
     """Problems that make a throughput figure meaningless (a parser that drops rows is fast for free)."""
     problems = []
-    for m in ("duckdb", "duckdb_len"):
+    for m in ("duckdb", "duckdb_len", "duckdb_parse"):
         if m in results and results[m]["lines"] != wc:
             problems.append(f"{m} counted {results[m]['lines']:,} lines, wc -l {wc:,}")
     if "ours" in results:
@@ -155,7 +155,8 @@ def measure(methods: list[str], files: list[Path], work: Path, repeat: int) -> d
         runs.sort(key=lambda r: r["seconds"])
         best = dict(runs[len(runs) // 2])  # the median run
         best["all_seconds"] = [r["seconds"] for r in runs]
-        best["peak_rss_mb"] = max(max(r["vmhwm_kb"], r["ru_maxrss_kb"]) for r in runs) / 1024
+        best["peak_rss_mb"] = max(max(r["vmhwm_kb"], r["ru_maxrss_kb"], r.get("tree_peak_kb", 0))
+                                  for r in runs) / 1024
         results[m] = best
     return results
 
@@ -170,7 +171,7 @@ def single(a: argparse.Namespace) -> dict[str, Any]:
     ratios = {}
     if "ours" in results:
         ours = results["ours"]["mb_per_s"]
-        for m in ("duckdb", "duckdb_len", "perline"):
+        for m in ("duckdb", "duckdb_len", "duckdb_parse", "perline"):
             if m in results:
                 ratios[f"ours/{m}"] = ours / results[m]["mb_per_s"]
     goals = {}
@@ -304,7 +305,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sizes", type=lambda s: [float(x) for x in s.split(",")],
                     help="comma-separated sizes in MB: memory-flatness mode (default method: ours only)")
     ap.add_argument("--methods", type=lambda s: s.split(","), default=None,
-                    help="comma-separated subset of ours,duckdb,duckdb_len,perline (default: all; --sizes: ours)")
+                    help="comma-separated subset of ours,duckdb,duckdb_len,duckdb_parse,perline (default: all; "
+                         "--sizes: ours)")
     ap.add_argument("--repeat", type=int, default=1, help="runs per method; the median run is reported")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--data-dir", type=Path, default=Path("/tmp/attribution-bench"),
@@ -314,7 +316,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--per-engine", action="store_true",
                     help="also measure ours and perline on the vLLM file alone and on the SGLang files alone")
     a = ap.parse_args(argv)
-    a.methods = a.methods or (["ours"] if a.sizes else ["ours", "duckdb", "duckdb_len", "perline"])
+    a.methods = a.methods or (["ours"] if a.sizes else ["ours", "duckdb", "duckdb_len", "duckdb_parse", "perline"])
     started = time.time()
     report = sizes(a) if a.sizes else single(a)
     report = {"mode": "sizes" if a.sizes else "single", "args": {k: str(v) for k, v in vars(a).items()},

@@ -1,0 +1,137 @@
+"""Parsing files in worker processes, so an ingest of several files uses every core.
+
+The ingest process keeps everything that touches the store (planning, batching, Parquet writing, commits);
+workers only turn a planned file into messages (`attribution.ingest.parse_plan`): one per chunk with its
+rows and the parser state around it, then "done" or "failed". The ingest applies a file's messages in order,
+so the store sees exactly what a sequential read would commit, files merely interleave.
+
+Workers are fresh interpreters (`python -m attribution.workers`), not forks: Polars' thread pool makes a forked
+child unsafe, and `multiprocessing`'s spawn would re-import the caller's `__main__` (a user script without a
+`__main__` guard would start itself again). Each worker talks over two pipes of its own with length-prefixed
+pickles (`multiprocessing.connection.Connection`): a full pipe blocks the worker, which bounds memory to a few
+messages per worker; a dead ingest closes the pipes, and the worker exits on the broken pipe or end of input
+instead of lingering. Workers ignore SIGINT: Ctrl-C stops the ingest, which stops them.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterable
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+Message = tuple[Any, ...]
+
+
+def default_jobs() -> int:
+    """Worker processes for an ingest: `$ATTRIBUTION_JOBS`, else the CPUs this process may run on."""
+    env = os.environ.get("ATTRIBUTION_JOBS")
+    if env:
+        return max(1, int(env))
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+class _Worker:
+    def __init__(self) -> None:
+        task_r, task_w = os.pipe()
+        res_r, res_w = os.pipe()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "attribution.workers", str(task_r), str(res_w)],
+            pass_fds=(task_r, res_w), stdin=subprocess.DEVNULL, close_fds=True,
+            # the modules this process can import (a source registered from a plugin or a test included)
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(p or os.getcwd() for p in sys.path)},
+        )
+        os.close(task_r)
+        os.close(res_w)
+        self.tasks = Connection(task_w, readable=False)
+        self.results = Connection(res_r, writable=False)
+        self.current: int | None = None  # the index of the plan it is parsing
+
+    def give(self, index: int, plan: Any) -> None:
+        self.current = index
+        self.tasks.send(plan)
+
+    def stop(self) -> None:
+        for conn in (self.tasks, self.results):
+            try:
+                conn.close()
+            except OSError:
+                pass
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+def run(plans: list[Any], jobs: int, handle: Callable[[int, Message], None], weight: Callable[[Any], int]) -> None:
+    """Parse `plans` in `jobs` worker processes, the heaviest first; call `handle(index, message)` in this
+    process for every message, in order per plan. A plan whose worker dies gets a "failed" message."""
+    order = sorted(range(len(plans)), key=lambda i: -weight(plans[i]))
+    workers = [_Worker() for _ in range(min(jobs, len(plans)))]
+    try:
+        for w in workers:
+            if order:
+                i = order.pop(0)
+                w.give(i, plans[i])
+        busy = [w for w in workers if w.current is not None]
+        while busy:
+            for conn in wait([w.results for w in busy]):
+                w = next(w for w in busy if w.results is conn)
+                try:
+                    msg = w.results.recv()
+                except (EOFError, OSError):
+                    code = w.proc.wait()
+                    handle(w.current, ("failed", f"internal error: the worker process parsing this file died "
+                                                 f"(exit code {code})"))
+                    w.current = None
+                    busy.remove(w)
+                    if order:  # the other files still get read, by a new worker
+                        w = _Worker()
+                        workers.append(w)
+                        i = order.pop(0)
+                        w.give(i, plans[i])
+                        busy.append(w)
+                    continue
+                handle(w.current, msg)
+                if msg[0] in ("done", "failed"):
+                    if order:
+                        i = order.pop(0)
+                        w.give(i, plans[i])
+                    else:
+                        w.current = None
+                        w.tasks.send(None)
+                        busy.remove(w)
+    finally:
+        for w in workers:
+            w.stop()
+
+
+def _serve(tasks: Connection, results: Connection, parse: Callable[[Any], Iterable[Message]]) -> None:
+    while True:
+        plan = tasks.recv()
+        if plan is None:
+            return
+        for msg in parse(plan):
+            results.send(msg)
+
+
+def main(argv: list[str]) -> int:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from attribution.ingest import parse_plan
+
+    tasks = Connection(int(argv[0]), writable=False)
+    results = Connection(int(argv[1]), readable=False)
+    try:
+        _serve(tasks, results, parse_plan)
+    except (EOFError, BrokenPipeError, ConnectionResetError):
+        return 1  # the ingest went away
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,138 @@
+"""Files parsed in worker processes give the store exactly what a sequential read gives, survive a dying
+worker and a killed ingest, and leave no worker behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from conftest import SAMPLE
+from synthetic_source import register, write_log
+from test_store import _worker, rows, same_tables
+
+from attribution import ingest as ingest_mod
+from attribution import workers
+from attribution.ingest import ingest
+
+register()
+
+
+@pytest.fixture
+def always_parallel(monkeypatch):
+    monkeypatch.setattr(ingest_mod, "PARALLEL_MIN_BYTES", 0)
+
+
+def _workers_of(pid: int) -> list[int]:
+    """Worker processes started by `pid` (children running attribution.workers)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmd = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == pid and b"attribution.workers" in cmd:
+            found.append(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_sample_logs_in_workers_equal_a_sequential_read(tmp_path, always_parallel, sample_store):
+    truth = json.loads((SAMPLE / "ground_truth.json").read_text())
+    par = ingest([str(SAMPLE)], tmp_path / "par", jobs=2, year=truth["year"], tz=truth["tz"])
+    assert sum(f.status == "read" for f in par.files) >= 6 and sum(par.rows.values()) > 100_000
+    for table in ("requests", "request_events", "engine_steps", "engine_config", "access_log", "ingest_errors"):
+        a, b = rows(sample_store, table), rows(tmp_path / "par", table)
+        assert a.height == b.height and a.equals(b), table
+    again = ingest([str(SAMPLE)], tmp_path / "par", jobs=2, year=truth["year"], tz=truth["tz"])
+    assert again.count("unchanged") == len(again.files) and not again.rows
+
+
+def test_chunks_of_files_in_workers_interleave_into_the_sequential_rows(tmp_path, always_parallel):
+    src = tmp_path / "logs"
+    src.mkdir()
+    for i in range(3):
+        write_log(src / f"pod{i}.log", i * 100_000, 5_000 * (i + 1))
+    seq = ingest([str(src)], tmp_path / "seq", jobs=1, chunk_bytes=8192)
+    par = ingest([str(src)], tmp_path / "par", jobs=2, chunk_bytes=8192)
+    assert [(f.status, f.rows, f.bytes) for f in par.files] == [(f.status, f.rows, f.bytes) for f in seq.files]
+    same_tables(tmp_path / "par", tmp_path / "seq")
+
+
+def test_a_worker_that_dies_fails_its_file_only_and_a_rerun_completes_it(tmp_path, always_parallel, monkeypatch):
+    src = tmp_path / "logs"
+    src.mkdir()
+    for i in range(3):
+        write_log(src / f"pod{i}.log", i * 100_000, 15_000)
+    ingest([str(src)], tmp_path / "reference", jobs=1, chunk_bytes=8192)
+
+    real_run = workers.run
+    killed: list[int] = []
+
+    def run_and_kill_one(plans, jobs, handle, weight):
+        def handle_and_kill(i, msg):
+            handle(i, msg)
+            if not killed and msg[0] == "unit" and Path(plans[i].path).name == "pod1.log":
+                victims = _workers_of(os.getpid())
+                # the busiest worker cannot be told apart from here: kill them all, both files must fail
+                for pid in victims:
+                    os.kill(pid, signal.SIGKILL)
+                killed.extend(victims)
+        real_run(plans, jobs, handle_and_kill, weight)
+
+    monkeypatch.setattr(workers, "run", run_and_kill_one)
+    first = ingest([str(src)], tmp_path / "s", jobs=2, chunk_bytes=8192)
+    assert killed
+    failed = [f for f in first.files if f.status == "failed"]
+    assert failed and all("worker process parsing this file died" in f.message for f in failed)
+    assert all(f.status in ("read", "failed") for f in first.files)
+    monkeypatch.setattr(workers, "run", real_run)
+    second = ingest([str(src)], tmp_path / "s", jobs=2, chunk_bytes=8192)
+    assert {f.path for f in second.files if f.status == "read"} >= {f.path for f in failed}
+    same_tables(tmp_path / "s", tmp_path / "reference")
+    assert all(not _alive(pid) for pid in killed)
+
+
+def test_kill_9_of_a_parallel_ingest_leaves_no_worker_and_a_rerun_gives_the_uninterrupted_rows(tmp_path):
+    src = tmp_path / "logs"
+    src.mkdir()
+    for i in range(4):
+        write_log(src / f"pod{i}.log", i * 100_000, 20_000)
+    with open(src / "pod2.log", "a") as fh:
+        fh.write("bad line\n")
+    ingest([str(src)], tmp_path / "reference", jobs=1, chunk_bytes=8192)
+    killed = 0
+    for _attempt in range(3):
+        proc = _worker(src, tmp_path / "s", jobs=2)
+        deadline = time.monotonic() + 60
+        kids: list[int] = []
+        while proc.poll() is None and not kids and time.monotonic() < deadline:
+            kids = _workers_of(proc.pid)
+            time.sleep(0.02)
+        time.sleep(0.3)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            killed += 1
+        proc.wait()
+        gone_by = time.monotonic() + 20
+        while any(_alive(k) for k in kids) and time.monotonic() < gone_by:
+            time.sleep(0.05)
+        assert not any(_alive(k) for k in kids), "a worker outlived its killed ingest"
+    assert killed >= 1
+    final = _worker(src, tmp_path / "s", jobs=2)
+    assert final.wait() == 0, final.stderr.read().decode()
+    same_tables(tmp_path / "s", tmp_path / "reference")
