@@ -16,7 +16,8 @@ from attribution.analyses import select
 from attribution.cli import app
 from attribution.compare import compare
 from attribution.compare.attribution import verdict
-from attribution.compare.stats import bootstrap_percentiles, mix_weights, weighted_percentiles
+from attribution.compare.core import _Estimator, _Rows
+from attribution.compare.stats import bootstrap_percentiles, interval, mix_weights, weighted_percentiles
 from attribution.errors import UsageError
 from attribution.ingest import ingest
 from attribution.simulate import simulate
@@ -60,6 +61,53 @@ def test_bootstrap_matches_brute_force_resampling():
     p_mine = np.array([(mine == s).mean() for s in support])
     assert set(np.unique(mine)) <= set(support)
     assert 0.5 * np.abs(p_brute - p_mine).sum() < 0.04  # total variation distance of the two distributions
+
+
+def _reference_ratio(est: _Estimator, vals: np.ndarray, ok: np.ndarray, ps: tuple[float, ...]) -> tuple:
+    """The re-weighted percentiles and bootstrap draws of each cohort straight from the request-order
+    functions (each side's requests in request order, sorted by the functions themselves)."""
+    d = est.d
+    b, a = ok & ~d.after, ok & d.after
+    w = mix_weights(d.codes[b], d.codes[a], d.n_strata, est.mix)
+    pb = weighted_percentiles(vals[b], d.codes[b], w, ps)
+    pa = weighted_percentiles(vals[a], d.codes[a], w, ps)
+    db = bootstrap_percentiles(vals[b], d.codes[b], w, ps, est.resamples, est.rng)
+    da = bootstrap_percentiles(vals[a], d.codes[a], w, ps, est.resamples, est.rng)
+    return pb, pa, db, da, np.quantile(vals[b], ps), np.quantile(vals[a], ps)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_estimator_sorted_masks_equal_request_order_functions(seed):
+    # The estimator sorts each metric once and selects every subset as a mask over that order; its numbers
+    # must be those of the request-order functions to the last bit (ties across strata and cohorts,
+    # NaNs, a stratum only one cohort has, subsets).
+    rng = np.random.default_rng(seed)
+    n = 3000
+    rows = pl.DataFrame({
+        "cohort": rng.choice(["before", "after"], n), "workload": rng.choice(["a", "b", "c"], n),
+        "bucket": rng.choice([0, 1, 2, 3], n),
+        "queue_s": np.where(rng.random(n) < 0.1, np.nan, rng.integers(0, 40, n) / 8.0),
+        "ttft_s": rng.lognormal(0, 1, n), "tpot_s": rng.integers(0, 5, n) * 0.01, "e2e_s": rng.lognormal(1, 1, n),
+    }).with_columns(pl.when((pl.col("workload") == "c") & (pl.col("cohort") == "after")).then(None)
+                    .otherwise(pl.col("bucket")).alias("bucket"))
+    data = _Rows(rows, (256, 1024, 4096))
+    subsets = [None, rng.random(n) < 0.3, data.codes % 2 == 0]
+    for metric in ("queue_s", "ttft_s", "tpot_s"):
+        for subset in subsets:
+            mine = _Estimator(data, ps=(0.5, 0.9, 0.99), mix="pooled", resamples=200, seed=seed)
+            ref = _Estimator(data, ps=(0.5, 0.9, 0.99), mix="pooled", resamples=200, seed=seed)
+            got = mine.ratio(metric, subset)
+            vals = data.values[metric]
+            ok = np.isfinite(vals) if subset is None else np.isfinite(vals) & subset
+            pb, pa, db, da, raw_b, raw_a = _reference_ratio(ref, vals, ok, (0.5, 0.9, 0.99))
+            assert [r["before"] for r in got] == list(pb)
+            assert [r["after"] for r in got] == list(pa)
+            assert [r["raw_before"] for r in got] == list(raw_b) and [r["raw_after"] for r in got] == list(raw_a)
+            with np.errstate(all="ignore"):
+                lo, hi = interval(da / db)
+            finite = [np.isfinite(r["ratio"]) for r in got]
+            assert [r["ratio_lo"] for r, f in zip(got, finite, strict=True) if f] == [x for x, f in zip(lo, finite, strict=True) if f]
+            assert [r["ratio_hi"] for r, f in zip(got, finite, strict=True) if f] == [x for x, f in zip(hi, finite, strict=True) if f]
 
 
 def test_verdict_rules():

@@ -132,3 +132,31 @@ def test_whatif_queueing_gone_at_equal_memory(answer, truth):
     s = answer.tables["summary"].row(0, named=True)
     assert (s["limit"], s["status"]) == ("state_pool", "resize")
     assert s["queue_p99_now"] == now["queue_p99"] and s["queue_p99_after"] == after["queue_p99"]
+
+
+def test_exact_in_system_equals_the_concurrency_analysis_of_each_period(sample_store):
+    # exact_in_system reads every period's requests once and sweeps each period's deployments; the numbers
+    # must be those of the concurrency analysis run on each start's period (its exact in_system row).
+    import polars as pl
+
+    from attribution import analyses
+    from attribution.memsplit.current import Overrides, current_split
+    from attribution.memsplit.diagnosis import exact_in_system, load_starts
+
+    con = Store.open(sample_store).connect()
+    starts = load_starts(con, engine=None, deployments=None, since=None, until=None)
+    splits = [current_split(row, row["model"], Overrides()) for row in starts.to_dicts()]
+    assert len({(c.period_since, c.period_until) for c in splits}) > 2
+    got, notes = exact_in_system(con, splits)
+    assert not notes
+    want = []
+    for c in splits:
+        sel = analyses.select(con, since=c.period_since, until=c.period_until, by="all")
+        pods = analyses.concurrency(sel, per_group=False, estimate=False).tables["pods"]
+        r = pods.filter((pl.col("metric") == "in_system") & (pl.col("source") == "exact")
+                        & (pl.col("deployment") == c.deployment))
+        if r.height:
+            want.append({"start_id": c.start_id, "in_system_peak_exact": r["peak"][0],
+                         "in_system_p99_exact": r["p99"][0]})
+    assert got.height == len(want) > 0
+    assert got.sort("start_id").to_dicts() == sorted(want, key=lambda r: r["start_id"])

@@ -36,7 +36,8 @@ where t_arrival is not null and t_end > t_arrival
 """
 
 
-def _us(t: datetime | None) -> int | None:
+def epoch_us(t: datetime | None) -> int | None:
+    """Microseconds since the epoch (DuckDB's epoch_us), None for None."""
     if t is None:
         return None
     return int(pl.Series([t]).dt.epoch("us")[0])
@@ -173,8 +174,20 @@ def segments(con: duckdb.DuckDBPyConnection, since: datetime | None, until: date
     """The sweep of the connection's analysis_requests: one Segments per deployment (grp None) and, with
     `per_group`, per deployment and group. A deployment's events are sorted once; each group's are a subset
     of them, already in order."""
-    df = fetch(con, _REQUESTS_SQL, {"since": since, "until": until})
-    lo, until_us = _us(since), _us(until)
+    return sweep_requests(interval_requests(con, since, until), since, until, per_group)
+
+
+def interval_requests(con: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None
+                      ) -> pl.DataFrame:
+    """The rows of analysis_requests the sweep of [since, until) reads: those with an interval touching it."""
+    return fetch(con, _REQUESTS_SQL, {"since": since, "until": until})
+
+
+def sweep_requests(df: pl.DataFrame, since: datetime | None, until: datetime | None, per_group: bool,
+                   deployments: set[str | None] | None = None) -> list[Segments]:
+    """`segments` of interval_requests' rows `df` for [since, until); with `deployments`, only theirs (the
+    bounds still come from every row, so each one's segments are those of the whole sweep)."""
+    lo, until_us = epoch_us(since), epoch_us(until)
     max_end = int(df["t_end"].max()) if df.height else None
     his = [x for x in (until_us, max_end) if x is not None]
     bounds = _Bounds(lo, min(his) if his else None, int(df["t_arrival"].min()) if df.height else None)
@@ -182,6 +195,8 @@ def segments(con: duckdb.DuckDBPyConnection, since: datetime | None, until: date
         return []
     whole, groups = [], []
     for (dep,), part in df.partition_by("deployment", maintain_order=True, as_dict=True).items():
+        if deployments is not None and dep not in deployments:
+            continue
         e = _events(part, bounds)
         whole.append(_sweep(e, bounds, dep, None))
         if per_group:

@@ -71,7 +71,7 @@ class _Estimator:
         self.d, self.ps, self.mix, self.resamples = data, ps, mix, resamples
         self.rng = np.random.default_rng(seed)
         self._cache: dict[tuple[str, tuple[float, ...], bytes], list[dict[str, Any]]] = {}
-        self._order: dict[str, np.ndarray] = {}  # metric -> stable argsort of its values (sorted once)
+        self._sorted: dict[str, tuple[np.ndarray, ...]] = {}  # metric -> its rows in stable sorted order
 
     def ratio(self, metric: str, subset: np.ndarray | None = None, ps: tuple[float, ...] | None = None
               ) -> list[dict[str, Any]]:
@@ -83,34 +83,45 @@ class _Estimator:
         ok = np.isfinite(vals) if subset is None else np.isfinite(vals) & subset
         key = (metric, ps, hashlib.blake2b(np.packbits(ok).tobytes(), digest_size=16).digest())
         if key not in self._cache:
-            if metric not in self._order:
-                self._order[metric] = np.argsort(vals, kind="stable")
-            self._cache[key] = self._ratio(vals, ok, ps, self._order[metric])
+            if metric not in self._sorted:  # sorted once per metric; every subset is a mask over that order
+                order = np.argsort(vals, kind="stable")
+                self._sorted[metric] = (order, vals[order], self.d.codes[order], self.d.after[order])
+            self._cache[key] = self._ratio(ok, ps, *self._sorted[metric])
         return self._cache[key]
 
-    def _ratio(self, vals: np.ndarray, ok: np.ndarray, ps: tuple[float, ...], order: np.ndarray
-               ) -> list[dict[str, Any]]:
+    def _ratio(self, ok: np.ndarray, ps: tuple[float, ...], order: np.ndarray, sv: np.ndarray, sc: np.ndarray,
+               s_after: np.ndarray) -> list[dict[str, Any]]:
+        """`ok` (request order) selects the requests; sv, sc, s_after are the metric's values, strata and
+        cohort in stable sorted order (`order`). Each side's values come out sorted as the stable argsort
+        would sort them, so the percentiles are those of stats.weighted_percentiles and
+        stats.bootstrap_percentiles over the side's requests."""
         d = self.d
-        b, a = ok & ~d.after, ok & d.after
-        vb, cb, va, ca = vals[b], d.codes[b], vals[a], d.codes[a]
+        oks = ok[order]
+        b, a = oks & ~s_after, oks & s_after
+        vb, cb, va, ca = sv[b], sc[b], sv[a], sc[a]
         w = stats.mix_weights(cb, ca, d.n_strata, self.mix)
         nan = np.full(len(ps), np.nan)
+        weighted = w > 0
+        kb, ka = weighted[cb], weighted[ca]
         if w.sum() == 0:
             pb = pa = nan
             lo = hi = dlo = dhi = nan
         else:
-            # each side's values in weighted strata, in sorted order, from the metric's one sort
-            ob = stats.sorted_order(order, b & (w[d.codes] > 0))
-            oa = stats.sorted_order(order, a & (w[d.codes] > 0))
-            pb, pa = stats.weighted_percentiles(vb, cb, w, ps, ob), stats.weighted_percentiles(va, ca, w, ps, oa)
-            db = stats.bootstrap_percentiles(vb, cb, w, ps, self.resamples, self.rng, ob)
-            da = stats.bootstrap_percentiles(va, ca, w, ps, self.resamples, self.rng, oa)
+            # the sum of the unit weights in request order, as weighted_percentiles adds it
+            kept = ok & weighted[d.codes]
+            unit_b, unit_a = stats.unit_weights(cb[kb], w), stats.unit_weights(ca[ka], w)
+            total_b = float(unit_b[d.codes[kept & ~d.after]].sum())
+            total_a = float(unit_a[d.codes[kept & d.after]].sum())
+            pb = stats.sorted_weighted_percentiles(vb[kb], cb[kb], unit_b, total_b, ps)
+            pa = stats.sorted_weighted_percentiles(va[ka], ca[ka], unit_a, total_a, ps)
+            db = stats.bootstrap_percentiles(vb[kb], cb[kb], w, ps, self.resamples, self.rng, presorted=True)
+            da = stats.bootstrap_percentiles(va[ka], ca[ka], w, ps, self.resamples, self.rng, presorted=True)
             with np.errstate(all="ignore"):
                 lo, hi = stats.interval(da / db)
             dlo, dhi = stats.interval(da - db)
         raw_b = np.quantile(vb, ps) if vb.size else nan
         raw_a = np.quantile(va, ps) if va.size else nan
-        matched_b, matched_a = int((w[cb] > 0).sum()), int((w[ca] > 0).sum())
+        matched_b, matched_a = int(kb.sum()), int(ka.sum())
         out = []
         with np.errstate(all="ignore"):
             for i, p in enumerate(ps):

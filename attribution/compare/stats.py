@@ -43,28 +43,42 @@ def weighted_percentiles(values: np.ndarray, codes: np.ndarray, weights: np.ndar
     v, c = values[keep], codes[keep]
     if v.size == 0:
         return np.full(len(ps), np.nan)
-    n_s = np.bincount(c, minlength=weights.size)
-    u = weights[c] / n_s[c]
+    unit = unit_weights(c, weights)
     if order is None:
         order = np.argsort(v, kind="stable")
-    v, u = v[order], u[order] / u.sum()
+    return sorted_weighted_percentiles(v[order], c[order], unit, float(unit[c].sum()), ps)
+
+
+def unit_weights(codes: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Per stratum, the weight of one of its requests among `codes` (the requests in weighted strata):
+    w_s / n_s."""
+    n_s = np.bincount(codes, minlength=weights.size)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return weights / n_s
+
+
+def sorted_weighted_percentiles(v: np.ndarray, c: np.ndarray, unit: np.ndarray, total: float,
+                                ps: tuple[float, ...] = PERCENTILES) -> np.ndarray:
+    """`weighted_percentiles` of requests already in stable sorted order (values `v`, strata `c`, all in
+    weighted strata), with `unit` from `unit_weights` and `total` = the sum of their unit weights. The sum is
+    the caller's, so that it is added in the same order as weighted_percentiles adds it (request order):
+    floating-point sums depend on the order, and the percentiles must not."""
+    if v.size == 0:
+        return np.full(len(ps), np.nan)
     if v.size == 1:
         return np.full(len(ps), v[0])
+    u = unit[c] / total
     pos = (np.cumsum(u) - u) / (1.0 - u[-1])
     return np.interp(np.asarray(ps), pos, v)
 
 
-def sorted_order(full_order: np.ndarray, selected: np.ndarray) -> np.ndarray:
-    """The stable argsort of `values[selected]`, from `full_order` (the stable argsort of all of `values`)
-    without sorting again: a stable sort keeps equal values in their original order, and so does this."""
-    chosen = np.flatnonzero(selected)
-    position = np.empty(selected.size, np.intp)
-    position[chosen] = np.arange(chosen.size)  # index of each selected item among the selected ones
-    return position[full_order[selected[full_order]]]
-
-
-def _distinct(v: np.ndarray, order: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """np.unique(v, return_inverse=True), from the values' argsort when known."""
+def _distinct(v: np.ndarray, order: np.ndarray | None, presorted: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(v, return_inverse=True), from the values' argsort when known (or `v` itself, presorted)."""
+    if presorted:
+        new = np.empty(v.size, bool)
+        new[:1] = True
+        np.not_equal(v[1:], v[:-1], out=new[1:])
+        return v[new], np.cumsum(new) - 1
     if order is None:
         return np.unique(v, return_inverse=True)
     sv = v[order]
@@ -78,8 +92,11 @@ def _distinct(v: np.ndarray, order: np.ndarray | None) -> tuple[np.ndarray, np.n
 
 def bootstrap_percentiles(values: np.ndarray, codes: np.ndarray, weights: np.ndarray,
                           ps: tuple[float, ...] = PERCENTILES, resamples: int = RESAMPLES,
-                          rng: np.random.Generator | None = None, order: np.ndarray | None = None) -> np.ndarray:
-    """(len(ps), resamples) bootstrap draws of the re-weighted inverted-CDF percentiles.
+                          rng: np.random.Generator | None = None, order: np.ndarray | None = None,
+                          presorted: bool = False) -> np.ndarray:
+    """(len(ps), resamples) bootstrap draws of the re-weighted inverted-CDF percentiles (`order` as for
+    weighted_percentiles; `presorted`: the values are already in sorted order). The draws depend on the
+    requests' (stratum, value) pairs only, not on their order.
 
     Each resample draws n_s requests with replacement in every stratum s. The percentile is found by
     bisection over the distinct sorted values: the resampled count of stratum s below a cut is a binomial
@@ -94,7 +111,7 @@ def bootstrap_percentiles(values: np.ndarray, codes: np.ndarray, weights: np.nda
     present = np.unique(c)
     c = np.searchsorted(present, c)  # strata renumbered 0..S-1
     n_strata = present.size
-    distinct, g = _distinct(v, order)  # `order`: as for weighted_percentiles
+    distinct, g = _distinct(v, order, presorted)
     k = distinct.size
     n_s = np.bincount(c, minlength=n_strata)
     if n_strata * (k + 1) <= TABLE_CELLS:  # counts below every cut, per stratum: a lookup per query

@@ -80,10 +80,13 @@ def exact_in_system(
     con: duckdb.DuckDBPyConnection, splits: list[CurrentSplit]
 ) -> tuple[pl.DataFrame, list[str]]:
     """Requests in the system (arrival to end) per start from the concurrency analysis' exact sweep over
-    per-request intervals: peak and p99. One sweep per distinct period."""
+    per-request intervals: peak and p99. The requests of every period are read once; each distinct period
+    is swept as the concurrency analysis of that window sweeps it (bounds from all of its requests; no
+    sweep when no request with an interval arrives in it), for the deployments of its starts only."""
     schema = {"start_id": pl.Int64, "in_system_peak_exact": pl.Float64, "in_system_p99_exact": pl.Float64}
     try:
         from attribution import analyses
+        from attribution.analyses import sweep
     except ImportError:  # pragma: no cover - the analyses ship with the package
         return pl.DataFrame(schema=schema), [
             "the concurrency analysis is not available: no exact cross-check"
@@ -92,14 +95,36 @@ def exact_in_system(
     periods: dict[tuple, list[CurrentSplit]] = {}
     for c in splits:
         periods.setdefault((c.period_since, c.period_until), []).append(c)
-    for (since, until), group in periods.items():
+    if not periods:
+        return pl.DataFrame(schema=schema), notes
+    ends = [u for _, u in periods]
+    since = min(s for s, _ in periods)
+    until = None if any(u is None for u in ends) else max(ends)
+    try:
+        sel = analyses.select(con, since=since, until=until, by="all")
+        everything = sweep.interval_requests(con, sel.window.since, sel.window.until)
+    except Exception as exc:  # noqa: BLE001 - a cross-check must not sink the answer
+        return pl.DataFrame(schema=schema), [
+            f"exact concurrency sweep failed ({exc}); demand comes from the step lines only"
+        ]
+    for (p_since, p_until), group in periods.items():
         try:
-            sel = analyses.select(con, since=since, until=until, by="all")
-            pods = analyses.concurrency(sel, per_group=False, estimate=False).tables["pods"]
+            lo, hi = sweep.epoch_us(p_since), sweep.epoch_us(p_until)
+            df = everything.filter(
+                pl.lit(True) if lo is None else pl.col("t_end") > lo,
+                pl.lit(True) if hi is None else pl.col("t_arrival") < hi,
+            )
+            arriving = df.filter(
+                pl.lit(True) if lo is None else pl.col("t_arrival") >= lo,
+                pl.lit(True) if hi is None else pl.col("t_arrival") < hi,
+            )
+            if not arriving.height:  # no deployment is `exact` in that window: the analysis sweeps nothing
+                continue
+            parts = sweep.sweep_requests(df, p_since, p_until, False, {c.deployment for c in group})
+            got = sweep.stats(parts).filter(pl.col("metric") == "in_system")
         except Exception as exc:  # noqa: BLE001 - a cross-check must not sink the answer
             notes.append(f"exact concurrency sweep failed ({exc}); demand comes from the step lines only")
             continue
-        got = pods.filter((pl.col("metric") == "in_system") & (pl.col("source") == "exact"))
         for c in group:
             r = got.filter(pl.col("deployment") == c.deployment)
             if r.height:
