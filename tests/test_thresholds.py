@@ -338,3 +338,40 @@ def test_step_kernel_equals_the_sql(tmp_path_factory, sglang_store):
             assert got_a.select(ref_a.columns).equals(ref_a)
             crossings += ref_a.height
     assert crossings
+
+
+def test_step_rows_are_kept_for_the_same_window_starts_and_lines(tmp_path_factory):
+    """The last step rows read on a store connection are given again only for the same window, engine starts
+    and engine_steps view (the thresholds and compare pages of one dashboard view share them)."""
+    import numpy as np
+
+    from attribution.dashboard import Filters, narrow
+    from attribution.db import fetch
+    from attribution.thresholds import steps
+    from attribution.thresholds.crossings import prepare, register
+    from attribution.thresholds.settings import engine_starts
+
+    def same(a, b):
+        assert a.size == b.size and a.values.keys() == b.values.keys()
+        assert all(np.array_equal(getattr(a, f), getattr(b, f)) for f in ("file", "t", "deployment", "config"))
+        assert all(np.array_equal(a.values[q][0], b.values[q][0]) for q in a.values)
+
+    con = Store.open(sample_store(tmp_path_factory)).connect()
+    select(con, by="all")  # reads the commit's cached join: rows may be kept
+    settings = prepare(con, load_catalogue())
+    whole = steps.step_rows(con)
+    assert steps.step_rows(con) is whole
+    first, last = fetch(con, "select min(ts), max(ts) from engine_steps").row(0)
+    half = steps.step_rows(con, first + (last - first) / 2)
+    assert half is not whole and 0 < half.size < whole.size
+    again = steps.step_rows(con)
+    assert again is not whole
+    same(again, whole)
+    starts = engine_starts(con)
+    register(con, starts.head(starts.height - 1), settings)
+    assert steps.step_rows(con) is not again
+    register(con, starts, settings)
+    dep = fetch(con, "select min(deployment) from engine_steps").item()
+    narrow(con, Filters(deployments=(dep,)))
+    one = steps.step_rows(con)
+    assert one.size < whole.size and set(one.deployments) == {dep, None}

@@ -10,6 +10,7 @@ feature is a mask over them; the results are the same rows (tests/test_threshold
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -18,7 +19,7 @@ import duckdb
 import numpy as np
 import polars as pl
 
-from attribution import queries
+from attribution import joincache, queries
 from attribution.db import fetch
 
 DAY_US = 86_400_000_000
@@ -32,6 +33,9 @@ STEPS_SCHEMA = {
     "first_crossed": pl.Datetime("us", "UTC"), "last_crossed": pl.Datetime("us", "UTC"), "kinds": pl.Utf8,
     "estimated": pl.Boolean, "cuda_graph_off_rows": pl.Int64,
 }
+# The last step rows read on a connection over a store commit's cached join (whose lines cannot change), with
+# what they were read for: the thresholds and compare pages of a dashboard view read the same lines.
+_KEPT: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, tuple[tuple, StepRows]] = weakref.WeakKeyDictionary()
 
 
 @dataclass
@@ -86,8 +90,32 @@ def _settings(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
 def step_rows(con: duckdb.DuckDBPyConnection, since: datetime | None = None, until: datetime | None = None
               ) -> StepRows:
     """queries/threshold_step_rows.sql (thr_starts and thr_settings must be registered), in (file, time, line)
-    order, with the quantities of the evaluated step features only."""
+    order, with the quantities of the evaluated step features only. On a connection reading a store commit
+    (joincache.attached) the last rows read are kept and given again to a call for the same window, the same
+    engine starts and no other quantities."""
     needed = [q for q in QUANTITIES if q in set(_settings(con)["quantity"].to_list())]
+    key = _kept_key(con, since, until)
+    kept = _KEPT.get(con) if key is not None else None
+    if kept is not None and kept[0] == key and set(needed) <= kept[1].values.keys():
+        return kept[1]
+    rows = _read_step_rows(con, since, until, needed)
+    if key is not None:
+        _KEPT[con] = (key, rows)
+    return rows
+
+
+def _kept_key(con: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None) -> tuple | None:
+    """What step rows depend on besides the commit: the window, the engine_steps view (a dashboard narrows it)
+    and the registered engine starts."""
+    if not joincache.attached(con):
+        return None
+    view = con.execute("select sql from duckdb_views() where view_name = 'engine_steps'").fetchall()
+    starts = con.execute("select config_id, deployment, engine, ts from thr_starts order by all").fetchall()
+    return since, until, str(view), tuple(starts)
+
+
+def _read_step_rows(con: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None,
+                    needed: list[str]) -> StepRows:
     q = queries.load("threshold_step_rows")
     cols = ", ".join(["file_id", "line", "deployment", "t", "kind", "cuda_graph", "config_hash", *needed])
     df = fetch(con, f"select {cols} from ({q.sql})", {"since": since, "until": until})
