@@ -108,12 +108,15 @@ def bootstrap_percentiles(values: np.ndarray, codes: np.ndarray, weights: np.nda
     v, c = values[keep], codes[keep]
     if v.size == 0:
         return np.full((len(ps), resamples), np.nan)
-    present = np.unique(c)
-    c = np.searchsorted(present, c)  # strata renumbered 0..S-1
+    counts = np.bincount(c)
+    present = np.flatnonzero(counts)  # np.unique(c), by counting (strata codes are small)
+    renumber = np.zeros(counts.size, np.intp)
+    renumber[present] = np.arange(present.size)
+    c = renumber[c]  # strata renumbered 0..S-1
     n_strata = present.size
     distinct, g = _distinct(v, order, presorted)
     k = distinct.size
-    n_s = np.bincount(c, minlength=n_strata)
+    n_s = counts[present]
     if n_strata * (k + 1) <= TABLE_CELLS:  # counts below every cut, per stratum: a lookup per query
         cells = np.bincount(c.astype(np.int64) * (k + 1) + g + 1, minlength=n_strata * (k + 1))
         table = np.cumsum(cells.reshape(n_strata, k + 1), axis=1).ravel()

@@ -312,6 +312,29 @@ def _stamp(us: int) -> datetime:
     return EPOCH + timedelta(microseconds=int(us))
 
 
+def _latest_lines(idx: np.ndarray, rows: StepRows, by_time: np.ndarray, member: np.ndarray, r_dep: np.ndarray,
+                  r_t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For the lines `idx` of StepRows and each request (deployment code r_dep, arrival r_t): the requests that
+    have a line of their deployment at or before their arrival (`hit`), that latest line (index into idx) and
+    its age in seconds. `by_time` orders all rows by deployment, time and row; `member` is scratch space."""
+    member[:] = False
+    member[idx] = True
+    pos_in_f = np.cumsum(member) - 1  # row -> its index among the lines
+    order = by_time[member[by_time]]  # the lines (as rows) in (deployment, time) order
+    d_s, t_s = rows.deployment[order], rows.t[order]
+    pos = np.full(r_t.size, -1)
+    for d in np.unique(r_dep[r_dep >= 0]):
+        lo, hi = np.searchsorted(d_s, d, "left"), np.searchsorted(d_s, d, "right")
+        if lo == hi:
+            continue
+        sel = np.flatnonzero(r_dep == d)
+        k = np.searchsorted(t_s[lo:hi], r_t[sel], "right") - 1  # the last line at or before the arrival
+        pos[sel[k >= 0]] = lo + k[k >= 0]
+    hit = np.flatnonzero(pos >= 0)
+    line = pos_in_f[order[pos[hit]]]
+    return hit, line, r_t[hit] / 1e6 - rows.t[idx[line]] / 1e6
+
+
 def arrival_flags(con: duckdb.DuckDBPyConnection, rows: StepRows, max_gap_s: float) -> pl.DataFrame:
     """The crossing rows of queries/threshold_arrivals.sql: (rid, feature, value, crossed, estimated) of each
     request of thr_requests that arrived while its deployment's latest line of a step feature (at most
@@ -320,30 +343,18 @@ def arrival_flags(con: duckdb.DuckDBPyConnection, rows: StepRows, max_gap_s: flo
     req = fetch(con, "select rid, deployment, epoch_us(arrival) as t from thr_requests "
                      "where arrival is not null and deployment is not null")
     codes = {d: i for i, d in enumerate(rows.deployments) if d is not None}
-    r_dep = np.array([codes.get(d, -1) for d in req["deployment"].to_list()], dtype=np.int64)
+    r_dep = req["deployment"].replace_strict(codes, default=-1, return_dtype=pl.Int64).to_numpy()
     r_t, rid = req["t"].to_numpy(), req["rid"].to_numpy()
     # every line by deployment, then time; at one instant the later file, then the later line, last
     # (rows are in file, time, line order: the row index breaks the ties)
     by_time = np.lexsort((np.arange(rows.size), rows.t, rows.deployment))
     frames = []
     member = np.zeros(rows.size, bool)
+    latest: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # features sharing lines share these
     for f in features(con, rows):
-        member[:] = False
-        member[f.idx] = True
-        pos_in_f = np.cumsum(member) - 1  # row -> its index among the feature's lines
-        order = by_time[member[by_time]]  # the feature's lines (as rows) in (deployment, time) order
-        d_s, t_s = rows.deployment[order], rows.t[order]
-        pos = np.full(rid.size, -1)
-        for d in np.unique(r_dep[r_dep >= 0]):
-            lo, hi = np.searchsorted(d_s, d, "left"), np.searchsorted(d_s, d, "right")
-            if lo == hi:
-                continue
-            sel = np.flatnonzero(r_dep == d)
-            k = np.searchsorted(t_s[lo:hi], r_t[sel], "right") - 1  # the last line at or before the arrival
-            pos[sel[k >= 0]] = lo + k[k >= 0]
-        hit = np.flatnonzero(pos >= 0)
-        line = pos_in_f[order[pos[hit]]]
-        age = r_t[hit] / 1e6 - rows.t[f.idx[line]] / 1e6
+        if f.lines not in latest:
+            latest[f.lines] = _latest_lines(f.idx, rows, by_time, member, r_dep, r_t)
+        hit, line, age = latest[f.lines]
         crossed = f.crossed[line] & (age <= max_gap_s)
         frames.append(pl.DataFrame({"rid": rid[hit[crossed]], "feature": [f.feature] * int(crossed.sum()),
                                     "value": f.value[line[crossed]]}))
