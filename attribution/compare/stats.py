@@ -38,7 +38,7 @@ def weighted_percentiles(values: np.ndarray, codes: np.ndarray, weights: np.ndar
     """Re-weighted percentiles with linear interpolation: item i (sorted, unit weight u_i, cumulative C_i)
     sits at position (C_i - u_i) / (1 - u_last); with equal weights that is (i - 1) / (n - 1), numpy's and
     DuckDB quantile_cont's rule. NaN when no request falls in a weighted stratum. `order`, if given, is the
-    stable argsort of the values in weighted strata (see `sorted_order`), saving the sort."""
+    stable argsort of the values in weighted strata, saving the sort."""
     keep = weights[codes] > 0
     v, c = values[keep], codes[keep]
     if v.size == 0:
