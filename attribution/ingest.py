@@ -330,6 +330,19 @@ def ingest(
     chunk_bytes = chunk_bytes or int(os.environ.get("ATTRIBUTION_CHUNK_BYTES", reader.DEFAULT_CHUNK_BYTES))
     max_line_bytes = max_line_bytes or reader.DEFAULT_MAX_LINE_BYTES
     files = reader.discover(paths)
+    jobs = jobs or workers.default_jobs()
+    # Likely parallel: start the workers now, they import while the files are planned.
+    early = jobs > 1 and len(files) > 1 and sum(f.stat().st_size for f in files) >= PARALLEL_MIN_BYTES
+    with workers.Pool(min(jobs, len(files)) if early else 0) as pool:
+        return _ingest(files, store, pool, jobs, t0, fmt=fmt, deployment=deployment, label=label, year=year,
+                       tz=tz, options=options, chunk_bytes=chunk_bytes, max_line_bytes=max_line_bytes,
+                       progress=progress)
+
+
+def _ingest(files: list[Path], store: str | os.PathLike[str], pool: workers.Pool, jobs: int, t0: float, *,
+            fmt: str | None, deployment: str | None, label: str | None, year: int | None, tz: str,
+            options: dict[str, Any] | None, chunk_bytes: int, max_line_bytes: int, progress: Progress | None
+            ) -> IngestSummary:
     st = Store.open(store, create=True)
     summary = IngestSummary(store=str(st.root))
     emit = progress or (lambda _e, _d: None)
@@ -354,11 +367,11 @@ def ingest(
                 plans.append(planned[0])
                 accounts.append(planned[1])
                 summary.files.append(planned[1].report)
-        jobs = min(jobs or workers.default_jobs(), len(plans))
+        jobs = min(jobs, len(plans))
         if jobs > 1 and sum(p.to_read for p in plans) >= PARALLEL_MIN_BYTES:
             for p in plans:
                 p.stage_root, p.stage_min = str(st.root), min(STAGE_MIN_BYTES, chunk_bytes // 2)
-            workers.run(plans, jobs, lambda i, msg: accounts[i].handle(msg), weight=lambda p: p.to_read)
+            workers.run(plans, jobs, lambda i, msg: accounts[i].handle(msg), weight=lambda p: p.to_read, pool=pool)
         else:
             for plan, account in zip(plans, accounts, strict=True):
                 for msg in parse_plan(plan):

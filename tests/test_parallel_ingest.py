@@ -120,7 +120,7 @@ def test_a_worker_that_dies_fails_its_file_only_and_a_rerun_completes_it(tmp_pat
     real_run = workers.run
     killed: list[int] = []
 
-    def run_and_kill_one(plans, jobs, handle, weight):
+    def run_and_kill_one(plans, jobs, handle, weight, **kw):
         def handle_and_kill(i, msg):
             handle(i, msg)
             if not killed and msg[0] == "unit" and Path(plans[i].path).name == "pod1.log":
@@ -129,7 +129,7 @@ def test_a_worker_that_dies_fails_its_file_only_and_a_rerun_completes_it(tmp_pat
                 for pid in victims:
                     os.kill(pid, signal.SIGKILL)
                 killed.extend(victims)
-        real_run(plans, jobs, handle_and_kill, weight)
+        real_run(plans, jobs, handle_and_kill, weight, **kw)
 
     monkeypatch.setattr(workers, "run", run_and_kill_one)
     first = ingest([str(src)], tmp_path / "s", jobs=2, chunk_bytes=8192)

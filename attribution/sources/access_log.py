@@ -20,6 +20,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
+from attribution.db import scratch
 from attribution.errors import UsageError
 from attribution.privacy import SECRET_RE, hash_key, hash_key_expr
 from attribution.schema import REQUESTS, TS
@@ -57,7 +58,7 @@ def json_records(lines: pl.DataFrame, paths: dict[str, list[str]]) -> tuple[pl.D
         df = pl.concat([lines.filter(is_obj), rest]).sort("line")
     names = list(paths)
     flat = [p for n in names for p in paths[n]]
-    con = duckdb.connect()
+    con = scratch()
     try:
         con.register("j", df.select("line", "text"))
         # Rows come back in input order (DuckDB preserves insertion order for a plain projection).
@@ -236,11 +237,11 @@ def _paths(value: object, where: str) -> tuple[str, ...]:
 
 
 def _check_paths(profile: Profile) -> None:
-    """DuckDB must accept every JSON path of a profile: checked on one connection (opening one costs ~30 ms)."""
+    """DuckDB must accept every JSON path of a profile."""
     where = {p: f"mapping {profile.origin}: sniff" for p in profile.sniff_all + profile.sniff_any}
     for name, col in profile.columns.items():
         where.update({p: f"mapping {profile.origin}: columns.{name}" for p in col.paths})
-    con = duckdb.connect()
+    con = scratch()
     try:
         for p, at in where.items():
             try:
@@ -325,7 +326,7 @@ def best_profile(text: str) -> tuple[float, Profile | None]:
     """The built-in profile that fits one JSON object line best (0, None when none fits)."""
     profiles = list(builtin_profiles().values())
     paths = sorted({p for pr in profiles for p in pr.sniff_all + pr.sniff_any})
-    con = duckdb.connect()
+    con = scratch()
     try:
         sql = "select json_valid(?), case when json_valid(?) then json_exists(?, ?::VARCHAR[]) end"
         ((ok, exists),) = con.sql(sql, params=[text, text, text, paths]).fetchall()
