@@ -54,10 +54,10 @@ def pick_bucket_s(span_s: float, points: int = 500) -> int:
 
 
 def exact_frames(sel: Selection, *, per_group: bool, timeseries: bool, bucket_s: int | None
-                 ) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+                 ) -> tuple[pl.DataFrame, pl.DataFrame | None, int | None]:
     """Sweep the intervals of `sel` (its connection's analysis_requests): stats and, if asked, a time series
     (queries/concurrency_segments.sql, concurrency_stats.sql and concurrency_timeseries.sql, computed by
-    attribution.analyses.sweep)."""
+    attribution.analyses.sweep) and its bucket in seconds (picked from the sweep's span when not given)."""
     parts = sweep.segments(sel.con, sel.window.since, sel.window.until, per_group)
     stats = sweep.stats(sel.con, parts).with_columns(source=pl.lit("exact"))
     series = None
@@ -65,7 +65,18 @@ def exact_frames(sel: Selection, *, per_group: bool, timeseries: bool, bucket_s:
         if bucket_s is None:
             bucket_s = pick_bucket_s(sweep.span_s(parts))
         series = sweep.timeseries(parts, int(bucket_s * 1_000_000))
-    return stats, series
+    return stats, series, bucket_s
+
+
+def sampled_series(sel: Selection, deployments: list[str], *, bucket_s: int | None, max_gap_s: float
+                   ) -> tuple[pl.DataFrame, int]:
+    """The time series of `deployments` from their engine step lines (queries/concurrency_sampled_timeseries.sql)
+    and its bucket in seconds (picked from the lines' span when not given)."""
+    if bucket_s is None:
+        bucket_s = pick_bucket_s(float(sel.run("concurrency_steps_span", deployments=deployments)["span_s"][0]))
+    series = sel.run("concurrency_sampled_timeseries", deployments=deployments, bucket_us=int(bucket_s * 1_000_000),
+                     max_gap_s=max_gap_s)
+    return series, bucket_s
 
 
 def concurrency(sel: Selection, *, per_group: bool = True, estimate: bool = True,
@@ -82,9 +93,15 @@ def concurrency(sel: Selection, *, per_group: bool = True, estimate: bool = True
     by_source = {s: sources.filter(pl.col("source") == s) for s in ("exact", "sampled", "estimate")}
 
     if by_source["exact"].height:
-        stats, ts = exact_frames(sel, per_group=per_group, timeseries=timeseries, bucket_s=bucket_s)
+        # one bucket for every pod's series (the first source to need one picks it)
+        stats, ts, bucket_s = exact_frames(sel, per_group=per_group, timeseries=timeseries, bucket_s=bucket_s)
         frames.append(stats)
         if ts is not None:
+            # where the requests do not say when they were admitted, running and waiting are unknown, not 0
+            unsplit = by_source["exact"].filter(pl.col("split_known") == 0)["deployment"].to_list()
+            ts = ts.with_columns(
+                [pl.when(~pl.col("deployment").is_in(unsplit)).then(c).alias(c) for c in ("running_max", "waiting_max")]
+            )
             series.append(ts.with_columns(source=pl.lit("exact")))
         for row in by_source["exact"].iter_rows(named=True):
             unknown = row["with_interval"] - row["split_known"]
@@ -114,6 +131,10 @@ def concurrency(sel: Selection, *, per_group: bool = True, estimate: bool = True
                       .with_columns(source=pl.lit("sampled")))
         notes.append(f"running, waiting and kv_tokens sampled from the engine's step lines (in_system and "
                      f"seen_at_arrival exact): {', '.join(deps)}")
+    from_steps = sampled + split_from_steps["deployment"].to_list()
+    if timeseries and from_steps:
+        ts, bucket_s = sampled_series(sel, from_steps, bucket_s=bucket_s, max_gap_s=max_gap_s)
+        series.append(ts.with_columns(source=pl.lit("sampled")))
 
     arrival_only = by_source["estimate"]["deployment"].to_list()
     if arrival_only and estimate:
