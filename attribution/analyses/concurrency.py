@@ -15,6 +15,7 @@ from attribution.analyses.common import (
     GroupBy,
     Selection,
     base_params,
+    materialize,
     name_groups,
 )
 
@@ -68,15 +69,20 @@ def exact_frames(sel: Selection, *, per_group: bool, timeseries: bool, bucket_s:
     return stats, series, bucket_s
 
 
-def sampled_series(sel: Selection, deployments: list[str], *, bucket_s: int | None, max_gap_s: float
-                   ) -> tuple[pl.DataFrame, int]:
-    """The time series of `deployments` from their engine step lines (queries/concurrency_sampled_timeseries.sql)
-    and its bucket in seconds (picked from the lines' span when not given)."""
-    if bucket_s is None:
-        bucket_s = pick_bucket_s(float(sel.run("concurrency_steps_span", deployments=deployments)["span_s"][0]))
-    series = sel.run("concurrency_sampled_timeseries", deployments=deployments, bucket_us=int(bucket_s * 1_000_000),
-                     max_gap_s=max_gap_s)
-    return series, bucket_s
+def step_line_frames(sel: Selection, deployments: list[str], *, max_gap_s: float, timeseries: bool,
+                     bucket_s: int | None) -> tuple[pl.DataFrame, pl.DataFrame | None, int | None]:
+    """Stats and, if asked, a time series of `deployments` from their engine step lines
+    (queries/concurrency_step_lines.sql, read by concurrency_sampled.sql and concurrency_sampled_timeseries.sql),
+    and the series' bucket in seconds (picked from the lines' span when not given)."""
+    materialize(sel.con, "concurrency_step_lines", deployments=deployments, max_gap_s=max_gap_s,
+                **sel.window_params())
+    stats = sel.run("concurrency_sampled").drop("lines").with_columns(source=pl.lit("sampled"))
+    series = None
+    if timeseries:
+        if bucket_s is None:
+            bucket_s = pick_bucket_s(float(sel.run("concurrency_steps_span")["span_s"][0]))
+        series = sel.run("concurrency_sampled_timeseries", bucket_us=int(bucket_s * 1_000_000))
+    return stats, series, bucket_s
 
 
 def concurrency(sel: Selection, *, per_group: bool = True, estimate: bool = True,
@@ -117,24 +123,23 @@ def concurrency(sel: Selection, *, per_group: bool = True, estimate: bool = True
                              "left out of the sweep")
 
     sampled = by_source["sampled"]["deployment"].to_list()
-    if sampled:
-        frames.append(sel.run("concurrency_sampled", deployments=sampled, max_gap_s=max_gap_s)
-                      .drop("lines").with_columns(source=pl.lit("sampled")))
-        notes.append(f"sampled (engine step lines only, not per-request intervals): {', '.join(sampled)}")
     # Where the requests do not say when they were admitted, the engine's own lines still count the running
     # and waiting requests: add those (sampled) beside the exact in_system.
     split_from_steps = by_source["exact"].filter((pl.col("split_known") == 0) & (pl.col("step_lines") > 0))
-    if split_from_steps.height:
-        deps = split_from_steps["deployment"].to_list()
-        frames.append(sel.run("concurrency_sampled", deployments=deps, max_gap_s=max_gap_s).drop("lines")
-                      .filter(pl.col("metric").is_in(["running", "waiting", "kv_tokens"]))
-                      .with_columns(source=pl.lit("sampled")))
+    split_deps = split_from_steps["deployment"].to_list()
+    for deps, metrics in ((sampled, None), (split_deps, ["running", "waiting", "kv_tokens"])):
+        if not deps:
+            continue
+        stats, ts, bucket_s = step_line_frames(sel, deps, max_gap_s=max_gap_s, timeseries=timeseries,
+                                               bucket_s=bucket_s)
+        frames.append(stats if metrics is None else stats.filter(pl.col("metric").is_in(metrics)))
+        if ts is not None:
+            series.append(ts.with_columns(source=pl.lit("sampled")))
+    if sampled:
+        notes.append(f"sampled (engine step lines only, not per-request intervals): {', '.join(sampled)}")
+    if split_deps:
         notes.append(f"running, waiting and kv_tokens sampled from the engine's step lines (in_system and "
-                     f"seen_at_arrival exact): {', '.join(deps)}")
-    from_steps = sampled + split_from_steps["deployment"].to_list()
-    if timeseries and from_steps:
-        ts, bucket_s = sampled_series(sel, from_steps, bucket_s=bucket_s, max_gap_s=max_gap_s)
-        series.append(ts.with_columns(source=pl.lit("sampled")))
+                     f"seen_at_arrival exact): {', '.join(split_deps)}")
 
     arrival_only = by_source["estimate"]["deployment"].to_list()
     if arrival_only and estimate:
