@@ -5,7 +5,8 @@ input file has been read.
     <store>/_log/<n:020d>.json               commit n (data files added/removed, input-file states)
     <store>/_log/<n:020d>.checkpoint.json    the folded state after commit n, every CHECKPOINT_EVERY commits
     <store>/data/<table>/<n>-<uuid>.parquet
-    <store>/_tmp/                            staging; <store>/_lock: flock of the single writer
+    <store>/_tmp/                            staging (the writer's files, and parse workers' `stage`d ones)
+    <store>/_lock                            flock of the single writer
 
 A data file becomes visible only when a commit naming it is renamed into `_log/`, after the file itself was
 fsynced: a writer killed at any moment leaves the previous state, and the next writer deletes its orphans.
