@@ -1,8 +1,9 @@
 """DuckDB results as Polars frames, across DuckDB's Python API generations (1.x `arrow()`, 2.x
-`to_arrow_table()`)."""
+`to_arrow_table()`); a scratch connection for small in-memory queries."""
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 import duckdb
@@ -15,3 +16,15 @@ def fetch(con: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> pl.Da
         return pl.DataFrame()
     to_arrow = getattr(rel, "to_arrow_table", None) or rel.arrow
     return pl.from_arrow(to_arrow())
+
+
+@cache
+def _scratch_db() -> duckdb.DuckDBPyConnection:
+    return duckdb.connect(":memory:")
+
+
+def scratch() -> duckdb.DuckDBPyConnection:
+    """A connection of its own (close it after use) to one in-memory database kept for the process: opening a
+    fresh database costs ~30-40 ms, a cursor on this one ~1 ms. For queries over values and registered
+    frames (parsers, sniffing, checks); nothing is stored in it."""
+    return _scratch_db().cursor()

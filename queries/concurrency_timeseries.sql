@@ -4,7 +4,7 @@
 -- Columns: deployment, ts (bucket start, TIMESTAMPTZ), running_max, waiting_max, in_system_max,
 --   in_system_mean (time-weighted over the part of the bucket the sweep covers), kv_tokens_max, covered_s.
 --   Read from concurrency_segments (grp NULL: every request of the deployment); running/waiting are 0 where
---   the split is unknown.
+--   the split is unknown (attribution.analyses.concurrency reports them as NULL there).
 with
 
 segments as (

@@ -252,3 +252,31 @@ def test_numpy_sweep_equals_the_sql_on_the_sample_logs(sample_store):
     first = fetch(con, "select min(arrival) from joined_requests").item()
     _sweep_matches_sql(con, select(con, since=first + timedelta(days=1), until=first + timedelta(days=2),
                                    by="deployment"), per_group=False, bucket_us=300_000_000)
+
+
+def test_timeseries_of_step_lines_where_requests_cannot_split_running_from_waiting():
+    # pod-a: queue time unknown, so its sweep knows only in_system; pod-a and pod-s print step lines
+    steps = pl.concat([_steps("pod-a", [(0, 2, 1, 0.1), (30, 4, 0, 0.2), (70, 1, 3, 0.3)]),
+                       _steps("pod-s", [(5, 7, 2, 0.5), (65, 3, 0, 0.1)])])
+    config = pl.DataFrame({"ts": [T0, T0], "deployment": ["pod-a", "pod-s"], "kv_pool_tokens": [1000, 2000],
+                           "start_line": [1, 1]})
+    df = _requests([(0, None, 1.0, 100.0, 5, 5), (20, None, 1.0, 30.0, 5, 5)])
+    res = concurrency(select(frames_connection(df, engine_steps=steps, engine_config=config)), timeseries=True,
+                      bucket_s=60, max_gap_s=60)
+    ts = res.tables["timeseries"].sort("deployment", "source", "ts")
+    exact = ts.filter(pl.col("source") == "exact")
+    assert exact["deployment"].unique().to_list() == ["pod-a"]
+    assert exact["running_max"].null_count() == exact.height and exact["waiting_max"].null_count() == exact.height
+    assert exact["in_system_max"].to_list() == [2, 1]  # 0-60 s: both requests; 60-100 s: the first
+    sampled = ts.filter(pl.col("source") == "sampled")
+    got = {(r["deployment"], int(r["ts"].timestamp() - T0.timestamp())): r for r in sampled.to_dicts()}
+    # 60 s buckets from the epoch; T0 (12:00 UTC) starts one
+    assert sorted(got) == [("pod-a", 0), ("pod-a", 60), ("pod-s", 0), ("pod-s", 60)]
+    assert (got[("pod-a", 0)]["running_max"], got[("pod-a", 0)]["waiting_max"]) == (4, 1)
+    assert (got[("pod-a", 60)]["running_max"], got[("pod-a", 60)]["waiting_max"]) == (1, 3)
+    assert got[("pod-s", 0)]["kv_tokens_max"] == pytest.approx(1000)  # 0.5 x 2,000
+    # line weights: pod-a 30 s (to the next line) and 40 s in the first bucket, 0 for its last line
+    assert got[("pod-a", 0)]["in_system_mean"] == pytest.approx((3 * 30 + 4 * 40) / 70)
+    assert got[("pod-a", 0)]["covered_s"] == pytest.approx(70)
+    # the pods' step-line figures also head the pods table
+    assert _stats(res, "running", "pod-s")["peak"] == 7

@@ -9,6 +9,7 @@ import signal
 import time
 from pathlib import Path
 
+import polars as pl
 import pytest
 from conftest import SAMPLE
 from synthetic_source import register, write_log
@@ -17,6 +18,7 @@ from test_store import _worker, rows, same_tables
 from attribution import ingest as ingest_mod
 from attribution import workers
 from attribution.ingest import ingest
+from attribution.store import Staged, Store
 
 register()
 
@@ -71,6 +73,41 @@ def test_chunks_of_files_in_workers_interleave_into_the_sequential_rows(tmp_path
     par = ingest([str(src)], tmp_path / "par", jobs=2, chunk_bytes=8192)
     assert [(f.status, f.rows, f.bytes) for f in par.files] == [(f.status, f.rows, f.bytes) for f in seq.files]
     same_tables(tmp_path / "par", tmp_path / "seq")
+    assert not list((tmp_path / "par" / "_tmp").iterdir())  # every file a worker staged was adopted
+
+
+def test_a_worker_stages_the_rows_of_large_chunks_as_parquet(tmp_path):
+    src = tmp_path / "pod.log"
+    write_log(src, 0, 5_000)
+    Store.open(tmp_path / "s", create=True)
+    plan, _ = _plan(src, tmp_path / "s")
+    plain = list(ingest_mod.parse_plan(plan))
+    plan, _ = _plan(src, tmp_path / "s")
+    plan.stage_root, plan.stage_min = str(tmp_path / "s"), 8192
+    staged = list(ingest_mod.parse_plan(plan))
+    assert [m[0] for m in staged] == [m[0] for m in plain] and len(plain) > 3
+    n_staged = 0
+    for a, b in zip(plain, staged, strict=True):
+        if a[0] != "unit":
+            continue
+        assert a[1:4] == b[1:4] and set(a[4]) == set(b[4])
+        for table, df in a[4].items():
+            if a[1].nbytes >= 8192:
+                assert isinstance(b[4][table], Staged) and b[4][table].rows == df.height
+                assert pl.read_parquet(tmp_path / "s" / "_tmp" / b[4][table].name).equals(df)
+                n_staged += 1
+            else:
+                assert b[4][table].equals(df)
+    assert n_staged > 3
+
+
+def _plan(path: Path, store: Path) -> tuple[ingest_mod.Plan, object]:
+    st = Store.open(store)
+    with st.writer() as w:
+        batch = ingest_mod._Batch(w, 1 << 30, ingest_mod.IngestSummary(store=str(store)))
+        opts = dict(fmt=None, deployment=None, label=None, year=2026, tz="UTC", options={}, chunk_bytes=16384,
+                    max_line_bytes=1 << 20)
+        return ingest_mod._plan_file(path, w, batch, {}, {}, opts, lambda *_: None)
 
 
 def test_a_worker_that_dies_fails_its_file_only_and_a_rerun_completes_it(tmp_path, always_parallel, monkeypatch):
@@ -83,7 +120,7 @@ def test_a_worker_that_dies_fails_its_file_only_and_a_rerun_completes_it(tmp_pat
     real_run = workers.run
     killed: list[int] = []
 
-    def run_and_kill_one(plans, jobs, handle, weight):
+    def run_and_kill_one(plans, jobs, handle, weight, **kw):
         def handle_and_kill(i, msg):
             handle(i, msg)
             if not killed and msg[0] == "unit" and Path(plans[i].path).name == "pod1.log":
@@ -92,7 +129,7 @@ def test_a_worker_that_dies_fails_its_file_only_and_a_rerun_completes_it(tmp_pat
                 for pid in victims:
                     os.kill(pid, signal.SIGKILL)
                 killed.extend(victims)
-        real_run(plans, jobs, handle_and_kill, weight)
+        real_run(plans, jobs, handle_and_kill, weight, **kw)
 
     monkeypatch.setattr(workers, "run", run_and_kill_one)
     first = ingest([str(src)], tmp_path / "s", jobs=2, chunk_bytes=8192)

@@ -15,6 +15,7 @@ from attribution.analyses.common import (
     GroupBy,
     Selection,
     base_params,
+    materialize,
     name_groups,
 )
 
@@ -54,10 +55,10 @@ def pick_bucket_s(span_s: float, points: int = 500) -> int:
 
 
 def exact_frames(sel: Selection, *, per_group: bool, timeseries: bool, bucket_s: int | None
-                 ) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+                 ) -> tuple[pl.DataFrame, pl.DataFrame | None, int | None]:
     """Sweep the intervals of `sel` (its connection's analysis_requests): stats and, if asked, a time series
     (queries/concurrency_segments.sql, concurrency_stats.sql and concurrency_timeseries.sql, computed by
-    attribution.analyses.sweep)."""
+    attribution.analyses.sweep) and its bucket in seconds (picked from the sweep's span when not given)."""
     parts = sweep.segments(sel.con, sel.window.since, sel.window.until, per_group)
     stats = sweep.stats(parts).with_columns(source=pl.lit("exact"))
     series = None
@@ -65,7 +66,23 @@ def exact_frames(sel: Selection, *, per_group: bool, timeseries: bool, bucket_s:
         if bucket_s is None:
             bucket_s = pick_bucket_s(sweep.span_s(parts))
         series = sweep.timeseries(parts, int(bucket_s * 1_000_000))
-    return stats, series
+    return stats, series, bucket_s
+
+
+def step_line_frames(sel: Selection, deployments: list[str], *, max_gap_s: float, timeseries: bool,
+                     bucket_s: int | None) -> tuple[pl.DataFrame, pl.DataFrame | None, int | None]:
+    """Stats and, if asked, a time series of `deployments` from their engine step lines
+    (queries/concurrency_step_lines.sql, read by concurrency_sampled.sql and concurrency_sampled_timeseries.sql),
+    and the series' bucket in seconds (picked from the lines' span when not given)."""
+    materialize(sel.con, "concurrency_step_lines", deployments=deployments, max_gap_s=max_gap_s,
+                **sel.window_params())
+    stats = sel.run("concurrency_sampled").drop("lines").with_columns(source=pl.lit("sampled"))
+    series = None
+    if timeseries:
+        if bucket_s is None:
+            bucket_s = pick_bucket_s(float(sel.run("concurrency_steps_span")["span_s"][0]))
+        series = sel.run("concurrency_sampled_timeseries", bucket_us=int(bucket_s * 1_000_000))
+    return stats, series, bucket_s
 
 
 def concurrency(sel: Selection, *, per_group: bool = True, estimate: bool = True,
@@ -82,9 +99,15 @@ def concurrency(sel: Selection, *, per_group: bool = True, estimate: bool = True
     by_source = {s: sources.filter(pl.col("source") == s) for s in ("exact", "sampled", "estimate")}
 
     if by_source["exact"].height:
-        stats, ts = exact_frames(sel, per_group=per_group, timeseries=timeseries, bucket_s=bucket_s)
+        # one bucket for every pod's series (the first source to need one picks it)
+        stats, ts, bucket_s = exact_frames(sel, per_group=per_group, timeseries=timeseries, bucket_s=bucket_s)
         frames.append(stats)
         if ts is not None:
+            # where the requests do not say when they were admitted, running and waiting are unknown, not 0
+            unsplit = by_source["exact"].filter(pl.col("split_known") == 0)["deployment"].to_list()
+            ts = ts.with_columns(
+                [pl.when(~pl.col("deployment").is_in(unsplit)).then(c).alias(c) for c in ("running_max", "waiting_max")]
+            )
             series.append(ts.with_columns(source=pl.lit("exact")))
         for row in by_source["exact"].iter_rows(named=True):
             unknown = row["with_interval"] - row["split_known"]
@@ -100,20 +123,23 @@ def concurrency(sel: Selection, *, per_group: bool = True, estimate: bool = True
                              "left out of the sweep")
 
     sampled = by_source["sampled"]["deployment"].to_list()
-    if sampled:
-        frames.append(sel.run("concurrency_sampled", deployments=sampled, max_gap_s=max_gap_s)
-                      .drop("lines").with_columns(source=pl.lit("sampled")))
-        notes.append(f"sampled (engine step lines only, not per-request intervals): {', '.join(sampled)}")
     # Where the requests do not say when they were admitted, the engine's own lines still count the running
     # and waiting requests: add those (sampled) beside the exact in_system.
     split_from_steps = by_source["exact"].filter((pl.col("split_known") == 0) & (pl.col("step_lines") > 0))
-    if split_from_steps.height:
-        deps = split_from_steps["deployment"].to_list()
-        frames.append(sel.run("concurrency_sampled", deployments=deps, max_gap_s=max_gap_s).drop("lines")
-                      .filter(pl.col("metric").is_in(["running", "waiting", "kv_tokens"]))
-                      .with_columns(source=pl.lit("sampled")))
+    split_deps = split_from_steps["deployment"].to_list()
+    for deps, metrics in ((sampled, None), (split_deps, ["running", "waiting", "kv_tokens"])):
+        if not deps:
+            continue
+        stats, ts, bucket_s = step_line_frames(sel, deps, max_gap_s=max_gap_s, timeseries=timeseries,
+                                               bucket_s=bucket_s)
+        frames.append(stats if metrics is None else stats.filter(pl.col("metric").is_in(metrics)))
+        if ts is not None:
+            series.append(ts.with_columns(source=pl.lit("sampled")))
+    if sampled:
+        notes.append(f"sampled (engine step lines only, not per-request intervals): {', '.join(sampled)}")
+    if split_deps:
         notes.append(f"running, waiting and kv_tokens sampled from the engine's step lines (in_system and "
-                     f"seen_at_arrival exact): {', '.join(deps)}")
+                     f"seen_at_arrival exact): {', '.join(split_deps)}")
 
     arrival_only = by_source["estimate"]["deployment"].to_list()
     if arrival_only and estimate:

@@ -86,7 +86,7 @@ def estimate_concurrency(sel: Selection, deployments: list[str], *, service_mode
     con = frames_connection(replayed)
     # the simulated rows go through the same selection and sweep as real ones
     est_sel = select(con, since=sel.window, by=sel.by)
-    stats, series = exact_frames(est_sel, per_group=per_group, timeseries=timeseries, bucket_s=bucket_s)
+    stats, series, _bucket_s = exact_frames(est_sel, per_group=per_group, timeseries=timeseries, bucket_s=bucket_s)
     n = dict(fetch(con, "select deployment, count(*) as n from analysis_requests group by 1").iter_rows())
     notes = [
         f"ESTIMATE for {', '.join(f'{d} ({n.get(d, 0):,} arrivals, {k} pods)' for d, k in pods.items())}: the "

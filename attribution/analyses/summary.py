@@ -66,12 +66,12 @@ def analyze(con, *, since: Any = None, until: Any = None, by: GroupBy | str = Gr
     gcol = "group" if sel.by == GroupBy.all else sel.by.value
     ccol = "group" if (cohort or sel.by) == GroupBy.all else (cohort or sel.by).value
     tables = {
-        "lengths": _lengths(len_r.tables["stats"], gcol),
-        "concurrency": _concurrency(conc.tables["pods"], conc.tables["deployments"]),
+        "lengths": lengths_table(len_r.tables["stats"], gcol),
+        "concurrency": concurrency_table(conc.tables["pods"], conc.tables["deployments"]),
         "latency": lat_cohort.tables["percentiles"].filter(pl.col("metric") != "queue_s").select(
             ccol, "metric", "requests", "p50", "p90", "p99"),
-        "goodput": _goodput(lat.tables["goodput"], lat.tables.get("scores"), gcol),
-        "capacity": _capacity(cap),
+        "goodput": goodput_table(lat.tables["goodput"], lat.tables.get("scores"), gcol),
+        "capacity": capacity_table(cap),
     }
     findings = pick_findings(tables, lat_cohort.tables["percentiles"], lat.tables["slo_terms"], ccol,
                              cohort is not None, gcol, slo)
@@ -94,13 +94,14 @@ def analyze(con, *, since: Any = None, until: Any = None, by: GroupBy | str = Gr
     )
 
 
-def _lengths(stats: pl.DataFrame, gcol: str) -> pl.DataFrame:
+def lengths_table(stats: pl.DataFrame, gcol: str) -> pl.DataFrame:
+    """The summary's length rows (prompt and output per group) from `lengths`' stats table."""
     return stats.filter(pl.col("metric") != "cached_tokens").select(
         gcol, pl.col("metric").str.replace("_tokens", ""), "requests", "mean", "p50", "p90", "p99", "max",
         pl.col("top1_token_share").alias("top1_share"))
 
 
-def _concurrency(pods: pl.DataFrame, deps: pl.DataFrame) -> pl.DataFrame:
+def concurrency_table(pods: pl.DataFrame, deps: pl.DataFrame) -> pl.DataFrame:
     """One row per pod: running requests (in_system where nothing counts them) and the waiting queue; each
     figure's source is exact, sampled or estimate (see `attribution concurrency`)."""
     cols = ["source", "peak", "mean", "p50", "p99"]
@@ -120,7 +121,8 @@ def _concurrency(pods: pl.DataFrame, deps: pl.DataFrame) -> pl.DataFrame:
            how="left").sort("deployment")
 
 
-def _goodput(good: pl.DataFrame, scores: pl.DataFrame | None, gcol: str) -> pl.DataFrame:
+def goodput_table(good: pl.DataFrame, scores: pl.DataFrame | None, gcol: str) -> pl.DataFrame:
+    """The summary's goodput rows per group, with the mean of the first SLO score when there is one."""
     out = good.select(gcol, "requests", "good_share", "goodput_per_s")
     if scores is not None and scores.height:
         name = scores["score"][0]
@@ -129,7 +131,8 @@ def _goodput(good: pl.DataFrame, scores: pl.DataFrame | None, gcol: str) -> pl.D
     return out
 
 
-def _capacity(cap: Analysis) -> pl.DataFrame:
+def capacity_table(cap: Analysis) -> pl.DataFrame:
+    """The summary's capacity rows per pod (and cost per million tokens when prices were given)."""
     df = cap.tables["capacity"].select("deployment", "completed_per_day", "busiest_hour_per_day", "ceiling",
                                        "ceiling_metric", "capacity_per_day", "utilization")
     if "cost" in cap.tables:

@@ -1,6 +1,7 @@
 """Charts of a `concurrency` Analysis: running and waiting requests and live KV tokens over time per pod (the
 `timeseries` table, from `concurrency(sel, timeseries=True)`), and the per-pod percentiles against the
-configured running limit. Where a pod's queue time is unknown its requests are drawn as `in system`."""
+configured running limit. Where a pod's queue time is unknown its requests are drawn as `in system`, and its
+engine's step lines (when it prints them) give running, waiting and KV tokens as a `sampled` series."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ def over_time(a: Analysis, *, deployments: list[str] | None = None, title: str |
         part = part.sort("ts")
         name = dep + ("" if source == "exact" else f" ({source})")
         colour = cmap[dep]
-        in_system = dep in unknown
+        in_system = dep in unknown and source == "exact"
         for row, (metric, _) in enumerate(PANELS, start=1):
             if in_system and metric != "running":
                 continue

@@ -25,7 +25,14 @@ from attribution.analyses import (
     resolve_window,
     select,
 )
-from attribution.analyses.summary import _capacity, _concurrency, _goodput, _lengths, cohort_of, pick_findings
+from attribution.analyses.summary import (
+    capacity_table,
+    cohort_of,
+    concurrency_table,
+    goodput_table,
+    lengths_table,
+    pick_findings,
+)
 from attribution.config import Settings, workload_map
 from attribution.errors import InputError, UsageError
 from attribution.memsplit import memsplit
@@ -150,10 +157,10 @@ def _findings(inp: Inputs) -> pl.DataFrame:
     gcol = "group" if inp.by == GroupBy.all else inp.by.value
     lat = inp.latency
     t = {
-        "lengths": _lengths(inp.lengths.tables["stats"], gcol),
-        "concurrency": _concurrency(inp.concurrency.tables["pods"], inp.concurrency.tables["deployments"]),
-        "goodput": _goodput(lat.tables["goodput"], lat.tables.get("scores"), gcol),
-        "capacity": _capacity(inp.capacity),
+        "lengths": lengths_table(inp.lengths.tables["stats"], gcol),
+        "concurrency": concurrency_table(inp.concurrency.tables["pods"], inp.concurrency.tables["deployments"]),
+        "goodput": goodput_table(lat.tables["goodput"], lat.tables.get("scores"), gcol),
+        "capacity": capacity_table(inp.capacity),
     }
     return pick_findings(t, lat.tables["percentiles"], lat.tables["slo_terms"], gcol, False, gcol, inp.slo, k=5)
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
+from attribution.db import scratch
 from attribution.errors import UsageError
 from attribution.privacy import SECRET_RE, hash_key, hash_key_expr
 from attribution.schema import REQUESTS, TS
@@ -57,7 +58,7 @@ def json_records(lines: pl.DataFrame, paths: dict[str, list[str]]) -> tuple[pl.D
         df = pl.concat([lines.filter(is_obj), rest]).sort("line")
     names = list(paths)
     flat = [p for n in names for p in paths[n]]
-    con = duckdb.connect()
+    con = scratch()
     try:
         con.register("j", df.select("line", "text"))
         # Rows come back in input order (DuckDB preserves insertion order for a plain projection).
@@ -229,18 +230,26 @@ def _paths(value: object, where: str) -> tuple[str, ...]:
     paths = (value,) if isinstance(value, str) else tuple(value) if isinstance(value, list) else ()
     if not paths or not all(isinstance(p, str) for p in paths):
         raise UsageError(f"{where}: expected a JSON path or a list of JSON paths")
-    con = duckdb.connect()
+    for p in paths:
+        if not p.startswith("$") or "*" in p:
+            raise UsageError(f"{where}: {p!r} is not a JSON path like $.a.b or $.\"key.with.dots\" (no *)")
+    return paths
+
+
+def _check_paths(profile: Profile) -> None:
+    """DuckDB must accept every JSON path of a profile."""
+    where = {p: f"mapping {profile.origin}: sniff" for p in profile.sniff_all + profile.sniff_any}
+    for name, col in profile.columns.items():
+        where.update({p: f"mapping {profile.origin}: columns.{name}" for p in col.paths})
+    con = scratch()
     try:
-        for p in paths:
-            if not p.startswith("$") or "*" in p:
-                raise UsageError(f"{where}: {p!r} is not a JSON path like $.a.b or $.\"key.with.dots\" (no *)")
+        for p, at in where.items():
             try:
-                con.sql("select json_extract_string('{}', ?)", params=[p]).fetchall()
+                con.execute("select json_extract_string('{}', ?)", [p]).fetchall()
             except duckdb.Error as e:
-                raise UsageError(f"{where}: bad JSON path {p!r}: {e}") from None
+                raise UsageError(f"{at}: bad JSON path {p!r}: {e}") from None
     finally:
         con.close()
-    return paths
 
 
 def _column(name: str, spec: object, where: str) -> Column:
@@ -271,13 +280,15 @@ def load_profile(text: str, origin: str) -> Profile:
     if not {"arrival", "finished"} & set(cols):
         raise UsageError(f"mapping {origin}: map at least one of arrival or finished")
     sniff = doc.get("sniff", {})
-    return Profile(
+    profile = Profile(
         name=str(doc.get("name", Path(origin).stem)),
         origin=origin,
         sniff_all=_paths(sniff["all"], f"mapping {origin}: sniff.all") if "all" in sniff else (),
         sniff_any=_paths(sniff["any"], f"mapping {origin}: sniff.any") if "any" in sniff else (),
         columns={k: _column(k, v, f"mapping {origin}: columns.{k}") for k, v in cols.items()},
     )
+    _check_paths(profile)
+    return profile
 
 
 @cache
@@ -315,7 +326,7 @@ def best_profile(text: str) -> tuple[float, Profile | None]:
     """The built-in profile that fits one JSON object line best (0, None when none fits)."""
     profiles = list(builtin_profiles().values())
     paths = sorted({p for pr in profiles for p in pr.sniff_all + pr.sniff_any})
-    con = duckdb.connect()
+    con = scratch()
     try:
         sql = "select json_valid(?), case when json_valid(?) then json_exists(?, ?::VARCHAR[]) end"
         ((ok, exists),) = con.sql(sql, params=[text, text, text, paths]).fetchall()

@@ -20,9 +20,9 @@ from __future__ import annotations
 import io
 import json
 
-import duckdb
 import polars as pl
 
+from attribution.db import scratch
 from attribution.sources.access_log import (
     finish,
     first_json_line,
@@ -193,7 +193,7 @@ class LiteLLMPayloadJSON(Source):
         text = data.decode("utf-8", errors="replace").lstrip("\ufeff").strip()
         if not text.startswith("["):
             text = f"[{text}]"  # one object: an array of one
-        con = duckdb.connect()
+        con = scratch()
         try:
             if not con.sql("select json_valid(?)", params=[text]).fetchall()[0][0]:
                 out.add_errors(_document_error(text))

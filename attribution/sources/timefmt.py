@@ -27,9 +27,12 @@ def to_utc(naive: pl.Expr, tz: str) -> pl.Expr:
 
 
 def assign_years(month: pl.Series, ctx: ParseContext) -> pl.Series:
-    """Year of each line given its month (null where the line has no timestamp). Updates ctx.state."""
+    """Year of each line given its month (null where the line has no timestamp). Updates ctx.state. A month
+    outside 1-12 counts as none (it cannot be a rollover)."""
     st = ctx.state
-    filled = month.cast(pl.Int32).fill_null(strategy="forward")
+    month = month.cast(pl.Int32)
+    month = month.zip_with(month.is_between(1, 12).fill_null(False), pl.Series([None], dtype=pl.Int32))
+    filled = month.fill_null(strategy="forward")
     known = filled.drop_nulls()
     if "year" not in st:
         if ctx.year is not None:

@@ -166,6 +166,8 @@ class VllmLog(Source):
     def parse(self, lines: pl.DataFrame, ctx: ParseContext) -> ParseResult:
         res = ParseResult()
         recs = _records(lines, ctx)
+        res.add_errors(_errors(recs.filter("bad_ts"), "unreadable timestamp (not a date, or a local time that "
+                                                      "does not exist in --tz)"))
         # Once the records exist, the access lines and then the request events and stats lines are parsed on
         # a second thread (Polars releases the GIL) while this one does the rest; results are added in a
         # fixed order. With a one-thread Polars pool (POLARS_MAX_THREADS=1), everything runs here.
@@ -261,7 +263,8 @@ def _records(lines: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         msg=pl.col("text").str.strip_prefix(pl.col("_hdr")),
         _date=date,
     )
-    years = timefmt.assign_years(recs["_date"].str.head(2).cast(pl.Int32), ctx)
+    # (a non-ASCII digit matches `\d`: such a month is null here and the line's time unreadable below)
+    years = timefmt.assign_years(recs["_date"].str.head(2).cast(pl.Int32, strict=False), ctx)
     # One year for the whole chunk (no rollover inside it) is a literal, not a column cast to text.
     year = (
         pl.lit(f"{years[0]}-")
@@ -270,6 +273,11 @@ def _records(lines: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     )
     naive = (year + pl.col("_date")).str.to_datetime("%Y-%m-%d %H:%M:%S", time_unit="us", strict=False)
     recs = recs.with_columns(ts=timefmt.to_utc(naive, ctx.tz))
+    # A header whose time does not read (month 13, non-ASCII digits, a local time --tz skips): reported, and
+    # the record is not used (its time would otherwise be the previous line's)
+    recs = recs.with_columns(bad_ts=pl.col("_hdr").is_not_null() & pl.col("ts").is_null())
+    if recs["bad_ts"].any():
+        recs = recs.with_columns(msg=pl.when(~pl.col("bad_ts")).then("msg"))
     last = ctx.state.get("last_ts")
     seed = datetime.fromisoformat(last) if last else None
     recs = recs.with_columns(
@@ -277,7 +285,7 @@ def _records(lines: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     )
     if recs.height and recs["ts_carried"][-1] is not None:
         ctx.state["last_ts"] = recs["ts_carried"][-1].isoformat()
-    return recs.select("idx", "line", "text", "msg", "ts", "ts_carried")
+    return recs.select("idx", "line", "text", "msg", "ts", "ts_carried", "bad_ts")
 
 
 def _errors(df: pl.DataFrame, reason: pl.Expr | str, sample: pl.Expr | None = None) -> pl.DataFrame:
