@@ -409,7 +409,6 @@ class Plan:
     stage_root: str | None = None  # a worker writes the rows of large chunks into this store's staging area
     stage_min: int = 0  # ... those of at least this many bytes
 
-
     @property
     def to_read(self) -> int:
         return max(self.size - self.offset, 0) if self.offset <= self.size else self.size

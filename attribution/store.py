@@ -213,7 +213,6 @@ class Writer:
         os.rename(self.root / "_tmp" / staged.name, dest)
         return {"path": rel, "table": staged.table, "rows": staged.rows, "file_key": file_key, "sealed": sealed}
 
-
     def commit(
         self,
         add: list[dict[str, Any]],
@@ -264,6 +263,7 @@ def stage(root: str | os.PathLike[str], table: str, df: pl.DataFrame | pl.LazyFr
         rows = df.height
     _fsync_file(tmp)
     return Staged(table, name, rows)
+
 
 def _fsync_file(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)

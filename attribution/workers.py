@@ -90,10 +90,10 @@ def run(plans: list[Any], jobs: int, handle: Callable[[int, Message], None], wei
     gets a "failed" message."""
     order = sorted(range(len(plans)), key=lambda i: -weight(plans[i]))
     n = min(jobs, len(plans))
-    ready = pool.workers if pool else []
-    workers = ready[:n] + [_Worker() for _ in range(n - len(ready[:n]))]
-    for w in ready[n:]:
+    started = pool.workers if pool else []
+    for w in started[n:]:
         w.stop()
+    workers = started[:n] + [_Worker() for _ in range(n - len(started[:n]))]
     try:
         for w in workers:
             if order:

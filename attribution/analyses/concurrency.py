@@ -97,17 +97,17 @@ def concurrency(sel: Selection, *, per_group: bool = True, estimate: bool = True
     series: list[pl.DataFrame] = []
     notes: list[str] = []
     by_source = {s: sources.filter(pl.col("source") == s) for s in ("exact", "sampled", "estimate")}
+    # pods whose requests do not say when they were admitted: the sweep cannot split running from waiting
+    unsplit = by_source["exact"].filter(pl.col("split_known") == 0)
 
     if by_source["exact"].height:
         # one bucket for every pod's series (the first source to need one picks it)
         stats, ts, bucket_s = exact_frames(sel, per_group=per_group, timeseries=timeseries, bucket_s=bucket_s)
         frames.append(stats)
         if ts is not None:
-            # where the requests do not say when they were admitted, running and waiting are unknown, not 0
-            unsplit = by_source["exact"].filter(pl.col("split_known") == 0)["deployment"].to_list()
-            ts = ts.with_columns(
-                [pl.when(~pl.col("deployment").is_in(unsplit)).then(c).alias(c) for c in ("running_max", "waiting_max")]
-            )
+            # there, running and waiting are unknown, not 0
+            known = ~pl.col("deployment").is_in(unsplit["deployment"].to_list())
+            ts = ts.with_columns(pl.when(known).then(c).alias(c) for c in ("running_max", "waiting_max"))
             series.append(ts.with_columns(source=pl.lit("exact")))
         for row in by_source["exact"].iter_rows(named=True):
             unknown = row["with_interval"] - row["split_known"]
@@ -125,8 +125,7 @@ def concurrency(sel: Selection, *, per_group: bool = True, estimate: bool = True
     sampled = by_source["sampled"]["deployment"].to_list()
     # Where the requests do not say when they were admitted, the engine's own lines still count the running
     # and waiting requests: add those (sampled) beside the exact in_system.
-    split_from_steps = by_source["exact"].filter((pl.col("split_known") == 0) & (pl.col("step_lines") > 0))
-    split_deps = split_from_steps["deployment"].to_list()
+    split_deps = unsplit.filter(pl.col("step_lines") > 0)["deployment"].to_list()
     for deps, metrics in ((sampled, None), (split_deps, ["running", "waiting", "kv_tokens"])):
         if not deps:
             continue

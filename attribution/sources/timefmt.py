@@ -30,9 +30,8 @@ def assign_years(month: pl.Series, ctx: ParseContext) -> pl.Series:
     """Year of each line given its month (null where the line has no timestamp). Updates ctx.state. A month
     outside 1-12 counts as none (it cannot be a rollover)."""
     st = ctx.state
-    month = month.cast(pl.Int32)
-    month = month.zip_with(month.is_between(1, 12).fill_null(False), pl.Series([None], dtype=pl.Int32))
-    filled = month.fill_null(strategy="forward")
+    m = pl.lit(month).cast(pl.Int32)
+    filled = pl.select(pl.when(m.is_between(1, 12)).then(m).fill_null(strategy="forward")).to_series()
     known = filled.drop_nulls()
     if "year" not in st:
         if ctx.year is not None:
