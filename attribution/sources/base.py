@@ -35,12 +35,26 @@ class ParseContext:
 class ParseResult:
     tables: dict[str, pl.DataFrame] = field(default_factory=dict)  # table name -> rows (subset of columns)
     errors: pl.DataFrame | None = None  # columns: line (Int64), reason (Utf8), sample (Utf8)
+    # Lines (Int64) that went into rows without being a row's `line`: the other lines of a multi-line record,
+    # startup lines folded into one engine_config row. The line census counts them as parsed.
+    consumed: pl.Series | None = None
+    # What the line census counts when it is not the input lines one for one (set by wrapper sources):
+    # line (Int64, first physical line or record of the record), span (Int64, physical lines or records it
+    # covers, >= 1), text (Utf8, the unwrapped line whose shape is counted), source (Utf8, the inner format
+    # whose `skip_rules` apply; null when no format claimed the record). Spans sum to the input's lines.
+    records: pl.DataFrame | None = None
 
     def add(self, table: str, df: pl.DataFrame | None) -> None:
         if df is None or df.height == 0:
             return
         prev = self.tables.get(table)
         self.tables[table] = df if prev is None else pl.concat([prev, df], how="diagonal_relaxed")
+
+    def add_consumed(self, lines: pl.Series | None) -> None:
+        if lines is None or lines.len() == 0:
+            return
+        lines = lines.cast(pl.Int64)
+        self.consumed = lines if self.consumed is None else pl.concat([self.consumed, lines])
 
     def add_errors(self, df: pl.DataFrame | None) -> None:
         if df is None or df.height == 0:
@@ -58,6 +72,10 @@ class Source:
     kind: ClassVar[str]  # engine / gateway / trace / bench
     mode: ClassVar[str] = "lines"  # or "whole"
     description: ClassVar[str] = ""
+    # Lines that are known and carry nothing for us (banners, weight loading, progress bars, warnings,
+    # tracebacks): (reason, regex searched in the line's text). The line census counts a line that made no
+    # row and matches one of these as `skipped` with that reason, any other as `unrecognised`.
+    skip_rules: ClassVar[tuple[tuple[str, str], ...]] = ()
 
     def sniff(self, head: str, path: str) -> float:
         """Confidence 0..1 that the file whose first ~64 KiB decode to `head` is in this format."""
@@ -65,7 +83,10 @@ class Source:
 
     def parse(self, lines: pl.DataFrame, ctx: ParseContext) -> ParseResult:
         """`lines` has columns `line` (Int64, 1-based physical line number) and `text` (Utf8, no newline;
-        `\\r` and ANSI codes still in place: stripping them is the source's business)."""
+        `\\r` and ANSI codes still in place: stripping them is the source's business), and, when the lines
+        came out of a wrapper (Docker, CRI, journald, a log platform's export; see attribution.wrappers),
+        `rec_ts` (Datetime us UTC, null where unknown): the time the wrapper recorded for the line. A source
+        uses it where the line itself has no time, and for the year a vLLM header does not print."""
         raise NotImplementedError
 
     def parse_whole(self, data: bytes, ctx: ParseContext) -> ParseResult:

@@ -1,0 +1,43 @@
+"""Log wrappers (container runtimes, log shippers, log platforms' exports). Each module here exposes
+`WRAPPERS`, a list of `Wrapper` instances; the registry finds them by walking this package, so adding a
+wrapper is adding a module. See `base` for the contract."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from functools import cache
+
+from attribution.wrappers.base import RECORD_SCHEMA, Wrapper, records_frame
+
+__all__ = ["RECORD_SCHEMA", "Wrapper", "records_frame", "registry", "get", "sniff"]
+
+_HELPERS = {"base", "layer"}
+
+
+@cache
+def registry() -> dict[str, Wrapper]:
+    found: dict[str, Wrapper] = {}
+    for mod in pkgutil.iter_modules(__path__):
+        if mod.name in _HELPERS or mod.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{__name__}.{mod.name}")
+        for w in getattr(module, "WRAPPERS", []):
+            if w.name in found:
+                raise RuntimeError(f"two wrappers are named {w.name!r}")
+            found[w.name] = w
+    return found
+
+
+def get(name: str) -> Wrapper | None:
+    return registry().get(name)
+
+
+def sniff(head: str, path: str) -> Wrapper | None:
+    """The most confident wrapper for a file head, or None when none scores at least 0.5."""
+    best: tuple[float, Wrapper] | None = None
+    for w in registry().values():
+        score = w.sniff(head, path)
+        if score >= 0.5 and (best is None or score > best[0]):
+            best = (score, w)
+    return best[1] if best else None
