@@ -9,6 +9,7 @@ from zoneinfo import ZoneInfo
 
 import polars as pl
 
+from attribution.sources._sglang_layouts import generic, inner_prefix, outer_times, strip_ray
 from attribution.sources.base import ParseContext
 from attribution.sources.common import segments
 from attribution.sources.timefmt import to_utc
@@ -31,22 +32,32 @@ _EPOCH = date(1970, 1, 1)
 
 
 def headed(lines: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
-    """`line`, `text` -> `line`, `seg`, `text`, `has_header`, `bad_ts`, `ts`, `ranks`, `engine_index`,
-    `primary`, `tp0`, `msg`, `_head` (its first characters, see msg_starts_with). Updates ctx.state
-    (`day`, `last_tod_us`, `last_ts_us`).
+    """`line`, `text` (and optionally `rec_ts`) -> `line`, `seg`, `text`, `has_header`, `bad_ts`, `no_ts`,
+    `ts`, `ranks`, `engine_index`, `primary`, `tp0`, `msg`, `_head` (its first characters, see
+    msg_starts_with), `ray_repeated`, `dynamo`. Updates ctx.state (`day`, `last_tod_us`, `last_ts_us`).
 
-    One row per record (see `_split_glued`). engine_index is the DP rank; `primary`: every rank number is 0;
-    `tp0`: every rank but DP is 0 (one line per data-parallel scheduler). Segments without a header keep
-    their whole text as `msg` and the time of the nearest earlier header (old uvicorn access lines have none).
+    One row per record (see `_split_glued`). engine_index is the DP rank (the GPU of an old `[gpu=N]` line);
+    `primary`: every rank number is 0; `tp0`: every rank but DP is 0 (one line per data-parallel scheduler).
+    A line's own time comes first; a line without one (old `[gpu=N]` lines, uvicorn access lines before
+    0.4.3) takes the record time `rec_ts` a wrapper gave (or a Docker/kubectl time in front of the line),
+    else the time of the nearest earlier line; `no_ts`: a `[gpu=N]` line that has none of these. A short
+    `[HH:MM:SS TP0]` header takes its date from `rec_ts` where there is one (see `_assign_days` otherwise).
     """
     st = ctx.state
-    segs = segments(lines.rechunk())  # one chunk (the CSV reader gives several): faster gathers and joins
+    lines = lines.rechunk()  # one chunk (the CSV reader gives several): faster gathers and joins
+    outer = outer_times(lines["text"])
+    if outer is not None:
+        rec = lines["rec_ts"] if "rec_ts" in lines.columns else None
+        outer = outer if rec is None else pl.select(pl.coalesce(rec, outer)).to_series()
+        lines = lines.with_columns(outer.alias("rec_ts"))
+    has_rec = "rec_ts" in lines.columns
+    segs = segments(lines)
     df = _read_headers(segs)
     if _any_glued(df):
         df = _read_headers(_split_glued(segs))
     dated = pl.col("_ts").str.len_chars() > 12
     df = df.with_columns(
-        pl.col("_ts").is_not_null().alias("has_header"),
+        pl.col("_hdr").alias("has_header"),
         dated.fill_null(False).alias("_dated"),
         pl.when(dated).then(pl.col("_ts").str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False)).alias("_dt"),
         pl.when(~dated).then(pl.col("_ts").str.to_time("%H:%M:%S%.f", strict=False)).alias("_tm"),
@@ -59,10 +70,13 @@ def headed(lines: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     df = df.with_columns(
         tod_us.alias("_tod"),
         pl.when(pl.col("_dated")).then(pl.col("_dt").dt.date().cast(pl.Int32)).alias("_day"),
-    ).with_columns((pl.col("has_header") & pl.col("_tod").is_null()).alias("bad_ts"))
+    ).with_columns((pl.col("_ts").is_not_null() & pl.col("_tod").is_null()).alias("bad_ts"))
     df = _assign_days(df, ctx)
+    if has_rec:
+        df = _rec_days(df, ctx.tz)
     naive = (pl.col("_day").cast(pl.Int64) * _US_PER_DAY + pl.col("_tod")).cast(pl.Datetime("us"))
-    df = df.with_columns(to_utc(naive, ctx.tz).alias("ts"))
+    own = pl.coalesce(to_utc(naive, ctx.tz), pl.col("_abs"))
+    df = df.with_columns((pl.coalesce(own, "rec_ts") if has_rec else own).alias("ts"))
     last = st.get("last_ts_us")
     ts_us = pl.col("ts").cast(pl.Int64)
     if last is not None:
@@ -70,19 +84,37 @@ def headed(lines: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     df = df.with_columns(ts_us.forward_fill().cast(pl.Datetime("us", "UTC")).alias("ts"))
     if df.height and df["ts"][-1] is not None:
         st["last_ts_us"] = int(df["ts"].cast(pl.Int64)[-1])
+    no_rank = r"[A-Z]0*[1-9]"
+    gpu = pl.col("ranks").str.extract(r" GPU(\d+)").cast(pl.Int64)
     return df.select(
         "line",
         "seg",
         "text",
         "has_header",
         "bad_ts",
+        (pl.col("_notime") & pl.col("ts").is_null()).alias("no_ts"),
         "ts",
         "ranks",
-        pl.col("ranks").str.extract(r" DP(\d+)").cast(pl.Int64).alias("engine_index"),
-        (~pl.col("ranks").str.contains(r"[A-Z]0*[1-9]")).alias("primary"),
-        (~pl.col("ranks").str.replace_all(r" DP\d+", "").str.contains(r"[A-Z]0*[1-9]")).alias("tp0"),
+        pl.coalesce(pl.col("ranks").str.extract(r" DP(\d+)").cast(pl.Int64), gpu).alias("engine_index"),
+        (~pl.col("ranks").str.contains(no_rank)).alias("primary"),
+        (~pl.col("ranks").str.replace_all(r" (?:DP|GPU)\d+", "").str.contains(no_rank)).alias("tp0"),
         pl.coalesce("_msg", "text").alias("msg"),
+        pl.col("_rep").alias("ray_repeated"),
+        pl.col("_dynamo").alias("dynamo"),
     ).with_columns(pl.col("msg").str.head(_HEAD).alias("_head"))
+
+
+def _rec_days(df: pl.DataFrame, tz: str) -> pl.DataFrame:
+    """A short `[HH:MM:SS TP0]` header with a record time: the local date of that time in `tz`, moved a day
+    back or on when the header's time of day is more than 12 hours from the record's (around midnight)."""
+    short = ~pl.col("_dated") & pl.col("_tod").is_not_null() & pl.col("rec_ts").is_not_null()
+    if not df.select(short.any()).item():
+        return df
+    local = pl.col("rec_ts").dt.convert_time_zone(tz).dt.replace_time_zone(None).cast(pl.Int64)
+    day = local // _US_PER_DAY
+    diff = day * _US_PER_DAY + pl.col("_tod") - local
+    day = day - (diff > _HALF_DAY_US).cast(pl.Int64) + (diff < -_HALF_DAY_US).cast(pl.Int64)
+    return df.with_columns(pl.when(short).then(day.cast(pl.Int32)).otherwise(pl.col("_day")).alias("_day"))
 
 
 def msg_starts_with(df: pl.DataFrame, prefix: str) -> pl.Series:
@@ -100,31 +132,82 @@ def msg_starts_with(df: pl.DataFrame, prefix: str) -> pl.Series:
 
 
 def _read_headers(segs: pl.DataFrame) -> pl.DataFrame:
-    """Segments -> + `_lead` (the segment starts with its header), `_ts`, `ranks`, `_msg` (null without a
-    header)."""
+    """Segments -> + `_lead` (the segment starts with its header), `_ts` (naive local time text), `ranks`,
+    `_msg` (null without a header), `_hdr` (a header of any layout), `_abs` (UTC, a zoned time of the line's
+    own), `_notime` (a layout without a time: `[gpu=N]`), `_rep` (Ray's `[repeated Nx]` count), `_dynamo`."""
     text = segs["text"]
+    n = text.len()
     # Nearly every record starts with its header: the anchored regex reads it and the message is the rest.
-    # The unanchored HEADER_RE (a header after some prefix) runs only on the others.
+    # The other layouts (_sglang_layouts) and the unanchored HEADER_RE run only on the others.
     lead = text.str.extract_groups(_LEAD_RE).struct
     ts, ranks = lead.field("1"), lead.field("2")
     msg = text.str.slice(ts.str.len_chars() + ranks.str.len_chars() + 3)
     is_lead = ts.is_not_null()
+    hdr = is_lead.clone()  # scatter writes in place
+    absolute = pl.repeat(None, n, dtype=pl.Datetime("us", "UTC"), eager=True)
+    notime, dynamo = (pl.repeat(False, n, dtype=pl.Boolean, eager=True) for _ in range(2))
+    rep = pl.repeat(None, n, dtype=pl.Int64, eager=True)
     if not is_lead.all():
         idx = (~is_lead).arg_true()
-        late = text.gather(idx).str.extract_groups(HEADER_RE).struct
-        ts, ranks, msg = (col.scatter(idx, late.field(g)) for col, g in ((ts, "1"), (ranks, "2"), (msg, "3")))
+        rest, rest_rep = strip_ray(text.gather(idx))
+        rep = rep.scatter(idx, rest_rep)
+        late = rest.str.extract_groups(_LEAD_RE + "(.*)$").struct
+        late_ts, late_ranks, late_msg = late.field("1"), late.field("2"), late.field("3")
+        other = late_ts.is_null()
+        if other.any():
+            oidx = other.arg_true()
+            g = generic(rest.gather(oidx))
+            if not g["ok"].all():
+                # a header after some other prefix (glued records, a framework's own prefix)
+                bidx = (~g["ok"]).arg_true()
+                anywhere = rest.gather(oidx).gather(bidx).str.extract_groups(HEADER_RE).struct
+                found = anywhere.field("1").is_not_null()
+                g = g.with_columns(
+                    g["ok"].scatter(bidx, found),
+                    g["ts"].scatter(bidx, anywhere.field("1")),
+                    g["ranks"].scatter(bidx, anywhere.field("2").fill_null("")),
+                    g["msg"].scatter(bidx, anywhere.field("3")),
+                )
+            g = g.with_columns(
+                pl.when("ok").then("ts").alias("ts"),
+                pl.when("ok").then("msg").alias("msg"),
+                pl.when("ok").then("ranks").otherwise(pl.lit("")).alias("ranks"),
+            )
+            late_ts = late_ts.scatter(oidx, g["ts"])
+            late_ranks = late_ranks.scatter(oidx, g["ranks"])
+            late_msg = late_msg.scatter(oidx, g["msg"])
+            other_ok = pl.repeat(True, idx.len(), eager=True).scatter(oidx, g["ok"])
+            absolute = absolute.scatter(idx.gather(oidx), g["abs"])
+            notime = notime.scatter(idx.gather(oidx), g["notime"])
+            dynamo = dynamo.scatter(idx.gather(oidx), g["dynamo"])
+        else:
+            other_ok = pl.repeat(True, idx.len(), eager=True)
+        ts, ranks, msg = (col.scatter(idx, v) for col, v in ((ts, late_ts), (ranks, late_ranks), (msg, late_msg)))
+        hdr = hdr.scatter(idx, other_ok)
+    ranks = ranks.fill_null("")
+    # `[ts] INFO file.py:N: msg` and `[ts] [gpu=N] msg`: one anchored test, nearly always false
+    msg, tag = inner_prefix(msg)
     return segs.with_columns(
-        is_lead.alias("_lead"), ts.alias("_ts"), ranks.fill_null("").alias("ranks"), msg.alias("_msg")
+        is_lead.alias("_lead"),
+        ts.alias("_ts"),
+        (ranks if tag is None else ranks + tag).alias("ranks"),
+        msg.alias("_msg"),
+        hdr.alias("_hdr"),
+        absolute.alias("_abs"),
+        notime.alias("_notime"),
+        rep.alias("_rep"),
+        dynamo.alias("_dynamo"),
     )
 
 
 def _any_glued(df: pl.DataFrame) -> bool:
-    """Whether some segment holds a header after its first character (see _split_glued), from `_read_headers`
-    output: past a leading header that is a header anywhere in the message (a header starts with the only `[`
-    it holds, so none starts inside another), else one anywhere in the text (a segment that starts with a
-    _GLUE_RE header starts with a _LEAD_RE one). A header ends with `] `: the regex runs only where that is."""
-    lead = df["_lead"]
-    where = df["_msg"] if lead.all() else pl.select(pl.when(lead).then(df["_msg"]).otherwise(df["text"])).to_series()
+    """Whether some segment holds a record after its header's message starts (see _split_glued), from
+    `_read_headers` output: past a header (of any layout, wherever it was found) that is a header anywhere in
+    the message (a header starts with the only `[` it holds, so none starts inside another), else one anywhere
+    in the text. A record whose header follows a prefix (a tqdm bar, a Ray actor) is read from that header
+    on, so the prefix needs no cut. A header ends with `] `: the regex runs only where that is."""
+    hdr = df["_hdr"] & df["_msg"].is_not_null()
+    where = df["_msg"] if hdr.all() else pl.select(pl.when(hdr).then(df["_msg"]).otherwise(df["text"])).to_series()
     maybe = where.str.contains("] ", literal=True)
     return bool(maybe.any() and where.filter(maybe).str.contains(_GLUE_RE).any())
 

@@ -101,6 +101,38 @@ def parse_access(df: pl.DataFrame) -> tuple[pl.DataFrame | None, pl.DataFrame | 
     return rows, errors
 
 
+NO_TIME = (
+    "no timestamp: an old `[gpu=N]` line carries no time of its own, and no wrapper record time or earlier "
+    "line gave one"
+)
+RAY_DEDUP = (
+    "Ray collapsed repeated lines into `[repeated Nx across cluster]` (first here: {n} lines hidden); the "
+    "hidden scheduler lines are lost: rerun with RAY_DEDUP_LOGS=0, or read the worker files under /tmp/ray"
+)
+DYNAMO = (
+    "Dynamo re-layout (`<time> LEVEL module.func: msg`): SGLang's DP/TP rank tags are not in these lines, so "
+    "data-parallel ranks cannot be told apart (DYN_SKIP_SGLANG_LOG_FORMATTING=1 keeps SGLang's own header)"
+)
+
+
+def layout_notes(df: pl.DataFrame, state: dict) -> pl.DataFrame | None:
+    """Errors for unreadable or missing times (per line), and a note once per file (kept in the state) for
+    Ray's dedup and for Dynamo's layout, which both lose data the file cannot give back."""
+    sample = redact_expr(pl.col("text")).alias("sample")
+    parts = [
+        df.filter("bad_ts").select("line", pl.lit("unreadable timestamp").alias("reason"), sample),
+        df.filter("no_ts").select("line", pl.lit(NO_TIME).alias("reason"), sample),
+    ]
+    if not state.get("ray_dedup_noted") and df["ray_repeated"].is_not_null().any():
+        first = df.filter(pl.col("ray_repeated").is_not_null()).head(1)
+        parts.append(first.select("line", pl.lit(RAY_DEDUP.format(n=first["ray_repeated"][0])).alias("reason"), sample))
+        state["ray_dedup_noted"] = True
+    if not state.get("dynamo_noted") and df["dynamo"].any():
+        parts.append(df.filter("dynamo").head(1).select("line", pl.lit(DYNAMO).alias("reason"), sample))
+        state["dynamo_noted"] = True
+    return pl.concat(parts)
+
+
 class SGLangLog(Source):
     name = "sglang_log"
     kind = "engine"
@@ -119,15 +151,9 @@ class SGLangLog(Source):
         st = ctx.state
         res = ParseResult()
         df = headed(lines, ctx)
-        res.add_errors(
-            df.filter("bad_ts").select(
-                "line",
-                pl.lit("unreadable timestamp").alias("reason"),
-                redact_expr(pl.col("text")).alias("sample"),
-            )
-        )
-        if df["bad_ts"].any():
-            df = df.filter(~pl.col("bad_ts"))
+        res.add_errors(layout_notes(df, st))
+        if df["bad_ts"].any() or df["no_ts"].any():
+            df = df.filter(~pl.col("bad_ts") & ~pl.col("no_ts"))
         df = served_models(start_lines(df, st), st)
 
         steps, errs = parse_steps(df)

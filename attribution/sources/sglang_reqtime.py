@@ -34,7 +34,7 @@ class SGLangReqTime(Source):
                 redact_expr(pl.col("text")).alias("sample"),
             )
         )
-        df = served_models(start_lines(df.filter(~pl.col("bad_ts")), ctx.state), ctx.state)
+        df = served_models(start_lines(df.filter(~pl.col("bad_ts") & ~pl.col("no_ts")), ctx.state), ctx.state)
         rows, errs = parse_reqtime(df)
         res.add("requests", rows)
         res.add_errors(errs)
