@@ -91,7 +91,7 @@ def test_real_log_startup_facts(real):
     args_line = next(i for i, ln in enumerate(text.split("\n"), 1) if "server_args=ServerArgs(" in ln)
     assert cfg["start_line"].unique().to_list() == [args_line]
     assert cfg["engine"].unique().to_list() == ["sglang"]
-    summary = cfg.filter(pl.col("kv_pool_tokens").is_not_null()).row(0, named=True)
+    summary = cfg.filter(pl.col("max_running_requests").is_not_null() & pl.col("flags").is_null()).row(0, named=True)
     assert summary["kv_pool_tokens"] == 185897 and summary["max_running_requests"] == 48
     assert (summary["chunked_prefill_size"], summary["max_prefill_tokens"], summary["max_model_len"]) == (
         8192,
@@ -99,12 +99,20 @@ def test_real_log_startup_facts(real):
         65536,
     )
     kv = re.findall(
-        r"KV Cache is allocated\. dtype: [^,]+, #tokens: \d+, K size: ([\d.]+) GB, V size: ([\d.]+) GB", text
+        r"KV Cache is allocated\. dtype: [^,]+, #tokens: (\d+), K size: ([\d.]+) GB, V size: ([\d.]+) GB", text
     )
     assert len(kv) == 3
-    kv_rows = cfg.filter(pl.col("kv_pool_bytes").is_not_null()).sort("line")
-    assert kv_rows.height == 3
-    assert kv_rows["kv_pool_bytes"][-1] == round(sum(float(k) + float(v) for k, v in kv) * GIB)
+    # The full-attention pool: the target's pools come before the first `Memory pool end` (the third line is
+    # the DFlash draft's); of those, SWAKVPool logs the SWA pool first, and the log names its size.
+    lines = SGLANG_LOG.read_bytes().decode("utf-8", "replace").split("\n")  # physical lines (`\r` kept)
+    first_end = next(i for i, ln in enumerate(lines, 1) if "Memory pool end." in ln)
+    target = [i for i, ln in enumerate(lines, 1) if "KV Cache is allocated." in ln and i < first_end]
+    swa = int(re.search(r"swa_layer_tokens=(\d+)", text).group(1))
+    ((full_line, (tokens, k, v)),) = [(i, kv[n]) for n, i in enumerate(target) if int(kv[n][0]) != swa]
+    kv_rows = cfg.filter(pl.col("kv_pool_bytes").is_not_null())
+    assert kv_rows["line"].to_list() == [full_line]
+    assert kv_rows["kv_pool_tokens"][0] == int(tokens) == summary["kv_pool_tokens"]
+    assert kv_rows["kv_pool_bytes"][0] == round((float(k) + float(v)) * GIB)
     weights = [float(x) for x in re.findall(r"Load weight end\. .*mem usage=([\d.]+) GB\.", text)]
     assert cfg["weights_bytes"].max() == round(sum(weights) * GIB)
     args = cfg.filter(pl.col("flags").is_not_null()).row(0, named=True)

@@ -149,16 +149,19 @@ def _running_total(rows: pl.DataFrame, col: str, state: dict, key: str) -> pl.Da
     return rows
 
 
-def parse_memory(df: pl.DataFrame, state: dict) -> tuple[list[pl.DataFrame], pl.DataFrame | None]:
-    """Memory and scheduler-summary lines -> list of engine_config partial-row frames, errors.
+def parse_memory(
+    df: pl.DataFrame, state: dict
+) -> tuple[list[pl.DataFrame], pl.DataFrame | None, pl.Series]:
+    """Memory and scheduler-summary lines -> list of engine_config partial-row frames, errors, and the lines
+    folded into those rows without a row of their own (for `ParseResult.consumed`).
 
-    Only rank-0 lines count (every TP rank prints the same per-GPU figures).
+    Only rank-0 lines count (every TP rank prints the same per-GPU figures; the others' copies are folded).
     - `max_total_num_tokens=N, ..., context_len=L, available_gpu_mem=X GB` -> kv_pool_tokens (the
-      full-attention pool in hybrid models; taken from this line only, never from the allocation lines),
-      chunked_prefill_size, max_prefill_tokens, max_running_requests, max_model_len, available_gpu_mem_bytes.
+      full-attention pool in hybrid models), chunked_prefill_size, max_prefill_tokens, max_running_requests,
+      max_model_len, available_gpu_mem_bytes.
     - `[Full |SWA |<label> ]KV Cache is allocated. [dtype: D, ]#tokens: N, K size: X GB, V size: Y GB` (or
-      `KV size: X GB`) -> kv_pool_bytes = running total over every KV pool of the start (full, SWA, draft);
-      `VA upper bound` lines are a virtual reservation, not memory, and add nothing.
+      `KV size: X GB`) -> kv_pool_tokens and kv_pool_bytes of the target model's full-attention pool (see
+      `_kv_pools`): the pool size is known even when the log stops before the summary line.
     - `Mamba Cache is allocated. [max_mamba_cache_size: S, ]conv_state size: XGB, ssm_state size: YGB [...]`
       -> state_pool_slots = S, state_pool_bytes = running total of conv + ssm (+ intermediate) sizes.
     - `Load weight end. ... mem usage=X GB.` -> weights_bytes = running total (target plus draft models).
@@ -171,9 +174,15 @@ def parse_memory(df: pl.DataFrame, state: dict) -> tuple[list[pl.DataFrame], pl.
         msg_starts_with(df, "max_total_num_tokens=")
         | msg_starts_with(df, "Mamba Cache is allocated.")
         | msg_starts_with(df, "Load weight end.")
+        | msg_starts_with(df, "Memory pool end.")
+        | msg_starts_with(df, "Use sliding window memory pool.")
+        | msg_starts_with(df, "SWAKVPool mem usage:")
         | df["msg"].str.contains("KV Cache ", literal=True)
     )
-    base = df.filter(pl.col("has_header") & pl.col("primary") & maybe)
+    facts = df.filter(pl.col("has_header") & maybe)
+    base = facts.filter("primary")
+    # every TP rank prints the same per-GPU figures: the other ranks' copies are folded into rank 0's rows
+    folded = [facts.filter(~pl.col("primary"))["line"]]
     out: list[pl.DataFrame] = []
     errs: list[pl.DataFrame] = []
 
@@ -204,19 +213,10 @@ def parse_memory(df: pl.DataFrame, state: dict) -> tuple[list[pl.DataFrame], pl.
             s.filter(ok).select("line", "ts", "start_line", *SUMMARY_KEYS.values(), "available_gpu_mem_bytes")
         )
 
-    kv = base.filter(msg.str.contains(r"KV Cache (?:is allocated|VA upper bound)\.")).with_columns(
-        msg.str.extract_groups(KV_RE).alias("_m")
-    )
-    if kv.height:
-        m = pl.col("_m").struct
-        gib = pl.coalesce(
-            m.field("4").cast(pl.Float64) + m.field("5").cast(pl.Float64), m.field("6").cast(pl.Float64)
-        )
-        kv = kv.with_columns((gib * GIB).alias("kv_pool_bytes"), m.field("3").is_not_null().alias("_ok"))
-        errs.append(_err(kv.filter(~pl.col("_ok")), "unreadable KV Cache allocation line"))
-        allocated = pl.col("_ok") & (m.field("2") == "is allocated")
-        kv = _running_total(kv.filter(allocated), "kv_pool_bytes", state, "kv_bytes")
-        out.append(kv.select("line", "ts", "start_line", "kv_pool_bytes"))
+    kv, kv_errs, kv_folded = _kv_pools(base, state)
+    if kv is not None:
+        out.append(kv)
+    errs.append(kv_errs)
 
     mam = base.filter(msg.str.starts_with("Mamba Cache is allocated.")).with_columns(
         msg.str.extract_groups(MAMBA_RE).alias("_m")
@@ -244,5 +244,84 @@ def parse_memory(df: pl.DataFrame, state: dict) -> tuple[list[pl.DataFrame], pl.
         wts = _running_total(wts, "weights_bytes", state, "weights_bytes")
         out.append(wts.select("line", "ts", "start_line", "weights_bytes"))
 
+    errs = [e for e in errs if e is not None]
     errors = pl.concat(errs) if errs else None
-    return out, errors
+    folded.append(kv_folded)
+    return out, errors, pl.concat(folded).unique(maintain_order=True)
+
+
+def _kv_pools(base: pl.DataFrame, state: dict) -> tuple[pl.DataFrame | None, pl.DataFrame | None, pl.Series]:
+    """KV allocation lines (rank 0) -> (rows with kv_pool_tokens and kv_pool_bytes of the target model's
+    full-attention pool, errors, lines folded without a row of their own).
+
+    Which pool is the full-attention one (SGLang's source, mem_cache/swa_memory_pool.py `SWAKVPool`: it
+    builds `swa_kv_pool` first, then `full_kv_pool`, each logging one `KV Cache is allocated` line; a plain or
+    `HybridLinearKVPool` model logs one line, for its full-attention layers only):
+    - the target model's pools are those before the start's first `Memory pool end.` line; a speculative
+      draft model's runner allocates its own pool after that (the real log's third line);
+    - 0.5.18+ names its pools: `Full KV Cache` is the one, `SWA KV Cache` and other labels are not;
+    - unnamed lines: `Use sliding window memory pool. full_layer_tokens=N, swa_layer_tokens=M` (when logged
+      before) says which token count is the SWA pool's; otherwise each unnamed line gives a row and the
+      start's last one, the full pool of an SWA pair, is what the engine_config view keeps.
+    `VA upper bound` lines are a virtual reservation, not memory. The group count (pool-end lines seen) and
+    the SWA hint are kept per start in the state, so a file read in chunks gives the same rows.
+    """
+    msg = pl.col("msg")
+    rows = base.filter(
+        msg.str.contains(r"KV Cache (?:is allocated|VA upper bound)\.")
+        | msg.str.starts_with("Memory pool end.")
+        | msg.str.starts_with("Use sliding window memory pool.")
+        | msg.str.starts_with("SWAKVPool mem usage:")
+    )
+    if rows.height == 0:
+        return None, None, pl.Series("line", [], dtype=pl.Int64)
+    carry = state.get("kv_groups", {})
+    first = int(rows["start_line"][0])
+    prev_ends = carry.get("ends", 0) if carry.get("start") == first else 0
+    hint = carry.get("swa_hint") if carry.get("start") == first else None
+    is_end = msg.str.starts_with("Memory pool end.")
+    rows = rows.with_columns(
+        msg.str.extract_groups(KV_RE).alias("_m"),
+        msg.str.extract(r"swa_layer_tokens=(\d+)").cast(pl.Int64, strict=False).alias("_swa_hint"),
+        (
+            is_end.cast(pl.Int32).cum_sum().over("start_line")
+            - is_end.cast(pl.Int32)
+            + pl.when(pl.col("start_line") == first).then(prev_ends).otherwise(0)
+        ).alias("_group"),
+    ).with_columns(
+        pl.col("_swa_hint").forward_fill().over("start_line").alias("_swa_hint"),
+    )
+    if hint is not None:
+        rows = rows.with_columns(
+            pl.when(pl.col("start_line") == first).then(pl.col("_swa_hint").fill_null(hint)).otherwise("_swa_hint")
+        )
+    last = rows.tail(1)
+    state["kv_groups"] = {
+        "start": int(last["start_line"][0]),
+        "ends": int(last["_group"][0]) + int(last.select(is_end).item()),
+        "swa_hint": last["_swa_hint"][0],
+    }
+    m = pl.col("_m").struct
+    is_kv = msg.str.contains(r"KV Cache (?:is allocated|VA upper bound)\.")
+    kv = rows.filter(is_kv)
+    gib = pl.coalesce(m.field("4").cast(pl.Float64) + m.field("5").cast(pl.Float64), m.field("6").cast(pl.Float64))
+    tokens = m.field("3").cast(pl.Int64, strict=False)
+    name = m.field("1")
+    kv = kv.with_columns(
+        (gib * GIB).round(0).cast(pl.Int64).alias("kv_pool_bytes"),
+        tokens.alias("kv_pool_tokens"),
+        tokens.is_not_null().alias("_ok"),
+    )
+    errors = _err(kv.filter(~pl.col("_ok")), "unreadable KV Cache allocation line")
+    unnamed = name == "KV Cache"
+    not_swa = pl.col("_swa_hint").is_null() | (pl.col("kv_pool_tokens") != pl.col("_swa_hint"))
+    full = (
+        pl.col("_ok")
+        & (m.field("2") == "is allocated")
+        & (pl.col("_group") == 0)
+        & ((name == "Full KV Cache") | (unnamed & not_swa))
+    )
+    keep = kv.filter(full).select("line", "ts", "start_line", "kv_pool_tokens", "kv_pool_bytes")
+    unread = kv.filter(~pl.col("_ok"))["line"]
+    folded = rows.filter(~pl.col("line").is_in(pl.concat([keep["line"], unread]).implode()))["line"]
+    return keep, errors, folded

@@ -162,8 +162,9 @@ class SGLangLog(Source):
 
         args, errs = parse_server_args(df)
         res.add_errors(errs)
-        facts, errs = parse_memory(df, st)
+        facts, errs, folded = parse_memory(df, st)
         res.add_errors(errs)
+        res.add_consumed(folded)
         for part in ([args] if args is not None else []) + facts:
             res.add("engine_config", part.with_columns(pl.lit("sglang").alias("engine")))
 
