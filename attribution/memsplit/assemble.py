@@ -30,6 +30,10 @@ DEFINITIONS = {
     "allocation "
     "lines, vLLM's `Available KV cache memory`; else an estimate from the pool sizes (cache_source says "
     "which)",
+    "pool_sizes": "logged: the KV pool tokens and state slots are the ones the engine printed at start-up "
+    "(SGLang's `KV Cache is allocated` / `Mamba Cache is allocated` / max_total_num_tokens lines, vLLM's `GPU "
+    "KV cache size`); reconstructed: the log had none, so the size is rebuilt from R, the other pool and the "
+    "model's B and S (current.kv_pool_source / state_pool_source say which pool)",
     "B, S, k": "KV bytes per token of the full-attention layers, state bytes per slot, state slots per "
     "running "
     "request (attribution.memory; vLLM: its padded page layout, k = blocks per state group)",
@@ -93,7 +97,8 @@ def _summary(c: CurrentSplit, b: dict[str, Any] | None, limit: str, rec, what: l
         "deployment": c.deployment, "engine": f"{c.engine} {c.version or ''}".strip(), "started": c.started,
         "cache": _gib(c.cache_bytes), "limit": limit, "binding_share": (b or {}).get("binding_share"),
         "episodes": (b or {}).get("episodes"),
-        "current": _split_text(c.state_slots, c.cap, c.kv_pool_tokens), "status": rec.status,
+        "current": _split_text(c.state_slots, c.cap, c.kv_pool_tokens), "pool_sizes": c.pool_sizes,
+        "status": rec.status,
         "recommended": _split_text(rec.state_slots, rec.max_running, rec.kv_tokens),
         "queue_p99_now": cur.get("queue_p99"), "queue_p99_after": new.get("queue_p99"),
         "capacity_per_day_now": cur.get("capacity_per_day"),

@@ -62,6 +62,8 @@ class CurrentSplit:
     state_slots: int
     state_pool_bytes: int
     state_source: str  # log | implied | estimate
+    kv_pool_source: str  # logged (the KV pool's tokens as the engine printed them) | reconstructed
+    state_pool_source: str  # logged (the state pool's slots as printed) | reconstructed (from bytes or R)
     cap: int | None  # running requests admitted at most
     cap_source: str | None  # configured | observed
     max_model_len: int | None
@@ -87,6 +89,13 @@ class CurrentSplit:
         """SGLang allocates one padding slot beside the state slots (A4); vLLM has none."""
         return 1 if self.engine == "sglang" else 0
 
+    @property
+    def pool_sizes(self) -> str:
+        """Whether the pool sizes are the ones the log printed: `logged`, `reconstructed`, or which of the two."""
+        if self.kv_pool_source == self.state_pool_source:
+            return self.kv_pool_source
+        return f"KV {self.kv_pool_source}, state {self.state_pool_source}"
+
     def kv_cap(self, mean_live_tokens: float | None) -> float | None:
         """Running requests the KV pool holds at `mean_live_tokens` each."""
         return self.kv_pool_tokens / mean_live_tokens if mean_live_tokens else None
@@ -100,7 +109,9 @@ class CurrentSplit:
             "kv_bytes_per_token": self.kv_bytes_per_token, "state_bytes_per_slot": self.state_bytes_per_slot,
             "slots_per_request": self.slots_per_request, "kv_pool_tokens": self.kv_pool_tokens,
             "kv_pool_bytes": self.kv_pool_bytes, "state_slots": self.state_slots,
-            "state_pool_bytes": self.state_pool_bytes, "state_source": self.state_source, "ratio": self.ratio,
+            "state_pool_bytes": self.state_pool_bytes, "state_source": self.state_source,
+            "kv_pool_source": self.kv_pool_source, "state_pool_source": self.state_pool_source,
+            "pool_sizes": self.pool_sizes, "ratio": self.ratio,
             "cap": self.cap, "cap_source": self.cap_source, "state_cap": self.state_cap,
             "max_model_len": self.max_model_len, "block_size": self.block_size,
             "prefix_caching": self.prefix_caching,
@@ -207,7 +218,11 @@ def current_split(row: dict[str, Any], model: str, ov: Overrides) -> CurrentSpli
     slots_source = "flags"
     if ov.slots_per_request:
         k, slots_source = ov.slots_per_request, "given"
+    # The logged pool sizes come first (SGLang's `KV Cache is allocated` / `Mamba Cache is allocated` and
+    # summary lines, vLLM's `GPU KV cache size`); other numbers rebuild a size only where the log has none.
     T = row.get("kv_pool_tokens")
+    kv_pool_source = "logged" if T is not None else "reconstructed"
+    state_pool_source = "logged" if row.get("state_pool_slots") is not None else "reconstructed"
     cap = row.get("cap")
     pad = 1 if engine == "sglang" else 0
     kv_bytes = row.get("kv_pool_bytes") or (T * B if T else None)
@@ -253,7 +268,8 @@ def current_split(row: dict[str, Any], model: str, ov: Overrides) -> CurrentSpli
         period_until=row.get("period_until"), profile=profile, tp=tp, kv_bytes_per_token=B,
         state_bytes_per_slot=S, slots_per_request=k, slots_source=slots_source, cache_bytes=int(R),
         cache_source=cache_source, kv_pool_tokens=int(T), kv_pool_bytes=int(kv_bytes),
-        state_slots=int(state_slots), state_pool_bytes=int(state_bytes), state_source=state_source, cap=cap,
+        state_slots=int(state_slots), state_pool_bytes=int(state_bytes), state_source=state_source,
+        kv_pool_source=kv_pool_source, state_pool_source=state_pool_source, cap=cap,
         cap_source=row.get("cap_source"),
         max_model_len=row.get("max_model_len"), block_size=block,
         max_batched_tokens=row.get("chunked_prefill_size") or _int(_flag(flags, "max_num_batched_tokens")),
