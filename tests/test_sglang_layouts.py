@@ -164,3 +164,20 @@ def test_startup_lines_folded_into_engine_config_are_consumed():
     assert len(want) == 6  # SWA pool, draft pool, 2 pool ends, the hint, the SWAKVPool summary
     assert set(res.consumed.to_list()) == want
     assert not rows & set(res.consumed.to_list())
+
+
+def test_real_log_lines_are_rows_folded_skipped_or_few_unknown():
+    raw = SGLANG_LOG.read_bytes().decode("utf-8", "replace").split("\n")
+    if raw[-1] == "":
+        raw.pop()
+    res = SRC.parse(_lines(raw), _ctx())
+    used = set(res.consumed.to_list())
+    for df in res.tables.values():
+        used |= set(df["line"].to_list())
+    rules = [re.compile(rx) for _, rx in SRC.skip_rules]
+    unknown = [ln for i, ln in enumerate(raw, 1) if i not in used and not any(r.search(ln) for r in rules)]
+    skipped = len(raw) - len(used) - len(unknown)
+    # 221 lines give rows or fold into them, 164 are known noise (weight loading, progress bars, warnings, ...)
+    assert (len(used), skipped, len(unknown)) == (221, 164, 12)
+    # what stays unknown is informational prose, never an engine message that a table holds
+    assert not any(re.search(r"batch[.,]|KV Cache|max_total_num_tokens|Receive:|Finish:|HTTP/", ln) for ln in unknown)
