@@ -181,3 +181,8 @@ def test_real_log_lines_are_rows_folded_skipped_or_few_unknown():
     assert (len(used), skipped, len(unknown)) == (221, 164, 12)
     # what stays unknown is informational prose, never an engine message that a table holds
     assert not any(re.search(r"batch[.,]|KV Cache|max_total_num_tokens|Receive:|Finish:|HTTP/", ln) for ln in unknown)
+
+
+@pytest.mark.parametrize("case", ["layout_custom_config", "layout_ray", "layout_dynamo", "layout_gpu_old"])
+def test_every_layout_is_sniffed_as_sglang(case):
+    assert parse_path(CASES / f"{case}.log").source == "sglang_log"

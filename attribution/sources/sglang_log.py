@@ -26,6 +26,11 @@ _ACCESS_ASCII_RE = r'^[A-Z]+: +([!-9;-~]+):([0-9]+) - "([!-~]+) ([!-~]+) HTTP/[0
 _STRONG = (
     "] Prefill batch",
     "] Decode batch",
+    # the scheduler lines after any other header (Dynamo's `LEVEL module.func: `, custom logging layouts)
+    "Prefill batch, #new-seq: ",
+    "Prefill batch. #new-seq: ",
+    "Decode batch, #running-req: ",
+    "Decode batch. #running-req: ",
     "server_args=ServerArgs(",
     "] Receive: obj=",
     "] Finish: obj=",
