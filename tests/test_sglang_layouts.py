@@ -13,6 +13,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from attribution.ingest import parse_path
 from attribution.sources.base import ParseContext
@@ -186,3 +188,30 @@ def test_real_log_lines_are_rows_folded_skipped_or_few_unknown():
 @pytest.mark.parametrize("case", ["layout_custom_config", "layout_ray", "layout_dynamo", "layout_gpu_old"])
 def test_every_layout_is_sniffed_as_sglang(case):
     assert parse_path(CASES / f"{case}.log").source == "sglang_log"
+
+_PREFIXES = ["", "[2025-01-01 00:00:00] ", "[2025-01-01 00:00:00 DP1 TP0] ", "[12:00:00 TP0] ", "[gpu=0] ",
+             "2025-10-20 03:02:22 INFO 1 [DP3 TP3 EP3 x.py:1] ", "2025-04-27T06:45:57.810Z  INFO a.b: ",
+             "(SGLangEngine pid=1) ", "(A(b=1) pid=2, ip=::1) [2025-01-01 00:00:01] ", "[2026-01-01 00:00:00] INFO x.py:1: ",
+             "2025-13-40 99:99:99 INFO 1 [x.py:1] "]
+_BODIES = [DECODE, "Prefill batch, #new-seq: 1, #new-token: 5, #cached-token: 0, token usage: 0.00, #running-req: 0, "
+           "#queue-req: 0, ", "KV Cache is allocated. #tokens: 10, K size: 0.01 GB, V size: 0.01 GB",
+           "Memory pool end. avail mem=1.00 GB", "max_total_num_tokens=10, max_running_requests=2, context_len=8",
+           "Use sliding window memory pool. full_layer_tokens=10, swa_layer_tokens=8", "Decode batch. #running-req: x"]
+_SUFFIXES = ["", " [repeated 7x across cluster]", "\r", "\x1b[0m"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(_PREFIXES), st.sampled_from(_BODIES), st.sampled_from(_SUFFIXES),
+                          st.integers(0, 40)), min_size=1, max_size=12),
+       st.booleans())
+def test_fuzz_layouts_never_crash_and_every_row_points_at_a_line(parts, with_rec):
+    texts = [(p + b + s)[: len(p + b + s) - cut] for p, b, s, cut in parts]
+    rec = [datetime(2025, 1, 1, tzinfo=UTC) if i % 2 else None for i in range(len(texts))] if with_rec else None
+    res = SRC.parse(_lines(texts, rec), _ctx())
+    lines = set(range(1, len(texts) + 1))
+    for df in res.tables.values():
+        assert set(df["line"].to_list()) <= lines
+    if res.errors is not None:
+        assert set(res.errors["line"].to_list()) <= lines
+    if res.consumed is not None:
+        assert set(res.consumed.to_list()) <= lines
