@@ -1,5 +1,7 @@
 """The SGLang logger header (`[2025-01-01 12:00:00(.mmm) DP0 TP0] msg`, and `[16:43:29 TP0] msg` up to 0.3.3),
 shared by the SGLang console-log sources (engine-logs.md S-0): records, their UTC time, ranks and message.
+Lines that start with that header take the fast path; the others (Ray prefixes, custom logging layouts,
+Dynamo, `[gpu=N]`: _sglang_layouts) and the time a wrapper recorded (`rec_ts`) are read here too.
 """
 
 from __future__ import annotations
