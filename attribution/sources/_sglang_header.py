@@ -47,6 +47,8 @@ def headed(lines: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     """
     st = ctx.state
     lines = lines.rechunk()  # one chunk (the CSV reader gives several): faster gathers and joins
+    if "rec_ts" in lines.columns and lines.schema["rec_ts"] != pl.Datetime("us", "UTC"):
+        lines = lines.with_columns(pl.col("rec_ts").cast(pl.Datetime("us", "UTC")))
     outer = outer_times(lines["text"])
     if outer is not None:
         rec = lines["rec_ts"] if "rec_ts" in lines.columns else None
