@@ -154,9 +154,13 @@ def _read_headers(segs: pl.DataFrame) -> pl.DataFrame:
     if not is_lead.all():
         idx = (~is_lead).arg_true()
         rest, rest_rep = strip_ray(text.gather(idx))
-        rep = rep.scatter(idx, rest_rep)
-        late = rest.str.extract_groups(_LEAD_RE + "(.*)$").struct
-        late_ts, late_ranks, late_msg = late.field("1"), late.field("2"), late.field("3")
+        if rest_rep is not None:
+            rep = rep.scatter(idx, rest_rep)
+            # SGLang's own header behind the Ray prefixes
+            late = rest.str.extract_groups(_LEAD_RE + "(.*)$").struct
+            late_ts, late_ranks, late_msg = late.field("1"), late.field("2"), late.field("3")
+        else:  # no Ray prefix: these segments do not start with the header
+            late_ts, late_ranks, late_msg = (pl.repeat(None, idx.len(), dtype=pl.Utf8, eager=True) for _ in range(3))
         other = late_ts.is_null()
         if other.any():
             oidx = other.arg_true()

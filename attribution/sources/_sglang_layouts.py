@@ -30,11 +30,12 @@ INNER_PREFIX_RE = r"^(?:" + _LEVEL + r" [\w.]+\.py:\d+: |\[gpu(?:_id)?=\d+\] )"
 OUTER_TIME_RE = r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)(Z|[+-]\d\d:?\d\d) "
 
 
-def strip_ray(text: pl.Series) -> tuple[pl.Series, pl.Series]:
-    """(text without Ray prefixes and dedup suffix, the `[repeated Nx ...]` count or null)."""
+def strip_ray(text: pl.Series) -> tuple[pl.Series, pl.Series | None]:
+    """(text without Ray prefixes and dedup suffix, the `[repeated Nx ...]` count or null); the counts are
+    None when no line has a Ray prefix."""
     ray = text.str.starts_with("(") & text.str.contains(" pid=", literal=True)
     if not ray.any():
-        return text, pl.repeat(None, text.len(), dtype=pl.Int64, eager=True)
+        return text, None
     idx = ray.arg_true()
     part = text.gather(idx).str.replace(RAY_PREFIX_RE, "")
     rep = part.str.extract(RAY_REPEAT_RE, 1).cast(pl.Int64)
