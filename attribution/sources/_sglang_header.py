@@ -157,8 +157,11 @@ def _read_headers(segs: pl.DataFrame) -> pl.DataFrame:
         if rest_rep is not None:
             rep = rep.scatter(idx, rest_rep)
             # SGLang's own header behind the Ray prefixes
-            late = rest.str.extract_groups(_LEAD_RE + "(.*)$").struct
-            late_ts, late_ranks, late_msg = late.field("1"), late.field("2"), late.field("3")
+            late = rest.str.extract_groups(_LEAD_RE).struct
+            late_ts, late_ranks = late.field("1"), late.field("2")
+            late_msg = pl.select(
+                pl.when(late_ts.is_not_null()).then(rest.str.slice(late_ts.str.len_chars() + late_ranks.str.len_chars() + 3))
+            ).to_series()
         else:  # no Ray prefix: these segments do not start with the header
             late_ts, late_ranks, late_msg = (pl.repeat(None, idx.len(), dtype=pl.Utf8, eager=True) for _ in range(3))
         other = late_ts.is_null()
