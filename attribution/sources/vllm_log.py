@@ -17,6 +17,8 @@ from typing import Any, TypeVar
 import polars as pl
 
 from attribution.privacy import redact_expr
+from attribution.sources import _vllm_layouts as layouts
+from attribution.sources import _vllm_variants as variants
 from attribution.sources import timefmt, vllm_config
 from attribution.sources.base import ParseContext, ParseResult, Source
 from attribution.sources.common import has_outer_prefix, may_need_cleaning, segments
@@ -45,7 +47,6 @@ ITER_RE = (
     r"(?P<gr>\d+) generation requests, (?P<gt>\d+) generation tokens, iteration elapsed time: (?P<ms>[\d.]+) ms"
     r"(?: \(dummy\))?(?:, [\w +]+? KV cache usage: (?P<kv>[\d.]+)%)?"
 )
-V0_PREFIX_RE = r"^Prefix cache hit rate: GPU: (?P<gpu>[\d.]+)%, CPU: (?P<cpu>[\d.]+)%"
 EVENT_RE = r"^(?P<event>Added|Finished|Aborted) request(?:\(s\))? (?P<ids>.+?)\.?$"
 _ENGINE_SUFFIX_RE = r"^.+-[0-9a-f]{8}$"
 _RECEIVED, _ADDED, _FINISHED, _ABORTED = (
@@ -54,11 +55,11 @@ _RECEIVED, _ADDED, _FINISHED, _ABORTED = (
     "Finished request ",
     "Aborted request",
 )
-_V0_PREFIX = "Prefix cache hit rate: GPU:"
 _RECEIVED_RE = r"^Received request (\S+): (?:prompt|params|sampling_params)"
 # `\S+` up to `: ` is the token minus its last `:`; for a token with no other `:` this is the same group.
 _RECEIVED_FAST_RE = r"^Received request ([^\s:]+): (?:prompt|params|sampling_params)"
-_KIND_RE = "^(?:" + "|".join(re.escape(k) for k in (_RECEIVED, _ADDED, _FINISHED, _ABORTED, _V0_PREFIX)) + ")"
+_KINDS = (_RECEIVED, _ADDED, _FINISHED, _ABORTED, variants.V0_PREFIX, variants.SPEC_V1, variants.SPEC_V0)
+_KIND_RE = "^(?:" + "|".join(re.escape(k) for k in _KINDS) + ")"
 
 # Stats line key -> (column, value kind). Unknown keys (MFU, KV fetch, External/MM hit rates, a field a
 # future version adds) are skipped; a known key whose value does not parse makes the line an error.
@@ -165,7 +166,17 @@ class VllmLog(Source):
 
     def parse(self, lines: pl.DataFrame, ctx: ParseContext) -> ParseResult:
         res = ParseResult()
-        recs = _records(lines, ctx)
+        recs, hidden = _records(lines, ctx)
+        if hidden and not ctx.state.get("ray_dedup_reported"):
+            # Once per file, not per line: the count is what this chunk shows (later chunks may hide more).
+            ctx.state["ray_dedup_reported"] = True
+            first = recs.filter(pl.col("text").str.len_bytes() > 0)["line"][0]
+            res.add_errors(pl.DataFrame({
+                "line": [first],
+                "reason": [f"warning: Ray deduplicated {hidden} repeated lines ([repeated Nx across cluster]); "
+                           "they are lost: set RAY_DEDUP_LOGS=0 or read the Ray worker log files"],
+                "sample": [None],
+            }, schema={"line": pl.Int64, "reason": pl.Utf8, "sample": pl.Utf8}))
         res.add_errors(_errors(recs.filter("bad_ts"), "unreadable timestamp (not a date, or a local time that "
                                                       "does not exist in --tz)"))
         # Once the records exist, the access lines and then the request events and stats lines are parsed on
@@ -188,11 +199,19 @@ class VllmLog(Source):
             facts, cfg_errors = vllm_config.extract_facts(heads)
             res.add_errors(cfg_errors)
             heads = vllm_config.assign_starts(heads, facts, ctx.state)
-            steps = [pool.submit(f, heads) for f in (_stats, _v0_prefix, _iterations)]
+            steps = [pool.submit(f, heads) for f in (_stats, variants.v0_prefix, _iterations, _spec_decode)]
             events = pool.submit(_events, heads)
             received = _received(heads)
             res.add("engine_config", vllm_config.config_rows(facts, heads))
-            for rows, errors in (step.result() for step in steps):
+            res.add_consumed(facts["line"] if facts.height else None)
+            (stats, stats_err), (prefix, prefix_err), *others = (step.result() for step in steps)
+            stats, leftover, merged = variants.merge_v0_prefix(stats, prefix)
+            res.add_consumed(merged)
+            res.add("engine_steps", stats.drop("idx") if stats.height else stats)
+            res.add("engine_steps", leftover)
+            res.add_errors(stats_err)
+            res.add_errors(prefix_err)
+            for rows, errors in others:
                 res.add("engine_steps", rows)
                 res.add_errors(errors)
             req, req_errors = received
@@ -218,8 +237,9 @@ class _Inline:
         return future
 
 
-def _records(lines: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
-    """Physical lines -> records (idx, line, ts, msg; msg null for unheaded text, ts carried forward)."""
+def _records(lines: pl.DataFrame, ctx: ParseContext) -> tuple[pl.DataFrame, int]:
+    """Physical lines -> records (idx, line, text, msg, ts, ts_carried, bad_ts, proc; msg null for unheaded
+    text) and the number of lines Ray's dedup hid in this chunk."""
     # The whole header (group 0 of an anchored regex without groups: no capture engine) or null; how many
     # headers a segment holds; and whether any line has a `\r` or an ANSI escape (one select: they run in
     # parallel). Nearly always none has, nor an outer prefix, and then the lines are the segments minus
@@ -230,7 +250,23 @@ def _records(lines: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         rare=may_need_cleaning(text),
         hdr=text.str.extract(_HEADER_ONLY_RE, 0),
         n=text.str.count_matches(_LEVEL_DATE_RE),
+        dedup=text.str.contains(layouts.DEDUP_MARK, literal=True).any(),
     )
+    dedup = bool(found["dedup"][0]) if found.height else False
+    fw = None
+    if found.height:
+        unheaded = found["hdr"].is_null()
+        if unheaded.any():
+            # Framework headers (KServe, Dynamo, a parent process, a bracketed UTC time) start with a date:
+            # tested on the lines without a vLLM header at their start only.
+            peeled, fw = layouts.peel_frameworks(lines.filter(unheaded).select("line", "text"), ctx.tz)
+            if fw is not None:
+                lines = lines.with_columns(text=lines["text"].scatter(unheaded.arg_true(), peeled["text"]))
+                found = lines.select(
+                    rare=may_need_cleaning(text),
+                    hdr=text.str.extract(_HEADER_ONLY_RE, 0),
+                    n=text.str.count_matches(_LEVEL_DATE_RE),
+                )
     dirty = found.height > 0 and (
         found["rare"][0] or has_outer_prefix(lines["text"].filter(found["hdr"].is_null()))
     )
@@ -244,7 +280,19 @@ def _records(lines: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         empty = lines["text"].str.len_bytes() == 0
         if empty.any():
             segs, found = segs.filter(~empty), found.filter(~empty)
+    hidden = 0
+    if dedup:
+        segs, hidden = layouts.strip_dedup(segs)
+    segs = segs.with_columns(proc=pl.lit(None, pl.Utf8))
     hdr, n_heads = found["hdr"], found["n"]
+    # A header that does not start the segment: behind Ray process prefixes (peeled), or glued to the
+    # previous record (split below).
+    behind = hdr.is_null() & (n_heads >= 1)
+    if behind.any():
+        peeled_ray = layouts.peel_ray(segs, behind)
+        if peeled_ray is not None:
+            segs, at = peeled_ray
+            hdr = hdr.scatter(at, segs["text"].gather(at).str.extract(_HEADER_ONLY_RE, 0))
     is_glued = (n_heads >= 2) | ((n_heads == 1) & hdr.is_null())
     if is_glued.any():  # rare: split only those segments, and only then re-sort
         pieces = (
@@ -256,15 +304,21 @@ def _records(lines: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         segs = pl.concat([segs.filter(~is_glued), pieces]).sort("line", "seg", maintain_order=True)
         hdr = segs["text"].str.extract(_HEADER_ONLY_RE, 0)
     recs = segs.with_row_index("idx").with_columns(_hdr=hdr)
+    extra = []
+    if fw is not None:
+        recs = recs.join(fw, on="line", how="left")
+        extra.append("fw_ts")
+    if "rec_ts" in lines.columns and lines["rec_ts"].null_count() < lines.height:
+        recs = recs.join(lines.select("line", "rec_ts"), on="line", how="left")
+        extra.append("rec_ts")
     # The date: the last 14 characters of the header's `[(NAME pid=N) ]LEVEL MM-DD HH:MM:SS` start (NAME has
     # no parentheses, so the prefix, when there is one, ends at the first `) ` and the match is unique).
     date = pl.col("_hdr").str.extract(_HEAD_DATE_RE, 0).str.tail(14)
-    recs = recs.with_columns(
-        msg=pl.col("text").str.strip_prefix(pl.col("_hdr")),
-        _date=date,
-    )
-    # (a non-ASCII digit matches `\d`: such a month is null here and the line's time unreadable below)
-    years = timefmt.assign_years(recs["_date"].str.head(2).cast(pl.Int32, strict=False), ctx)
+    msg = pl.col("text").str.strip_prefix(pl.col("_hdr"))
+    if fw is not None:
+        msg = pl.when(pl.col("_hdr").is_not_null()).then(msg).when(pl.col("fw_msg")).then(pl.col("text"))
+    recs = recs.with_columns(msg=msg, _date=date)
+    years = _years(recs, ctx, extra)
     # One year for the whole chunk (no rollover inside it) is a literal, not a column cast to text.
     year = (
         pl.lit(f"{years[0]}-")
@@ -272,7 +326,10 @@ def _records(lines: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         else pl.lit(years).cast(pl.Utf8) + "-"
     )
     naive = (year + pl.col("_date")).str.to_datetime("%Y-%m-%d %H:%M:%S", time_unit="us", strict=False)
-    recs = recs.with_columns(ts=timefmt.to_utc(naive, ctx.tz))
+    ts = timefmt.to_utc(naive, ctx.tz)
+    if fw is not None:  # a Dynamo or KServe message: the framework's time
+        ts = pl.when(pl.col("_hdr").is_null() & pl.col("fw_msg")).then(pl.col("fw_ts")).otherwise(ts)
+    recs = recs.with_columns(ts=ts)
     # A header whose time does not read (month 13, non-ASCII digits, a local time --tz skips): reported, and
     # the record is not used (its time would otherwise be the previous line's)
     recs = recs.with_columns(bad_ts=pl.col("_hdr").is_not_null() & pl.col("ts").is_null())
@@ -280,12 +337,36 @@ def _records(lines: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         recs = recs.with_columns(msg=pl.when(~pl.col("bad_ts")).then("msg"))
     last = ctx.state.get("last_ts")
     seed = datetime.fromisoformat(last) if last else None
+    # A line without a vLLM header takes its framework's or wrapper's time when it has one, else the last
+    # time seen.
+    own = pl.coalesce("ts", *extra) if extra else pl.col("ts")
     recs = recs.with_columns(
-        ts_carried=pl.col("ts").forward_fill().fill_null(pl.lit(seed, dtype=pl.Datetime("us", "UTC")))
+        ts_carried=own.forward_fill().fill_null(pl.lit(seed, dtype=pl.Datetime("us", "UTC")))
     )
     if recs.height and recs["ts_carried"][-1] is not None:
         ctx.state["last_ts"] = recs["ts_carried"][-1].isoformat()
-    return recs.select("idx", "line", "text", "msg", "ts", "ts_carried", "bad_ts")
+    return recs.select("idx", "line", "text", "msg", "ts", "ts_carried", "bad_ts", "proc"), hidden
+
+
+def _years(recs: pl.DataFrame, ctx: ParseContext, refs: list[str]) -> pl.Series:
+    """The year of each record's header. From the record's own reference time when it has one (a wrapper's
+    `rec_ts`, else a framework header's date): the year that puts the header closest to it. Otherwise from
+    `--year`, the file's mtime and the rollover rule (timefmt.assign_years)."""
+    # (a non-ASCII digit matches `\d`: such a month is null here and the line's time unreadable below)
+    month = recs["_date"].str.head(2).cast(pl.Int32, strict=False)
+    years = timefmt.assign_years(month, ctx)
+    if not refs:
+        return years
+    ref = pl.coalesce(*refs)
+    near = recs.select(layouts.years_near(pl.col("_date"), ref, ctx.tz)).to_series()
+    if near.null_count() == near.len():
+        return years
+    years = near.fill_null(years)
+    # The running year follows the reference times, so a later chunk without them continues from here.
+    known = near.drop_nulls()
+    ctx.state["year"] = int(known[-1])
+    ctx.state["last_month"] = int(month.filter(near.is_not_null()).drop_nulls()[-1])
+    return years
 
 
 def _errors(df: pl.DataFrame, reason: pl.Expr | str, sample: pl.Expr | None = None) -> pl.DataFrame:
@@ -353,31 +434,18 @@ def _stats(heads: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     )
     errors = _errors(rows.filter(pl.col("_bad").is_not_null()), pl.col("_bad"))
     ok = rows.filter(pl.col("_bad").is_null()).select(
-        "ts", "line", "engine_index", *_STATS_COLS, engine=pl.lit("vllm"), kind=pl.lit("stats")
+        "idx", "ts", "line", *_STATS_COLS, engine=pl.lit("vllm"), kind=pl.lit("stats"),
+        engine_index=pl.coalesce("engine_index", _proc_rank()),
     )
     return ok, errors
 
 
-def _v0_prefix(heads: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """V0 prints the prefix-cache hit rate on its own line after the stats line. It becomes its own `stats`
-    row (only prefix_hit_rate), never merged into the stats row: merging would depend on whether both
-    lines fall into the same chunk."""
-    rows = heads.filter(pl.col("_kind") == _V0_PREFIX)
-    if rows.height == 0:
-        return pl.DataFrame(), pl.DataFrame()
-    rows = rows.with_columns(_g=pl.col("msg").str.extract_groups(V0_PREFIX_RE))
-    ok = rows.filter(pl.col("_g").struct.field("gpu").is_not_null())
-    errors = _errors(
-        rows.filter(pl.col("_g").struct.field("gpu").is_null()), "unparseable V0 prefix cache line"
-    )
-    ok = ok.select(
-        "ts",
-        "line",
-        engine=pl.lit("vllm"),
-        kind=pl.lit("stats"),
-        prefix_hit_rate=pl.col("_g").struct.field("gpu").cast(pl.Float64) / 100,
-    )
-    return ok, errors
+def _proc_rank() -> pl.Expr:
+    return layouts.proc_rank(pl.col("text"), pl.col("proc"))
+
+
+def _spec_decode(heads: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    return variants.spec_decode(heads, _proc_rank())
 
 
 def _iterations(heads: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -394,7 +462,7 @@ def _iterations(heads: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         "line",
         engine=pl.lit("vllm"),
         kind=pl.lit("iteration"),
-        engine_index=g("eng").cast(pl.Int64),
+        engine_index=pl.coalesce(g("eng").cast(pl.Int64), _proc_rank()),
         running=g("cr").cast(pl.Int64) + g("gr").cast(pl.Int64),
         batch_tokens=g("ct").cast(pl.Int64) + g("gt").cast(pl.Int64),
         elapsed_s=g("ms").cast(pl.Float64) / 1000,
