@@ -86,18 +86,19 @@ def peel_ray(segs: pl.DataFrame, cand: pl.Series) -> tuple[pl.DataFrame, pl.Seri
     return segs.with_columns(text=text, proc=proc), idx
 
 
-def strip_dedup(segs: pl.DataFrame) -> tuple[pl.DataFrame, int]:
-    """Remove Ray's ` [repeated Nx across cluster]` suffix; returns the segments and how many lines Ray hid
-    (N - 1 per collapsed line: the printed line is one of the N)."""
+def strip_dedup(segs: pl.DataFrame) -> tuple[pl.DataFrame, int, int | None]:
+    """Remove Ray's ` [repeated Nx across cluster]` suffix; returns the segments, how many lines Ray hid
+    (N - 1 per collapsed line: the printed line is one of the N) and the first collapsed line."""
     has = segs["text"].str.contains(DEDUP_MARK, literal=True)
     if not has.any():
-        return segs, 0
+        return segs, 0, None
     idx = has.arg_true()
     sub = segs["text"].gather(idx)
     n = sub.str.extract(DEDUP_RE, 1).cast(pl.Int64)
     hidden = int((n - 1).clip(lower_bound=0).sum() or 0)
+    first = segs["line"].gather(idx).filter(n.is_not_null())
     text = segs["text"].scatter(idx, sub.str.replace(DEDUP_RE, ""))
-    return segs.with_columns(text=text), hidden
+    return segs.with_columns(text=text), hidden, (int(first[0]) if len(first) else None)
 
 
 def proc_rank(text: pl.Expr, proc: pl.Expr) -> pl.Expr:

@@ -38,10 +38,12 @@ _HEAD_DATE_RE = rf"^(?:\([^()]*? pid=\d+\) )?{_LEVEL} \d\d-\d\d \d\d:\d\d:\d\d"
 # A header anywhere in a segment: pasted logs glue records (`...hit rate: 0.0%INFO 07-28 06:41:19 [...`).
 GLUE_RE = rf"(?:\([^()]*? pid=\d+\) )?{_LEVEL} \d\d-\d\d \d\d:\d\d:\d\d \[?[^\]:\s]+:\d+\]"
 _SEP = "\x1e"
+# KServe's uvicorn.access lines put the server pid after the client (`127.0.0.1:42226 1647689 - "POST`).
 ACCESS_RE = (
-    rf'^(?:\([^()]*? pid=\d+\) )?{_LEVEL}:\s+(?P<client>\S+):(?P<port>\d+) - "(?P<method>[A-Z]+) '
+    rf'^(?:{layouts.PROC})*{_LEVEL}:\s+(?P<client>\S+):(?P<port>\d+)(?: \d+)? - "(?P<method>[A-Z]+) '
     r'(?P<path>\S+) HTTP/[\d.]+" (?P<status>\d{3})\b'
 )
+_PLAIN_ACCESS_RE = rf"^(?:\([^()]*? pid=\d+\) )?{_LEVEL}:"
 ITER_RE = (
     r"^(?:Engine (?P<eng>\d+): )?Iteration\(\d+\): (?P<cr>\d+) context requests, (?P<ct>\d+) context tokens, "
     r"(?P<gr>\d+) generation requests, (?P<gt>\d+) generation tokens, iteration elapsed time: (?P<ms>[\d.]+) ms"
@@ -166,11 +168,10 @@ class VllmLog(Source):
 
     def parse(self, lines: pl.DataFrame, ctx: ParseContext) -> ParseResult:
         res = ParseResult()
-        recs, hidden = _records(lines, ctx)
+        recs, (hidden, first) = _records(lines, ctx)
         if hidden and not ctx.state.get("ray_dedup_reported"):
             # Once per file, not per line: the count is what this chunk shows (later chunks may hide more).
             ctx.state["ray_dedup_reported"] = True
-            first = recs.filter(pl.col("text").str.len_bytes() > 0)["line"][0]
             res.add_errors(pl.DataFrame({
                 "line": [first],
                 "reason": [f"warning: Ray deduplicated {hidden} repeated lines ([repeated Nx across cluster]); "
@@ -237,9 +238,9 @@ class _Inline:
         return future
 
 
-def _records(lines: pl.DataFrame, ctx: ParseContext) -> tuple[pl.DataFrame, int]:
+def _records(lines: pl.DataFrame, ctx: ParseContext) -> tuple[pl.DataFrame, tuple[int, int | None]]:
     """Physical lines -> records (idx, line, text, msg, ts, ts_carried, bad_ts, proc; msg null for unheaded
-    text) and the number of lines Ray's dedup hid in this chunk."""
+    text), and the number of lines Ray's dedup hid in this chunk with the first line that says so."""
     # The whole header (group 0 of an anchored regex without groups: no capture engine) or null; how many
     # headers a segment holds; and whether any line has a `\r` or an ANSI escape (one select: they run in
     # parallel). Nearly always none has, nor an outer prefix, and then the lines are the segments minus
@@ -280,9 +281,9 @@ def _records(lines: pl.DataFrame, ctx: ParseContext) -> tuple[pl.DataFrame, int]
         empty = lines["text"].str.len_bytes() == 0
         if empty.any():
             segs, found = segs.filter(~empty), found.filter(~empty)
-    hidden = 0
+    hidden: tuple[int, int | None] = (0, None)
     if dedup:
-        segs, hidden = layouts.strip_dedup(segs)
+        segs, *hidden = layouts.strip_dedup(segs)
     segs = segs.with_columns(proc=pl.lit(None, pl.Utf8))
     hdr, n_heads = found["hdr"], found["n"]
     # A header that does not start the segment: behind Ray process prefixes (peeled), or glued to the
@@ -345,7 +346,7 @@ def _records(lines: pl.DataFrame, ctx: ParseContext) -> tuple[pl.DataFrame, int]
     )
     if recs.height and recs["ts_carried"][-1] is not None:
         ctx.state["last_ts"] = recs["ts_carried"][-1].isoformat()
-    return recs.select("idx", "line", "text", "msg", "ts", "ts_carried", "bad_ts", "proc"), hidden
+    return recs.select("idx", "line", "text", "msg", "ts", "ts_carried", "bad_ts", "proc"), tuple(hidden)
 
 
 def _years(recs: pl.DataFrame, ctx: ParseContext, refs: list[str]) -> pl.Series:
@@ -354,11 +355,24 @@ def _years(recs: pl.DataFrame, ctx: ParseContext, refs: list[str]) -> pl.Series:
     `--year`, the file's mtime and the rollover rule (timefmt.assign_years)."""
     # (a non-ASCII digit matches `\d`: such a month is null here and the line's time unreadable below)
     month = recs["_date"].str.head(2).cast(pl.Int32, strict=False)
-    years = timefmt.assign_years(month, ctx)
     if not refs:
-        return years
+        return timefmt.assign_years(month, ctx)
     ref = pl.coalesce(*refs)
     near = recs.select(layouts.years_near(pl.col("_date"), ref, ctx.tz)).to_series()
+    if "year" not in ctx.state:
+        # The headers before the first one with a reference time count from its year, not --year or mtime.
+        first = near.drop_nulls()
+        if len(first):
+            ctx.state["year"], ctx.state["last_month"] = int(first[0]), None
+            before = month.head(int(near.is_not_null().arg_true()[0]))
+            ahead = before.drop_nulls()
+            # a month drop of six or more up to that header is a rollover the first header sits before
+            if len(ahead):
+                drops = int(((ahead.shift(1) - ahead) >= 6).sum())
+                first_month = int(month.filter(near.is_not_null())[0])
+                drops += int(ahead[-1] - first_month >= 6)
+                ctx.state["year"] -= drops
+    years = timefmt.assign_years(month, ctx)
     if near.null_count() == near.len():
         return years
     years = near.fill_null(years)
@@ -588,6 +602,11 @@ def _access(recs: pl.DataFrame) -> pl.DataFrame:
     # LEVEL at the next `:`; the `\S+:\d+` token ends at the first ` - "`, its port after the last `:`;
     # method, path, `HTTP/x"` and the status are then separated by single spaces.
     rows = rows.filter(text.str.contains(ACCESS_RE))
+    # Ray-nested or parenthesised process names (rare): drop every prefix first.
+    nested = rows["text"].str.contains(_PLAIN_ACCESS_RE).not_()
+    if nested.any():
+        stripped = rows["text"].filter(nested).str.replace(rf"^(?:{layouts.PROC})+", "")
+        rows = rows.with_columns(text=rows["text"].scatter(nested.arg_true(), stripped))
     rest = (
         pl.when(text.str.starts_with("("))
         .then(text.str.splitn(") ", 2).struct.field("field_1"))
@@ -601,7 +620,7 @@ def _access(recs: pl.DataFrame) -> pl.DataFrame:
     return rows.select(
         "line",
         ts="ts_carried",
-        client=pl.col("field_0").str.replace(r":\d+$", ""),
+        client=pl.col("field_0").str.replace(r":\d+(?: \d+)?$", ""),
         method=request("field_0"),
         path=request("field_1").str.replace(r"\?.*$", ""),
         http_status=request("field_3").str.head(3).cast(pl.Int64),
