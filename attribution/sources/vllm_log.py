@@ -174,8 +174,8 @@ class VllmLog(Source):
             ctx.state["ray_dedup_reported"] = True
             res.add_errors(pl.DataFrame({
                 "line": [first],
-                "reason": [f"warning: Ray deduplicated {hidden} repeated lines ([repeated Nx across cluster]); "
-                           "they are lost: set RAY_DEDUP_LOGS=0 or read the Ray worker log files"],
+                "reason": [f"warning: Ray deduplicated repeated lines ([repeated Nx across cluster]): at least "
+                           f"{hidden} lines are lost; set RAY_DEDUP_LOGS=0 or read the Ray worker log files"],
                 "sample": [None],
             }, schema={"line": pl.Int64, "reason": pl.Utf8, "sample": pl.Utf8}))
         res.add_errors(_errors(recs.filter("bad_ts"), "unreadable timestamp (not a date, or a local time that "
@@ -350,37 +350,29 @@ def _records(lines: pl.DataFrame, ctx: ParseContext) -> tuple[pl.DataFrame, tupl
 
 
 def _years(recs: pl.DataFrame, ctx: ParseContext, refs: list[str]) -> pl.Series:
-    """The year of each record's header. From the record's own reference time when it has one (a wrapper's
-    `rec_ts`, else a framework header's date): the year that puts the header closest to it. Otherwise from
-    `--year`, the file's mtime and the rollover rule (timefmt.assign_years)."""
+    """The year of each record's header. From a reference time when the chunk has one (a wrapper's `rec_ts`,
+    else a framework header's date; a header without one of its own takes the nearest earlier, else later,
+    one): the year that puts the header closest to it. This comes before `--year` and the file's mtime,
+    which (with the rollover rule of timefmt.assign_years) decide otherwise."""
     # (a non-ASCII digit matches `\d`: such a month is null here and the line's time unreadable below)
     month = recs["_date"].str.head(2).cast(pl.Int32, strict=False)
-    if not refs:
-        return timefmt.assign_years(month, ctx)
-    ref = pl.coalesce(*refs)
-    near = recs.select(layouts.years_near(pl.col("_date"), ref, ctx.tz)).to_series()
-    if "year" not in ctx.state:
-        # The headers before the first one with a reference time count from its year, not --year or mtime.
-        first = near.drop_nulls()
-        if len(first):
-            ctx.state["year"], ctx.state["last_month"] = int(first[0]), None
-            before = month.head(int(near.is_not_null().arg_true()[0]))
-            ahead = before.drop_nulls()
-            # a month drop of six or more up to that header is a rollover the first header sits before
-            if len(ahead):
-                drops = int(((ahead.shift(1) - ahead) >= 6).sum())
-                first_month = int(month.filter(near.is_not_null())[0])
-                drops += int(ahead[-1] - first_month >= 6)
-                ctx.state["year"] -= drops
     years = timefmt.assign_years(month, ctx)
-    if near.null_count() == near.len():
+    if not refs:
         return years
-    years = near.fill_null(years)
-    # The running year follows the reference times, so a later chunk without them continues from here.
-    known = near.drop_nulls()
-    ctx.state["year"] = int(known[-1])
-    ctx.state["last_month"] = int(month.filter(near.is_not_null()).drop_nulls()[-1])
-    return years
+    own = recs.select(pl.coalesce(*refs)).to_series()
+    if own.null_count() == own.len():
+        return years
+    near = recs.select(layouts.years_near(pl.col("_date"), own.forward_fill().backward_fill(), ctx.tz))
+    near = near.to_series()
+    # The running year follows the last reference time (its header's year, else its own in --tz), so a
+    # later chunk without any continues from there.
+    at = int(own.is_not_null().arg_true()[-1])
+    if near[at] is not None:
+        ctx.state["year"], ctx.state["last_month"] = int(near[at]), int(month[at])
+    else:
+        local = own.dt.convert_time_zone(ctx.tz)
+        ctx.state["year"], ctx.state["last_month"] = int(local.dt.year()[at]), int(local.dt.month()[at])
+    return near.fill_null(years)
 
 
 def _errors(df: pl.DataFrame, reason: pl.Expr | str, sample: pl.Expr | None = None) -> pl.DataFrame:
