@@ -164,6 +164,11 @@ def test_real_log_with_ray_dedup_reports_the_loss_once() -> None:
     stats_at = [i for i, t in enumerate(texts) if "Avg prompt throughput" in t][:3]
     for i in stats_at:
         texts[i] += " [repeated 4x across cluster]"
+    texts[stats_at[0]] += (  # Ray's one-time hint follows the first collapsed line
+        " (Ray deduplicates logs by default. Set RAY_DEDUP_LOGS=0 to disable log deduplication, or see "
+        "https://docs.ray.io/en/master/ray-observability/user-guides/configure-logging.html#log-deduplication "
+        "for more options.)"
+    )
     tables, errors, _ = run(frame(texts), year=2026)
     assert errors is not None and errors.height == 1
     assert "at least 9 lines are lost" in errors["reason"][0] and "RAY_DEDUP_LOGS=0" in errors["reason"][0]

@@ -21,7 +21,6 @@ RAY_HEAD_RE = rf"(?s)^(?P<procs>(?:{PROC})+)(?P<rest>{_HEAD}.*)$"
 _LAST_PROC_RE = r"\(((?:[^()]|\([^()]*\))*?) pid=\d+(?:, ip=[^)]+)?\) $"
 # The innermost `(NAME pid=N) ` of a line that starts with its vLLM header (HEADER_RE's own prefix).
 PROC_NAME_RE = rf"^\(([^()]*?) pid=\d+\) {_LEVEL} "
-DEDUP_MARK = " across cluster]"
 DEDUP_RE = r"\s*\[repeated (\d+)x across cluster\](?: \(Ray deduplicates logs[^)]*\))?\s*$"
 
 # Framework headers anchored at the line start (after ANSI codes). Named groups: the header's time (local:
@@ -86,10 +85,16 @@ def peel_ray(segs: pl.DataFrame, cand: pl.Series) -> tuple[pl.DataFrame, pl.Seri
     return segs.with_columns(text=text, proc=proc), idx
 
 
+def has_dedup(text: pl.Expr) -> pl.Expr:
+    """Whether a line ends with Ray's dedup suffix (the first one also carries Ray's hint): a test of the
+    line's end, cheaper than a search through it."""
+    return text.str.ends_with("across cluster]") | text.str.ends_with("for more options.)")
+
+
 def strip_dedup(segs: pl.DataFrame) -> tuple[pl.DataFrame, int, int | None]:
     """Remove Ray's ` [repeated Nx across cluster]` suffix; returns the segments, how many lines Ray hid
     (N - 1 per collapsed line: the printed line is one of the N) and the first collapsed line."""
-    has = segs["text"].str.contains(DEDUP_MARK, literal=True)
+    has = has_dedup(segs["text"].str.strip_chars_end())
     if not has.any():
         return segs, 0, None
     idx = has.arg_true()

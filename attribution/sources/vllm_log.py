@@ -251,7 +251,7 @@ def _records(lines: pl.DataFrame, ctx: ParseContext) -> tuple[pl.DataFrame, tupl
         rare=may_need_cleaning(text),
         hdr=text.str.extract(_HEADER_ONLY_RE, 0),
         n=text.str.count_matches(_LEVEL_DATE_RE),
-        dedup=text.str.contains(layouts.DEDUP_MARK, literal=True).any(),
+        dedup=layouts.has_dedup(text).any(),
     )
     dedup = bool(found["dedup"][0]) if found.height else False
     fw = None
@@ -595,7 +595,9 @@ def _access(recs: pl.DataFrame) -> pl.DataFrame:
     # method, path, `HTTP/x"` and the status are then separated by single spaces.
     rows = rows.filter(text.str.contains(ACCESS_RE))
     # Ray-nested or parenthesised process names (rare): drop every prefix first.
-    nested = rows["text"].str.contains(_PLAIN_ACCESS_RE).not_()
+    nested = rows["text"].str.count_matches("(", literal=True) > 1
+    if nested.any():
+        nested = nested & rows["text"].str.contains(_PLAIN_ACCESS_RE).not_()
     if nested.any():
         stripped = rows["text"].filter(nested).str.replace(rf"^(?:{layouts.PROC})+", "")
         rows = rows.with_columns(text=rows["text"].scatter(nested.arg_true(), stripped))
