@@ -153,6 +153,7 @@ def test_dump_spec_decode(dump) -> None:
     ratio = spec["spec_accepted_tokens"] / spec["spec_drafted_tokens"]
     assert ((ratio - spec["spec_accept_rate"]).abs() <= 0.0005 + 1e-9).all()
     assert spec["running"].null_count() == spec.height  # no stats interval counts these rows
+    assert (spec["engine_index"] == 0).all()  # from the `Engine 000:` stats line printed just before
 
 
 @needs_shared

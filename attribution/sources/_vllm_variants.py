@@ -8,6 +8,8 @@ just before it; when that row lies in an earlier chunk (already committed) it be
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import polars as pl
 
 V0_PREFIX = "Prefix cache hit rate: GPU:"
@@ -51,8 +53,9 @@ def _number(body: pl.Expr, regex: str) -> pl.Expr:
 
 
 def spec_decode(heads: pl.DataFrame, rank: pl.Expr) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Rows of kind `spec_decode` (engine_index from `rank`, an expression over the records) and the lines
-    that look like spec-decode metrics but carry no accepted/drafted count (errors)."""
+    """Rows of kind `spec_decode` (with the chunk's record index `idx`; engine_index from `rank`, an
+    expression over the records) and the lines that look like spec-decode metrics but carry no
+    accepted/drafted count (errors)."""
     rows = heads.filter(pl.col("_kind").is_in([SPEC_V1, SPEC_V0]))
     if rows.height == 0:
         return pl.DataFrame(), pl.DataFrame()
@@ -69,6 +72,7 @@ def spec_decode(heads: pl.DataFrame, rank: pl.Expr) -> tuple[pl.DataFrame, pl.Da
         "line", reason=pl.lit("unparseable speculative decoding metrics line"), sample=pl.col("msg").str.head(200)
     )
     ok = rows.filter(~bad).select(
+        "idx",
         "ts",
         "line",
         engine=pl.lit("vllm"),
@@ -145,3 +149,31 @@ def merge_v0_prefix(
         "ts", "line", "prefix_hit_rate", "cpu_prefix_hit_rate", engine=pl.lit("vllm"), kind=pl.lit("prefix_cache")
     )
     return stats, rest, consumed
+
+
+def attach_engine(spec: pl.DataFrame, stats: pl.DataFrame, state: dict) -> pl.DataFrame:
+    """The engine of each spec-decode row without one: vLLM prints the line right after its engine's stats
+    line, in the same logger call (`LoggingStatLogger.log`), so the nearest earlier stats row printed in the
+    same second names it (the last one of an earlier chunk is kept in `state`). Drops `idx`."""
+    seed = state.get("last_stats")
+    if stats.height:
+        last = stats.sort("idx").row(stats.height - 1, named=True)
+        state["last_stats"] = [last["engine_index"], last["ts"].isoformat() if last["ts"] else None]
+    if spec.height == 0:
+        return spec
+    if spec["engine_index"].null_count():
+        cand = stats.select("idx", _e="engine_index", _t="ts") if stats.height else None
+        if seed is not None:
+            first = pl.DataFrame(
+                {"idx": [-1], "_e": [seed[0]], "_t": [datetime.fromisoformat(seed[1]) if seed[1] else None]},
+                schema={"idx": pl.Int64, "_e": pl.Int64, "_t": pl.Datetime("us", "UTC")},
+            )
+            cand = first if cand is None else pl.concat([first, cand.cast({"idx": pl.Int64})])
+        if cand is not None:
+            spec = spec.with_columns(pl.col("idx").cast(pl.Int64)).sort("idx")
+            spec = spec.join_asof(cand.cast({"idx": pl.Int64}).sort("idx"), on="idx", strategy="backward")
+            same = (pl.col("ts") - pl.col("_t")).dt.total_seconds().is_between(0, 1)
+            spec = spec.with_columns(
+                engine_index=pl.coalesce("engine_index", pl.when(same).then(pl.col("_e")))
+            ).drop("_e", "_t")
+    return spec.drop("idx")

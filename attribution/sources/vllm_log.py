@@ -205,14 +205,12 @@ class VllmLog(Source):
             received = _received(heads)
             res.add("engine_config", vllm_config.config_rows(facts, heads))
             res.add_consumed(facts["line"] if facts.height else None)
-            (stats, stats_err), (prefix, prefix_err), *others = (step.result() for step in steps)
+            (stats, stats_err), (prefix, prefix_err), iters, (spec, spec_err) = (s.result() for s in steps)
             stats, leftover, merged = variants.merge_v0_prefix(stats, prefix)
             res.add_consumed(merged)
-            res.add("engine_steps", stats.drop("idx") if stats.height else stats)
-            res.add("engine_steps", leftover)
-            res.add_errors(stats_err)
-            res.add_errors(prefix_err)
-            for rows, errors in others:
+            spec = variants.attach_engine(spec, stats, ctx.state)
+            for rows, errors in ((stats.drop("idx") if stats.height else stats, stats_err),
+                                 (leftover, prefix_err), iters, (spec, spec_err)):
                 res.add("engine_steps", rows)
                 res.add_errors(errors)
             req, req_errors = received
