@@ -28,46 +28,48 @@ DEDUP_RE = r"\s*\[repeated (\d+)x across cluster\](?: \(Ray deduplicates logs[^)
 # message itself (no vLLM header follows); the others carry a whole vLLM line (or a uvicorn access line).
 FW_CAND_RE = r"^(?:\x1b\[[0-9;]*m)*\[?\d{4}-\d\d-\d\d[ T]\d\d:"
 _ISO_Z = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z"
+# The header alone (group 0 is short, so no copy of the rest), one group per layout.
 FW_RE = (
-    r"(?s)^(?:"
-    rf"\[(?P<b>{_ISO_Z})\] (?P<b_rest>.*)"
-    rf"|(?P<d>{_ISO_Z})\s+(?:TRACE|DEBUG|INFO|WARN|WARNING|ERROR) +[\w.:]+: (?P<d_msg>.*)"
-    r"|(?P<p>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) - [\w.]+ - [A-Z]+ - (?P<p_rest>.*)"
-    r"|(?P<k>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}) \d+ kserve\.trace (?P<k_msg>.*)"
-    r"|(?P<ka>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}) uvicorn\.access (?P<ka_rest>.*)"
-    r")$"
+    r"^(?:"
+    rf"\[(?P<b>{_ISO_Z})\] "
+    rf"|(?P<d>{_ISO_Z})\s+(?:TRACE|DEBUG|INFO|WARN|WARNING|ERROR) +[\w.:]+: "
+    r"|(?P<p>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) - [\w.]+ - [A-Z]+ - "
+    r"|(?P<k>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}) \d+ kserve\.trace "
+    r"|(?P<ka>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}) uvicorn\.access "
+    r")"
 )
 ANSI_RE = r"\x1b\[[0-9;?]*[A-Za-z]"
 
 
-def peel_frameworks(lines: pl.DataFrame, tz: str) -> tuple[pl.DataFrame, pl.DataFrame | None]:
-    """Strip framework headers. Returns the lines (text replaced where a header was found) and, when any
-    was, a frame `line`, `fw_ts` (UTC), `fw_msg` (the text is the message: no vLLM header follows)."""
+def peel_frameworks(lines: pl.DataFrame, tz: str) -> tuple[pl.Series, pl.DataFrame | None]:
+    """Strip framework headers. Returns the lines' text (a header removed where one was found) and, when
+    any was, a frame `line`, `fw_ts` (UTC), `fw_msg` (the text is the message: no vLLM header follows)."""
     text = lines["text"]
     cand = text.str.contains(FW_CAND_RE)
     if not cand.any():
-        return lines, None
-    sub = text.filter(cand)
+        return text, None
+    at = cand.arg_true()
+    sub = text.gather(at)
     if sub.str.contains("\x1b", literal=True).any():
         sub = sub.str.replace_all(ANSI_RE, "")
-    g = pl.DataFrame({"line": lines["line"].filter(cand), "_g": sub.str.extract_groups(FW_RE)}).unnest("_g")
-    rest = pl.coalesce("b_rest", "d_msg", "p_rest", "k_msg", "ka_rest")
-    g = g.filter(rest.is_not_null())
+    g = pl.DataFrame({"line": lines["line"].gather(at), "_t": sub, "_at": at,
+                      "_h": sub.str.extract(FW_RE, 0), "_g": sub.str.extract_groups(FW_RE)})
+    g = g.filter(pl.col("_h").is_not_null())
     if g.height == 0:
-        return lines, None
+        return text, None
+    g = g.unnest("_g")
     local = pl.coalesce(pl.col("p").str.replace(",", ".", literal=True), "k", "ka").str.to_datetime(
         "%Y-%m-%d %H:%M:%S%.f", time_unit="us", strict=False
     )
     utc = pl.coalesce("b", "d").str.to_datetime("%Y-%m-%dT%H:%M:%S%.fZ", time_unit="us", strict=False)
     fw = g.select(
         "line",
-        _text=rest,
+        "_at",
+        _text=pl.col("_t").str.strip_prefix(pl.col("_h")),
         fw_ts=pl.coalesce(timefmt.to_utc(local, tz), utc.dt.replace_time_zone("UTC")),
-        fw_msg=pl.col("d_msg").is_not_null() | pl.col("k_msg").is_not_null(),
+        fw_msg=pl.col("d").is_not_null() | pl.col("k").is_not_null(),
     )
-    out = lines.join(fw.select("line", "_text"), on="line", how="left")
-    out = out.with_columns(text=pl.coalesce("_text", "text")).drop("_text")
-    return out, fw.drop("_text")
+    return text.scatter(fw["_at"], fw["_text"]), fw.drop("_text", "_at")
 
 
 def peel_ray(segs: pl.DataFrame, cand: pl.Series) -> tuple[pl.DataFrame, pl.Series] | None:
@@ -113,20 +115,12 @@ def proc_rank(text: pl.Expr, proc: pl.Expr) -> pl.Expr:
     return name.str.extract(r"(?:DP|^EngineCore_)(\d+)", 1).cast(pl.Int64)
 
 
-def years_near(date: pl.Expr, ref: pl.Expr, tz: str) -> pl.Expr:
-    """The year that puts a header's `MM-DD HH:MM:SS` (local time in `tz`) closest to `ref` (a UTC record
-    time): the record's own year, or the one before or after it across New Year."""
-    y = ref.dt.convert_time_zone(tz).dt.year()
-    best = None
-    best_d = None
-    for dy in (0, -1, 1):
-        cand = (y + dy).cast(pl.Utf8) + "-" + date
-        naive = cand.str.to_datetime("%Y-%m-%d %H:%M:%S", time_unit="us", strict=False)
-        d = (timefmt.to_utc(naive, tz) - ref).abs()
-        if best is None:
-            best, best_d = (y + dy), d
-        else:
-            better = d.is_not_null() & (best_d.is_null() | (d < best_d))
-            best = pl.when(better).then(y + dy).otherwise(best)
-            best_d = pl.when(better).then(d).otherwise(best_d)
-    return pl.when(best_d.is_not_null()).then(best).cast(pl.Int32)
+def years_near(month: pl.Expr, ref: pl.Expr, tz: str) -> pl.Expr:
+    """The year that puts a header of month `month` (local time in `tz`) closest to `ref` (a UTC record
+    time): the record's own year in `tz`, the one before when the header's month is six or more later
+    (a December header, a January record), the one after in the opposite case. Integer arithmetic only:
+    a header and its record are hours apart, never months."""
+    local = ref.dt.convert_time_zone(tz)
+    rm = local.dt.month().cast(pl.Int32)
+    shift = pl.when(month - rm >= 6).then(-1).when(rm - month >= 6).then(1).otherwise(0)
+    return (local.dt.year().cast(pl.Int32) + shift).cast(pl.Int32)

@@ -260,7 +260,7 @@ def _records(lines: pl.DataFrame, ctx: ParseContext) -> tuple[pl.DataFrame, tupl
             # tested on the lines without a vLLM header at their start only.
             peeled, fw = layouts.peel_frameworks(lines.filter(unheaded).select("line", "text"), ctx.tz)
             if fw is not None:
-                lines = lines.with_columns(text=lines["text"].scatter(unheaded.arg_true(), peeled["text"]))
+                lines = lines.with_columns(text=lines["text"].scatter(unheaded.arg_true(), peeled))
                 found = lines.select(
                     rare=may_need_cleaning(text),
                     hdr=text.str.extract(_HEADER_ONLY_RE, 0),
@@ -360,8 +360,10 @@ def _years(recs: pl.DataFrame, ctx: ParseContext, refs: list[str]) -> pl.Series:
     own = recs.select(pl.coalesce(*refs)).to_series()
     if own.null_count() == own.len():
         return years
-    near = recs.select(layouts.years_near(pl.col("_date"), own.forward_fill().backward_fill(), ctx.tz))
-    near = near.to_series()
+    near = pl.select(
+        pl.when(pl.lit(month).is_between(1, 12))
+        .then(layouts.years_near(pl.lit(month), pl.lit(own).forward_fill().backward_fill(), ctx.tz))
+    ).to_series()
     # The running year follows the last reference time (its header's year, else its own in --tz), so a
     # later chunk without any continues from there.
     at = int(own.is_not_null().arg_true()[-1])
