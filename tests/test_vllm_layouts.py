@@ -206,3 +206,12 @@ def test_layout_cases_are_chunk_invariant(case: str) -> None:
     assert whole.keys() == one.keys()
     for name, df in whole.items():
         assert one[name].equals(df), name
+
+
+@pytest.mark.parametrize("case", ["kserve", "dynamo", "parent_relog", "ray_prefixes", "ci_bracketed_utc"])
+def test_prefixed_layouts_are_sniffed(case: str) -> None:
+    head = (CASES / f"{case}.log").read_text()
+    assert SRC.sniff(head, f"{case}.log") >= 0.8
+    # without the strong markers (`[loggers.py:`, `Avg prompt throughput`, ...) the header alone decides
+    first_vllm_line = next(t for t in head.splitlines() if re.search(r"(?:INFO|WARNING|DEBUG|ERROR) \d\d-\d\d ", t))
+    assert SRC.sniff(first_vllm_line.replace("loggers.py", "x.py").split("Engine 000:")[0], "x.log") >= 0.8

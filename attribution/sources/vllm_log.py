@@ -143,7 +143,8 @@ class VllmLog(Source):
         "] Received request ",
     )
     _SGLANG = ("Prefill batch", "Decode batch", "server_args=ServerArgs")
-    _HEAD_RE = re.compile(rf"(?m)(?:^|\) ){LEVEL} \d\d-\d\d \d\d:\d\d:\d\d \[?[\w./-]+\.py:\d+\] ")
+    # at a line start, or behind a process, Ray, parent-process (`... - INFO - `) or bracketed prefix
+    _HEAD_RE = re.compile(rf"(?m)(?:^|\) | - |\] ){LEVEL} \d\d-\d\d \d\d:\d\d:\d\d \[?[\w./-]+\.py:\d+\] ")
 
     def sniff(self, head: str, path: str) -> float:
         if any(m in head for m in self._STRONG):
