@@ -215,3 +215,21 @@ def test_prefixed_layouts_are_sniffed(case: str) -> None:
     # without the strong markers (`[loggers.py:`, `Avg prompt throughput`, ...) the header alone decides
     first_vllm_line = next(t for t in head.splitlines() if re.search(r"(?:INFO|WARNING|DEBUG|ERROR) \d\d-\d\d ", t))
     assert SRC.sniff(first_vllm_line.replace("loggers.py", "x.py").split("Engine 000:")[0], "x.log") >= 0.8
+
+
+def test_lines_of_a_multi_line_message_are_consumed() -> None:
+    """vLLM writes a message's newlines as `\\r\\n` plus the header again (V0 memory profiling block)."""
+    head = "INFO 05-11 12:04:06 [worker.py:267] "
+    texts = [
+        f"{head}Memory profiling takes 0.51 seconds\r",
+        f"{head}the current vLLM instance can use total_gpu_memory (23.55GiB) x gpu_memory_utilization (0.90) "
+        "= 21.20GiB\r",
+        f"{head}model weights take 14.99GiB; non_torch_memory takes 0.12GiB; PyTorch activation peak memory "
+        "takes 1.23GiB; the rest of the memory reserved for KV Cache is 5.67GiB.",
+        "INFO 05-11 12:04:07 [executor_base.py:117] Maximum concurrency for 32768 tokens per request: 4.57x\r",
+        "INFO 05-11 12:04:08 [llm_engine.py:435] init engine (profile, create kv cache, warmup model) took 0.15 "
+        "seconds\r",
+    ]
+    tables, _, consumed = run(frame(texts), year=2025)
+    assert sorted(tables["engine_config"]["line"]) == [3, 4]
+    assert sorted(set(consumed)) == [1, 2, 3, 4]  # line 5 (CRLF, another header) stays for the census

@@ -167,3 +167,23 @@ def _years(recs: pl.DataFrame, ctx: ParseContext, refs: list[str]) -> pl.Series:
         local = own.dt.convert_time_zone(ctx.tz)
         ctx.state["year"], ctx.state["last_month"] = int(local.dt.year()[at]), int(local.dt.month()[at])
     return near.fill_null(years)
+
+
+def continuation_lines(lines: pl.DataFrame, made: pl.Series) -> pl.Series | None:
+    """The lines of multi-line messages that made a row through another of their lines. vLLM's
+    NewLineFormatter writes a `\\n` inside a message as `\\r\\n` plus the same header again, so a physical line
+    ending in `\\r` followed by one with the same header continues one message (a memory-profiling block, a
+    prompt with newlines). `made`: the lines that are a row's `line` or already consumed."""
+    text = lines["text"]
+    ends = text.str.ends_with("\r")
+    if not ends.any():
+        return None
+    hdr = text.str.extract(_HEADER_ONLY_RE, 0)
+    cont = (ends.shift(1) & (hdr == hdr.shift(1))).fill_null(False)
+    if not cont.any():
+        return None
+    group = (~cont).cum_sum()
+    line = lines["line"]
+    hit = group.filter(line.is_in(made.implode())).unique()
+    out = line.filter(group.is_in(hit.implode()) & ~line.is_in(made.implode()))
+    return out if out.len() else None

@@ -19,7 +19,7 @@ from attribution.privacy import redact_expr
 from attribution.sources import _vllm_layouts as layouts
 from attribution.sources import _vllm_variants as variants
 from attribution.sources import vllm_config
-from attribution.sources._vllm_records import GLUE_RE, HEADER_RE, LEVEL, records
+from attribution.sources._vllm_records import GLUE_RE, HEADER_RE, LEVEL, continuation_lines, records
 from attribution.sources.base import ParseContext, ParseResult, Source
 
 T = TypeVar("T")
@@ -205,6 +205,11 @@ class VllmLog(Source):
             res.add_errors(req_errors)
             res.add("request_events", events.result())
             res.add("access_log", access.result())
+        made = [df["line"] for df in res.tables.values()]
+        if res.consumed is not None:
+            made.append(res.consumed)
+        if made:
+            res.add_consumed(continuation_lines(lines, pl.concat([m.cast(pl.Int64) for m in made])))
         return res
 
 
