@@ -147,7 +147,8 @@ def _without_provenance(tables: dict[str, pl.DataFrame]) -> dict[str, pl.DataFra
 
 @needs_shared
 @pytest.mark.parametrize("prefix", ["(RayWorkerWrapper pid=581, ip=10.225.128.18) ",
-                                    "(EngineCore pid=925) (MyActor(index=2) pid=8272) "])
+                                    "(EngineCore pid=925) (MyActor(index=2) pid=8272) ",
+                                    "\x1b[36m(RayWorkerWrapper pid=581, ip=10.225.128.18)\x1b[0m "])
 def test_real_log_under_ray_prefixes_gives_the_same_rows(prefix: str) -> None:
     texts = read_lines(DUMP)
     plain, plain_err, _ = run(frame(texts), year=2026)
@@ -233,3 +234,21 @@ def test_lines_of_a_multi_line_message_are_consumed() -> None:
     tables, _, consumed = run(frame(texts), year=2025)
     assert sorted(tables["engine_config"]["line"]) == [3, 4]
     assert sorted(set(consumed)) == [1, 2, 3, 4]  # line 5 (CRLF, another header) stays for the census
+
+
+@needs_shared
+def test_real_log_with_record_times_needs_no_year() -> None:
+    """The dump as a wrapper would hand it over: each line with the time it was recorded (its header's time,
+    carried to lines without one). Without --year and with a 1970 mtime, the rows are those of --year 2026."""
+    texts = read_lines(DUMP)
+    rec, last = [], None
+    for t in texts:
+        m = re.search(r"(?:INFO|WARNING|DEBUG|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d) ", t)
+        if m:
+            last = datetime(2026, *map(int, m.groups()), tzinfo=UTC)
+        rec.append(last)
+    plain, _, _ = run(frame(texts), year=2026)
+    wrapped, errors, _ = run(frame(texts, rec), chunk=300)
+    assert errors is None and plain.keys() == wrapped.keys()
+    for name, df in plain.items():
+        assert wrapped[name].equals(df), name
