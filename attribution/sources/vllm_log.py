@@ -205,11 +205,14 @@ class VllmLog(Source):
             res.add_errors(req_errors)
             res.add("request_events", events.result())
             res.add("access_log", access.result())
-        made = [df["line"] for df in res.tables.values()]
+        rows = [df["line"].cast(pl.Int64) for df in res.tables.values()]
+        if rows or res.consumed is not None:
+            made = pl.concat([*rows, *([res.consumed] if res.consumed is not None else [])])
+            res.add_consumed(continuation_lines(lines, made))
         if res.consumed is not None:
-            made.append(res.consumed)
-        if made:
-            res.add_consumed(continuation_lines(lines, pl.concat([m.cast(pl.Int64) for m in made])))
+            # disjoint from the rows' lines and each line once: the census counts both as parsed
+            in_rows = pl.concat(rows).implode() if rows else pl.lit([], pl.List(pl.Int64))
+            res.consumed = res.consumed.unique().sort().filter(~res.consumed.unique().sort().is_in(in_rows))
         return res
 
 
