@@ -16,6 +16,7 @@ from attribution.sources import timefmt
 from attribution.sources.base import ParseContext
 from attribution.sources.common import has_outer_prefix, may_need_cleaning, segments
 
+TS = pl.Datetime("us", "UTC")
 LEVEL = r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)"
 # `(NAME pid=N) ` (0.8+; part of the format in 0.33), level, `MM-DD HH:MM:SS`, `[file:line]` or pre-0.8
 # `file:line]`. No year, no zone.
@@ -102,7 +103,7 @@ def records(lines: pl.DataFrame, ctx: ParseContext) -> tuple[pl.DataFrame, tuple
         recs = recs.join(fw, on="line", how="left")
         extra.append("fw_ts")
     if "rec_ts" in lines.columns and lines["rec_ts"].null_count() < lines.height:
-        recs = recs.join(lines.select("line", "rec_ts"), on="line", how="left")
+        recs = recs.join(lines.select("line", pl.col("rec_ts").cast(TS)), on="line", how="left")
         extra.append("rec_ts")
     # The date: the last 14 characters of the header's `[(NAME pid=N) ]LEVEL MM-DD HH:MM:SS` start (NAME has
     # no parentheses, so the prefix, when there is one, ends at the first `) ` and the match is unique).
