@@ -23,12 +23,13 @@ _LAST_PROC_RE = r"\(((?:[^()]|\([^()]*\))*?) pid=\d+(?:, ip=[^)]+)?\) $"
 PROC_NAME_RE = rf"^\(([^()]*?) pid=\d+\) {_LEVEL} "
 DEDUP_RE = r"\s*\[repeated (\d+)x across cluster\](?: \(Ray deduplicates logs[^)]*\))?\s*$"
 
-# Framework headers anchored at the line start (after ANSI codes). Named groups: the header's time (local:
-# `p`, `k`, `ka`; UTC: `b`, `d`) and what follows it. Dynamo (`d`) and KServe trace (`k`) lines carry the
-# message itself (no vLLM header follows); the others carry a whole vLLM line (or a uvicorn access line).
+# Framework headers anchored at the line start (after ANSI codes), the header alone (group 0 is short: the
+# rest of the line is not copied). One named group per layout holds its time: local in --tz for a parent
+# process (`p`), KServe trace (`k`) and KServe access (`ka`) lines; UTC for bracketed launcher (`b`) and
+# Dynamo (`d`) lines. Dynamo and KServe trace lines carry the message itself (no vLLM header follows); the
+# others carry a whole vLLM line (or a uvicorn access line). Lines starting with a date are tested first.
 FW_CAND_RE = r"^(?:\x1b\[[0-9;]*m)*\[?\d{4}-\d\d-\d\d[ T]\d\d:"
 _ISO_Z = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z"
-# The header alone (group 0 is short, so no copy of the rest), one group per layout.
 FW_RE = (
     r"^(?:"
     rf"\[(?P<b>{_ISO_Z})\] "
