@@ -69,7 +69,10 @@ ENGINE_STEPS: dict[str, pl.DataType] = {
     **PROVENANCE,
     "engine": pl.Utf8,
     "engine_index": pl.Int64,  # vLLM `Engine 000`, SGLang DP rank
-    "kind": pl.Utf8,  # stats / prefill / decode / iteration
+    # stats / prefill / decode / iteration; vLLM also spec_decode (a SpecDecoding metrics line) and prefix_cache
+    # (a V0 `Prefix cache hit rate: GPU/CPU` line that could not be merged into its stats row because the
+    # two lines fell into different chunks; no stats interval counts it)
+    "kind": pl.Utf8,
     "running": pl.Int64,
     "waiting": pl.Int64,
     "swapped": pl.Int64,
@@ -80,6 +83,7 @@ ENGINE_STEPS: dict[str, pl.DataType] = {
     "state_usage": pl.Float64,  # hybrid `mamba usage`, fraction 0-1
     "state_slots": pl.Int64,  # hybrid `mamba num`
     "prefix_hit_rate": pl.Float64,  # fraction 0-1
+    "cpu_prefix_hit_rate": pl.Float64,  # fraction 0-1 (vLLM V0 CPU prefix cache)
     "prompt_tput": pl.Float64,  # tokens/s
     "gen_tput": pl.Float64,  # tokens/s
     "new_seqs": pl.Int64,
@@ -88,7 +92,13 @@ ENGINE_STEPS: dict[str, pl.DataType] = {
     "batch_tokens": pl.Int64,  # tokens processed in the step (vLLM iteration context + generation tokens)
     "kv_tokens": pl.Int64,  # KV tokens in use (SGLang `#token` / `#full token`)
     "pending_tokens": pl.Int64,
-    "accept_len": pl.Float64,
+    "accept_len": pl.Float64,  # mean acceptance length (speculative decoding, bonus token included)
+    "spec_accepted_tokens": pl.Int64,  # draft tokens accepted in the interval
+    "spec_drafted_tokens": pl.Int64,  # draft tokens proposed in the interval
+    "spec_accept_rate": pl.Float64,  # accepted / drafted, fraction 0-1
+    "spec_accepted_tput": pl.Float64,  # tokens/s
+    "spec_drafted_tput": pl.Float64,  # tokens/s
+    "spec_position_rates": pl.List(pl.Float64),  # acceptance rate per draft position, fractions 0-1
     "elapsed_s": pl.Float64,  # vLLM iteration elapsed time
     "cuda_graph": pl.Boolean,
 }

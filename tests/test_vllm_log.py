@@ -118,10 +118,11 @@ def dump():
 @needs_shared
 def test_dump_stats(dump) -> None:
     text, tables, errors = dump
-    steps = tables["engine_steps"].sort("line")
+    all_steps = tables["engine_steps"].sort("line")
+    steps = all_steps.filter(pl.col("kind") == "stats")
     n_stats = len(re.findall(r"\[loggers\.py:\d+\] Engine \d{3}: Avg prompt throughput", text))
     assert n_stats == 392
-    assert steps.height == n_stats and (steps["kind"] == "stats").all()
+    assert steps.height == n_stats and set(all_steps["kind"]) == {"stats", "spec_decode"}
     assert errors.height == 0
     assert steps["running"].max() == 1 and steps["waiting"].max() == 0
     assert steps["prefix_hit_rate"][-1] == pytest.approx(0.88)
@@ -130,6 +131,29 @@ def test_dump_stats(dump) -> None:
     assert steps["ts"][0] == datetime(2026, 5, 7, 20, 49, 53, tzinfo=UTC)
     assert steps["ts"][-1] == datetime(2026, 5, 9, 16, 26, 24, tzinfo=UTC)
     assert (steps["engine_index"] == 0).all()
+
+
+@needs_shared
+def test_dump_spec_decode(dump) -> None:
+    """The 0.20 `SpecDecoding metrics` lines (320 in the dump); values of the first and last checked by hand."""
+    text, tables, errors = dump
+    spec = tables["engine_steps"].filter(pl.col("kind") == "spec_decode").sort("line")
+    assert spec.height == text.count("] SpecDecoding metrics: ") == 320
+    assert errors.height == 0
+    first = spec.row(0, named=True)
+    assert first["ts"] == datetime(2026, 5, 7, 20, 50, 3, tzinfo=UTC)
+    assert first["accept_len"] == pytest.approx(2.40)
+    assert (first["spec_accepted_tokens"], first["spec_drafted_tokens"]) == (133, 190)
+    assert first["spec_accept_rate"] == pytest.approx(0.70)
+    assert first["spec_accepted_tput"] == pytest.approx(0.44)
+    assert first["spec_drafted_tput"] == pytest.approx(0.63)
+    assert first["spec_position_rates"] == pytest.approx([0.779, 0.621])
+    assert spec["spec_position_rates"].list.len().unique().to_list() == [2]  # num_speculative_tokens=2
+    # accepted / drafted agrees with the printed rate to its one decimal
+    ratio = spec["spec_accepted_tokens"] / spec["spec_drafted_tokens"]
+    assert ((ratio - spec["spec_accept_rate"]).abs() <= 0.0005 + 1e-9).all()
+    assert spec["running"].null_count() == spec.height  # no stats interval counts these rows
+    assert (spec["engine_index"] == 0).all()  # from the `Engine 000:` stats line printed just before
 
 
 @needs_shared
@@ -152,7 +176,7 @@ def test_dump_config_and_privacy(dump) -> None:
     assert json.loads(flags["api_key"]) == [hashlib.sha256(b"dummy-key").hexdigest()]
     for name, df in tables.items():
         dumped = df.select(
-            pl.all().cast(pl.Utf8, strict=False) if name != "engine_config" else pl.exclude("flags")
+            pl.col(c).cast(pl.Utf8, strict=False) for c, t in df.schema.items() if not isinstance(t, pl.List)
         )
         assert "dummy-key" not in dumped.write_csv(), name
     assert "dummy-key" not in json.dumps(cfg["flags"].to_list())

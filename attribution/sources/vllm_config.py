@@ -30,7 +30,8 @@ _BLOCK = r"[\u2580-\u259f]"  # the ASCII-art banner of 0.20+ is drawn with block
 BANNER_VERSION_RE = rf"{_BLOCK}\s+version\s+(\S+)\s*$"
 BANNER_MODEL_RE = rf"{_BLOCK}\s+model\s+(\S+)\s*$"
 API_VERSION_RE = r"^vLLM API server version (\S+)"
-INIT_RE = r"^Initializing an? (?:V1 )?LLM engine \(v([^)\s]+)\)"
+# 0.2-0.3 print no version: `Initializing an LLM engine with config: model=...`.
+INIT_RE = r"^Initializing an? (?:V1 )?LLM engine (?:\(v([^)\s]+)\) )?with config"
 
 # (regex that marks the line, regex that must then match, output columns and casts). A line that is
 # marked but does not match is an error, not silence.
@@ -227,7 +228,7 @@ def extract_facts(recs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         _is_args=msg.str.starts_with("non-default args:") | msg.str.starts_with("args: Namespace("),
         _err=pl.coalesce(errs),
     )
-    init = pl.col("_v_init").is_not_null()
+    init = msg.str.contains(INIT_RE)
     facts = facts.with_columns(
         _m_init=pl.when(init).then(msg.str.extract(r"with config: model='([^']*)'", 1)),
         _s_init=pl.when(init).then(msg.str.extract(r", served_model_name=([^,]+), ", 1)),
@@ -258,7 +259,7 @@ def extract_facts(recs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         .then(RANK_API)
         .when(pl.col("_is_args"))
         .then(RANK_ARGS)
-        .when(pl.col("_v_init").is_not_null())
+        .when(msg.str.contains(INIT_RE))
         .then(RANK_INIT),
     )
     errors = facts.filter(pl.col("_err").is_not_null()).select(

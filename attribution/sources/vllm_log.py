@@ -11,41 +11,30 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from datetime import datetime
 from typing import Any, TypeVar
 
 import polars as pl
 
 from attribution.privacy import redact_expr
-from attribution.sources import timefmt, vllm_config
+from attribution.sources import _vllm_layouts as layouts
+from attribution.sources import _vllm_variants as variants
+from attribution.sources import vllm_config
+from attribution.sources._vllm_records import GLUE_RE, HEADER_RE, LEVEL, continuation_lines, records
 from attribution.sources.base import ParseContext, ParseResult, Source
-from attribution.sources.common import has_outer_prefix, may_need_cleaning, segments
 
 T = TypeVar("T")
+__all__ = ["GLUE_RE", "HEADER_RE", "SOURCES", "VllmLog", "request_key"]
 
-_LEVEL = r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)"
-# `(NAME pid=N) ` (0.8+; part of the format in 0.33), level, `MM-DD HH:MM:SS`, `[file:line]` or pre-0.8
-# `file:line]`. No year, no zone.
-HEADER_RE = (
-    rf"^(?P<hdr>(?:\([^()]*? pid=\d+\) )?{_LEVEL} (?P<mm>\d\d)-(?P<dd>\d\d) (?P<hms>\d\d:\d\d:\d\d) "
-    r"\[?[^\]:\s]+:\d+\] ?)"
-)
-_HEADER_ONLY_RE = re.sub(r"\(\?P<\w+>", "(?:", HEADER_RE)
-_LEVEL_DATE_RE = rf"{_LEVEL} \d\d-\d\d \d\d:\d\d:\d\d "
-_HEAD_DATE_RE = rf"^(?:\([^()]*? pid=\d+\) )?{_LEVEL} \d\d-\d\d \d\d:\d\d:\d\d"
-# A header anywhere in a segment: pasted logs glue records (`...hit rate: 0.0%INFO 07-28 06:41:19 [...`).
-GLUE_RE = rf"(?:\([^()]*? pid=\d+\) )?{_LEVEL} \d\d-\d\d \d\d:\d\d:\d\d \[?[^\]:\s]+:\d+\]"
-_SEP = "\x1e"
 ACCESS_RE = (
-    rf'^(?:\([^()]*? pid=\d+\) )?{_LEVEL}:\s+(?P<client>\S+):(?P<port>\d+) - "(?P<method>[A-Z]+) '
+    rf'^(?:{layouts.PROC})*{LEVEL}:\s+(?P<client>\S+):(?P<port>\d+)(?: \d+)? - "(?P<method>[A-Z]+) '
     r'(?P<path>\S+) HTTP/[\d.]+" (?P<status>\d{3})\b'
 )
+_PLAIN_ACCESS_RE = rf"^(?:\([^()]*? pid=\d+\) )?{LEVEL}:"
 ITER_RE = (
     r"^(?:Engine (?P<eng>\d+): )?Iteration\(\d+\): (?P<cr>\d+) context requests, (?P<ct>\d+) context tokens, "
     r"(?P<gr>\d+) generation requests, (?P<gt>\d+) generation tokens, iteration elapsed time: (?P<ms>[\d.]+) ms"
     r"(?: \(dummy\))?(?:, [\w +]+? KV cache usage: (?P<kv>[\d.]+)%)?"
 )
-V0_PREFIX_RE = r"^Prefix cache hit rate: GPU: (?P<gpu>[\d.]+)%, CPU: (?P<cpu>[\d.]+)%"
 EVENT_RE = r"^(?P<event>Added|Finished|Aborted) request(?:\(s\))? (?P<ids>.+?)\.?$"
 _ENGINE_SUFFIX_RE = r"^.+-[0-9a-f]{8}$"
 _RECEIVED, _ADDED, _FINISHED, _ABORTED = (
@@ -54,11 +43,11 @@ _RECEIVED, _ADDED, _FINISHED, _ABORTED = (
     "Finished request ",
     "Aborted request",
 )
-_V0_PREFIX = "Prefix cache hit rate: GPU:"
 _RECEIVED_RE = r"^Received request (\S+): (?:prompt|params|sampling_params)"
 # `\S+` up to `: ` is the token minus its last `:`; for a token with no other `:` this is the same group.
 _RECEIVED_FAST_RE = r"^Received request ([^\s:]+): (?:prompt|params|sampling_params)"
-_KIND_RE = "^(?:" + "|".join(re.escape(k) for k in (_RECEIVED, _ADDED, _FINISHED, _ABORTED, _V0_PREFIX)) + ")"
+_KINDS = (_RECEIVED, _ADDED, _FINISHED, _ABORTED, variants.V0_PREFIX, variants.SPEC_V1, variants.SPEC_V0)
+_KIND_RE = "^(?:" + "|".join(re.escape(k) for k in _KINDS) + ")"
 
 # Stats line key -> (column, value kind). Unknown keys (MFU, KV fetch, External/MM hit rates, a field a
 # future version adds) are skipped; a known key whose value does not parse makes the line an error.
@@ -154,7 +143,8 @@ class VllmLog(Source):
         "] Received request ",
     )
     _SGLANG = ("Prefill batch", "Decode batch", "server_args=ServerArgs")
-    _HEAD_RE = re.compile(rf"(?m)(?:^|\) ){_LEVEL} \d\d-\d\d \d\d:\d\d:\d\d \[?[\w./-]+\.py:\d+\] ")
+    # at a line start, or behind a process, Ray, parent-process (`... - INFO - `) or bracketed prefix
+    _HEAD_RE = re.compile(rf"(?m)(?:^|\) | - |\] ){LEVEL} \d\d-\d\d \d\d:\d\d:\d\d \[?[\w./-]+\.py:\d+\] ")
 
     def sniff(self, head: str, path: str) -> float:
         if any(m in head for m in self._STRONG):
@@ -165,7 +155,16 @@ class VllmLog(Source):
 
     def parse(self, lines: pl.DataFrame, ctx: ParseContext) -> ParseResult:
         res = ParseResult()
-        recs = _records(lines, ctx)
+        recs, (hidden, first) = records(lines, ctx)
+        if hidden and not ctx.state.get("ray_dedup_reported"):
+            # Once per file, not per line: the count is what this chunk shows (later chunks may hide more).
+            ctx.state["ray_dedup_reported"] = True
+            res.add_errors(pl.DataFrame({
+                "line": [first],
+                "reason": [f"warning: Ray deduplicated repeated lines ([repeated Nx across cluster]): at least "
+                           f"{hidden} lines are lost; set RAY_DEDUP_LOGS=0 or read the Ray worker log files"],
+                "sample": [None],
+            }, schema={"line": pl.Int64, "reason": pl.Utf8, "sample": pl.Utf8}))
         res.add_errors(_errors(recs.filter("bad_ts"), "unreadable timestamp (not a date, or a local time that "
                                                       "does not exist in --tz)"))
         # Once the records exist, the access lines and then the request events and stats lines are parsed on
@@ -188,11 +187,17 @@ class VllmLog(Source):
             facts, cfg_errors = vllm_config.extract_facts(heads)
             res.add_errors(cfg_errors)
             heads = vllm_config.assign_starts(heads, facts, ctx.state)
-            steps = [pool.submit(f, heads) for f in (_stats, _v0_prefix, _iterations)]
+            steps = [pool.submit(f, heads) for f in (_stats, variants.v0_prefix, _iterations, _spec_decode)]
             events = pool.submit(_events, heads)
             received = _received(heads)
             res.add("engine_config", vllm_config.config_rows(facts, heads))
-            for rows, errors in (step.result() for step in steps):
+            res.add_consumed(facts["line"] if facts.height else None)
+            (stats, stats_err), (prefix, prefix_err), iters, (spec, spec_err) = (s.result() for s in steps)
+            stats, leftover, merged = variants.merge_v0_prefix(stats, prefix)
+            res.add_consumed(merged)
+            spec = variants.attach_engine(spec, stats, ctx.state)
+            for rows, errors in ((stats.drop("idx") if stats.height else stats, stats_err),
+                                 (leftover, prefix_err), iters, (spec, spec_err)):
                 res.add("engine_steps", rows)
                 res.add_errors(errors)
             req, req_errors = received
@@ -200,6 +205,14 @@ class VllmLog(Source):
             res.add_errors(req_errors)
             res.add("request_events", events.result())
             res.add("access_log", access.result())
+        rows = [df["line"].cast(pl.Int64) for df in res.tables.values()]
+        if rows or res.consumed is not None:
+            made = pl.concat([*rows, *([res.consumed] if res.consumed is not None else [])])
+            res.add_consumed(continuation_lines(lines, made))
+        if res.consumed is not None:
+            # disjoint from the rows' lines and each line once: the census counts both as parsed
+            in_rows = pl.concat(rows).implode() if rows else pl.lit([], pl.List(pl.Int64))
+            res.consumed = res.consumed.unique().sort().filter(~res.consumed.unique().sort().is_in(in_rows))
         return res
 
 
@@ -216,76 +229,6 @@ class _Inline:
         future: Future[T] = Future()
         future.set_result(fn(*args))
         return future
-
-
-def _records(lines: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
-    """Physical lines -> records (idx, line, ts, msg; msg null for unheaded text, ts carried forward)."""
-    # The whole header (group 0 of an anchored regex without groups: no capture engine) or null; how many
-    # headers a segment holds; and whether any line has a `\r` or an ANSI escape (one select: they run in
-    # parallel). Nearly always none has, nor an outer prefix, and then the lines are the segments minus
-    # empty ones. A line with a header cannot start with an outer prefix (`(` or a level, then a date), so
-    # only the lines without one are tested for it.
-    text = pl.col("text")
-    found = lines.select(
-        rare=may_need_cleaning(text),
-        hdr=text.str.extract(_HEADER_ONLY_RE, 0),
-        n=text.str.count_matches(_LEVEL_DATE_RE),
-    )
-    dirty = found.height > 0 and (
-        found["rare"][0] or has_outer_prefix(lines["text"].filter(found["hdr"].is_null()))
-    )
-    if dirty:
-        segs = segments(lines.select("line", "text"))
-        found = segs.select(
-            hdr=text.str.extract(_HEADER_ONLY_RE, 0), n=text.str.count_matches(_LEVEL_DATE_RE)
-        )
-    else:
-        segs = lines.select("line", "text", seg=pl.lit(0, pl.Int32))
-        empty = lines["text"].str.len_bytes() == 0
-        if empty.any():
-            segs, found = segs.filter(~empty), found.filter(~empty)
-    hdr, n_heads = found["hdr"], found["n"]
-    is_glued = (n_heads >= 2) | ((n_heads == 1) & hdr.is_null())
-    if is_glued.any():  # rare: split only those segments, and only then re-sort
-        pieces = (
-            segs.filter(is_glued)
-            .with_columns(pl.col("text").str.replace_all(GLUE_RE, _SEP + "$0").str.split(_SEP))
-            .explode("text")
-            .filter(pl.col("text").str.len_bytes() > 0)
-        )
-        segs = pl.concat([segs.filter(~is_glued), pieces]).sort("line", "seg", maintain_order=True)
-        hdr = segs["text"].str.extract(_HEADER_ONLY_RE, 0)
-    recs = segs.with_row_index("idx").with_columns(_hdr=hdr)
-    # The date: the last 14 characters of the header's `[(NAME pid=N) ]LEVEL MM-DD HH:MM:SS` start (NAME has
-    # no parentheses, so the prefix, when there is one, ends at the first `) ` and the match is unique).
-    date = pl.col("_hdr").str.extract(_HEAD_DATE_RE, 0).str.tail(14)
-    recs = recs.with_columns(
-        msg=pl.col("text").str.strip_prefix(pl.col("_hdr")),
-        _date=date,
-    )
-    # (a non-ASCII digit matches `\d`: such a month is null here and the line's time unreadable below)
-    years = timefmt.assign_years(recs["_date"].str.head(2).cast(pl.Int32, strict=False), ctx)
-    # One year for the whole chunk (no rollover inside it) is a literal, not a column cast to text.
-    year = (
-        pl.lit(f"{years[0]}-")
-        if len(years) and years.min() == years.max()
-        else pl.lit(years).cast(pl.Utf8) + "-"
-    )
-    naive = (year + pl.col("_date")).str.to_datetime("%Y-%m-%d %H:%M:%S", time_unit="us", strict=False)
-    recs = recs.with_columns(ts=timefmt.to_utc(naive, ctx.tz))
-    # A header whose time does not read (month 13, non-ASCII digits, a local time --tz skips): reported, and
-    # the record is not used (its time would otherwise be the previous line's)
-    recs = recs.with_columns(bad_ts=pl.col("_hdr").is_not_null() & pl.col("ts").is_null())
-    if recs["bad_ts"].any():
-        recs = recs.with_columns(msg=pl.when(~pl.col("bad_ts")).then("msg"))
-    last = ctx.state.get("last_ts")
-    seed = datetime.fromisoformat(last) if last else None
-    recs = recs.with_columns(
-        ts_carried=pl.col("ts").forward_fill().fill_null(pl.lit(seed, dtype=pl.Datetime("us", "UTC")))
-    )
-    if recs.height and recs["ts_carried"][-1] is not None:
-        ctx.state["last_ts"] = recs["ts_carried"][-1].isoformat()
-    return recs.select("idx", "line", "text", "msg", "ts", "ts_carried", "bad_ts")
 
 
 def _errors(df: pl.DataFrame, reason: pl.Expr | str, sample: pl.Expr | None = None) -> pl.DataFrame:
@@ -353,31 +296,18 @@ def _stats(heads: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     )
     errors = _errors(rows.filter(pl.col("_bad").is_not_null()), pl.col("_bad"))
     ok = rows.filter(pl.col("_bad").is_null()).select(
-        "ts", "line", "engine_index", *_STATS_COLS, engine=pl.lit("vllm"), kind=pl.lit("stats")
+        "idx", "ts", "line", *_STATS_COLS, engine=pl.lit("vllm"), kind=pl.lit("stats"),
+        engine_index=pl.coalesce("engine_index", _proc_rank()),
     )
     return ok, errors
 
 
-def _v0_prefix(heads: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """V0 prints the prefix-cache hit rate on its own line after the stats line. It becomes its own `stats`
-    row (only prefix_hit_rate), never merged into the stats row: merging would depend on whether both
-    lines fall into the same chunk."""
-    rows = heads.filter(pl.col("_kind") == _V0_PREFIX)
-    if rows.height == 0:
-        return pl.DataFrame(), pl.DataFrame()
-    rows = rows.with_columns(_g=pl.col("msg").str.extract_groups(V0_PREFIX_RE))
-    ok = rows.filter(pl.col("_g").struct.field("gpu").is_not_null())
-    errors = _errors(
-        rows.filter(pl.col("_g").struct.field("gpu").is_null()), "unparseable V0 prefix cache line"
-    )
-    ok = ok.select(
-        "ts",
-        "line",
-        engine=pl.lit("vllm"),
-        kind=pl.lit("stats"),
-        prefix_hit_rate=pl.col("_g").struct.field("gpu").cast(pl.Float64) / 100,
-    )
-    return ok, errors
+def _proc_rank() -> pl.Expr:
+    return layouts.proc_rank(pl.col("text"), pl.col("proc"))
+
+
+def _spec_decode(heads: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    return variants.spec_decode(heads, _proc_rank())
 
 
 def _iterations(heads: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -394,7 +324,7 @@ def _iterations(heads: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         "line",
         engine=pl.lit("vllm"),
         kind=pl.lit("iteration"),
-        engine_index=g("eng").cast(pl.Int64),
+        engine_index=pl.coalesce(g("eng").cast(pl.Int64), _proc_rank()),
         running=g("cr").cast(pl.Int64) + g("gr").cast(pl.Int64),
         batch_tokens=g("ct").cast(pl.Int64) + g("gt").cast(pl.Int64),
         elapsed_s=g("ms").cast(pl.Float64) / 1000,
@@ -520,6 +450,13 @@ def _access(recs: pl.DataFrame) -> pl.DataFrame:
     # LEVEL at the next `:`; the `\S+:\d+` token ends at the first ` - "`, its port after the last `:`;
     # method, path, `HTTP/x"` and the status are then separated by single spaces.
     rows = rows.filter(text.str.contains(ACCESS_RE))
+    # Ray-nested or parenthesised process names (rare): drop every prefix first.
+    nested = rows["text"].str.count_matches("(", literal=True) > 1
+    if nested.any():
+        nested = nested & rows["text"].str.contains(_PLAIN_ACCESS_RE).not_()
+    if nested.any():
+        stripped = rows["text"].filter(nested).str.replace(rf"^(?:{layouts.PROC})+", "")
+        rows = rows.with_columns(text=rows["text"].scatter(nested.arg_true(), stripped))
     rest = (
         pl.when(text.str.starts_with("("))
         .then(text.str.splitn(") ", 2).struct.field("field_1"))
@@ -533,7 +470,7 @@ def _access(recs: pl.DataFrame) -> pl.DataFrame:
     return rows.select(
         "line",
         ts="ts_carried",
-        client=pl.col("field_0").str.replace(r":\d+$", ""),
+        client=pl.col("field_0").str.replace(r":\d+(?: \d+)?$", ""),
         method=request("field_0"),
         path=request("field_1").str.replace(r"\?.*$", ""),
         http_status=request("field_3").str.head(3).cast(pl.Int64),
