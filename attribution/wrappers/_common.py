@@ -1,0 +1,230 @@
+"""Helpers shared by the log-platform wrappers: JSON lines decoded with a declared dtype (a bad line is one
+bad record, not a failed chunk), times without a year or zone, byte-array fields, splitting the lines of a
+document wrapper's message, and line-per-record files read as a stream of chunks."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+import polars as pl
+
+from attribution.wrappers.base import TS
+
+MONTHS = {m: i + 1 for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split())}
+CHUNK_LINES = 50_000
+IDENTITY = ("namespace", "pod", "container", "host", "unit", "stream")
+
+
+def bisect_apply(s: pl.Series, fn: Callable[[pl.Series], pl.Series]) -> tuple[pl.Series, pl.Series]:
+    """`fn(s)`, vectorised; when it raises for the whole series, halves are retried so that only the values
+    that fail on their own come back null. Returns (result, ok mask). Cost grows with the bad values only."""
+    try:
+        return fn(s), pl.Series([True] * s.len(), dtype=pl.Boolean)
+    except (pl.exceptions.PolarsError, ValueError):
+        if s.len() == 1:
+            return fn(pl.Series([None], dtype=s.dtype)), pl.Series([False])
+    half = s.len() // 2
+    a, oka = bisect_apply(s.slice(0, half), fn)
+    b, okb = bisect_apply(s.slice(half), fn)
+    return pl.concat([a, b]), pl.concat([oka, okb])
+
+
+def json_lines(text: pl.Series, dtype: pl.DataType) -> tuple[pl.Series, pl.Series]:
+    """JSON objects, one per value, decoded to the struct `dtype`. Values that are not an object, or whose
+    fields do not fit `dtype`, come back null with ok false."""
+    obj = text.str.strip_chars().str.starts_with("{") & text.str.strip_chars().str.ends_with("}")
+    cand = pl.when(obj).then(text).otherwise(pl.lit(None, pl.Utf8))
+    cand = pl.select(cand.alias("t")).to_series()
+    dec, ok = bisect_apply(cand, lambda s: s.str.json_decode(dtype))
+    return dec, ok & obj.fill_null(False)
+
+
+def utf8_from_bytes(values: pl.Series) -> pl.Series:
+    """List of byte values (journald's encoding of a field with control characters) -> text; invalid UTF-8
+    (rare: a split multi-byte character) is decoded with replacement characters rather than dropped."""
+    return binary_text(values.cast(pl.List(pl.UInt8), strict=False).cast(pl.Binary))
+
+
+def binary_text(binary: pl.Series) -> pl.Series:
+    """Bytes -> text, vectorised; the values that are not valid UTF-8 get replacement characters."""
+    out, ok = bisect_apply(binary, lambda s: s.cast(pl.Utf8))
+    if not ok.all():
+        # the few values that failed, decoded one by one
+        fixed = [b.decode("utf-8", "replace") if b is not None else None for b in binary.filter(~ok).to_list()]
+        out = out.scatter(ok.not_().arg_true(), fixed)
+    return out
+
+
+def iso_ts(expr: pl.Expr) -> pl.Expr:
+    """RFC 3339 / ISO 8601 text with a zone (`Z`, `+02:00`, `+0200`), 0-9 fraction digits -> UTC."""
+    return expr.str.to_datetime(time_unit="us", time_zone="UTC", strict=False).cast(TS)
+
+
+def epoch_ts(expr: pl.Expr, unit: str) -> pl.Expr:
+    """Epoch integers (or their decimal text) in `unit` ("ns", "us", "ms") -> UTC."""
+    v = expr.cast(pl.Int64, strict=False)
+    if unit == "ns":
+        v = v // 1000
+    elif unit == "ms":
+        v = v * 1000
+    return pl.from_epoch(v, time_unit="us").dt.replace_time_zone("UTC").cast(TS)
+
+
+def guess_year(state: dict, first_month: int | None) -> int:
+    """The year of a time printed without one (journald `short`, syslog 3164): `state["year"]` (the layer's
+    --year), else the year of the file's mtime in `state["tz"]`, minus one when the first month seen is later
+    than the mtime's month (a file written in January that starts in December), else the current year."""
+    if state.get("year"):
+        return int(state["year"])
+    tz = ZoneInfo(state.get("tz") or "UTC")
+    mtime = state.get("file_mtime")
+    mt = datetime.fromtimestamp(mtime, tz) if mtime is not None else datetime.now(tz)
+    return mt.year - (1 if first_month is not None and first_month > mt.month else 0)
+
+
+def short_ts(month: pl.Series, rest: pl.Series, state: dict, key: str) -> pl.Series:
+    """`Mmm`, `dd HH:MM:SS[.ffffff]` in the zone `state["tz"]`, no year -> UTC. The running year and last
+    month live in `state[key]` so chunks agree; a month falling by six or more is a December -> January
+    rollover."""
+    m = month.replace_strict(MONTHS, default=None, return_dtype=pl.Int32)
+    mem = state.setdefault(key, {})
+    known = m.drop_nulls()
+    if "year" not in mem:
+        mem["year"] = guess_year(state, int(known[0]) if known.len() else None)
+        mem["last"] = None
+    filled = m.fill_null(strategy="forward")
+    prev = filled.shift(1)
+    if prev.len() and mem["last"] is not None:
+        prev = prev.scatter(0, mem["last"])
+    prev = prev.fill_null(strategy="forward")
+    years = ((prev - filled) >= 6).fill_null(False).cast(pl.Int32).cum_sum() + mem["year"]
+    if known.len():
+        mem["year"] = int(years[-1])
+        mem["last"] = int(filled.drop_nulls()[-1])
+    text = pl.format("{}-{}-{}", years, m, rest.str.strip_chars())
+    naive = pl.select(text.str.to_datetime("%Y-%-m-%d %H:%M:%S%.f", time_unit="us", strict=False)).to_series()
+    tz = state.get("tz") or "UTC"
+    out = naive.dt.replace_time_zone(tz, ambiguous="earliest", non_existent="null").dt.convert_time_zone("UTC")
+    return out.cast(TS)
+
+
+def split_message_lines(df: pl.DataFrame) -> pl.DataFrame:
+    """Records whose `text` holds several lines (a multi-line CloudWatch or Cloud Logging event) -> one
+    record per line, as the plain log had them (same `line` ordinal, same time and identity). One trailing
+    newline is the line's end, not an empty line."""
+    text = pl.col("text").str.strip_suffix("\n")
+    return df.with_columns(text.str.split("\n")).explode("text")
+
+
+def iter_line_chunks(pieces: Iterable[bytes], chunk_lines: int = CHUNK_LINES) -> Iterator[pl.DataFrame]:
+    """The bytes of a line-per-record file, piece by piece -> frames (`line`, `text`) of whole lines."""
+    rest = b""
+    line_no = 0
+    buf: list[bytes] = []
+    for piece in pieces:
+        data = rest + piece
+        lines = data.split(b"\n")
+        rest = lines.pop()
+        buf.extend(lines)
+        if len(buf) >= chunk_lines:
+            yield _frame(buf, line_no)
+            line_no += len(buf)
+            buf = []
+    if rest:
+        buf.append(rest)
+    if buf:
+        yield _frame(buf, line_no)
+
+
+def _frame(buf: list[bytes], first: int) -> pl.DataFrame:
+    text = pl.Series("text", buf, dtype=pl.Binary)
+    text = binary_text(text).str.strip_suffix("\r")
+    return pl.DataFrame({"line": pl.int_range(first + 1, first + len(buf) + 1, eager=True), "text": text})
+
+
+def head_lines(head: str, n: int = 20) -> list[str]:
+    """The first `n` non-empty lines of a sniffed head (the last may be cut off: drop it if so)."""
+    lines = head.split("\n")
+    if len(lines) > 1 and not head.endswith("\n"):
+        lines = lines[:-1]
+    return [ln.rstrip("\r") for ln in lines if ln.strip()][:n]
+
+
+def share(lines: list[str], pattern: re.Pattern[str]) -> float:
+    """Fraction of `lines` matching `pattern` (0 for none)."""
+    return sum(1 for ln in lines if pattern.match(ln)) / len(lines) if lines else 0.0
+
+
+def sure(frac: float, lines: list[str]) -> float:
+    """A sniff score from the share of the head's lines in a layout: 0.98 when (nearly) all are, else low."""
+    if not lines or frac < 0.8:
+        return 0.0
+    return 0.98 if frac >= 0.95 else 0.6
+
+
+class DocumentError(ValueError):
+    """A JSON document that is cut off or not JSON past some point; what came before it is kept."""
+
+
+def _pump(pieces: Iterable[bytes], coro_factory: Callable) -> Iterator[list]:
+    import ijson
+
+    out = ijson.sendable_list()
+    coro = coro_factory(out)
+    try:
+        for piece in pieces:
+            if piece:
+                coro.send(piece)
+                if out:
+                    yield list(out)
+                    out.clear()
+        coro.close()
+    except ijson.JSONError as exc:
+        if out:
+            yield list(out)
+        raise DocumentError(f"the JSON document is cut off or malformed: {exc}") from None
+    if out:
+        yield list(out)
+
+
+def iter_items(pieces: Iterable[bytes], prefix: str) -> Iterator[list]:
+    """Streams a JSON document (several concatenated documents allowed, as in paged CLI output) and yields
+    lists of the objects found at `prefix` (ijson syntax, e.g. "events.item"), each list from one piece."""
+    import ijson
+
+    yield from _pump(pieces, lambda out: ijson.items_coro(out, prefix, use_float=True, multiple_values=True))
+
+
+def iter_events(pieces: Iterable[bytes]) -> Iterator[list]:
+    """Streams a JSON document as lists of ijson (prefix, event, value) events."""
+    import ijson
+
+    yield from _pump(pieces, lambda out: ijson.parse_coro(out, use_float=True, multiple_values=True))
+
+
+def error_record(line: int, message: str) -> pl.DataFrame:
+    """One not-ok record standing for an unreadable rest of a document."""
+    from attribution.wrappers.base import records_frame
+
+    return records_frame(pl.DataFrame({"line": [line], "ok": [False], "text": [message]}))
+
+
+def dig(obj: object, path: str) -> object:
+    """`obj["a"]["b"]` for path "a.b", also when a shipper stored the dotted name flat (`{"a.b": …}` or
+    `{"a": {"b.c": …}}`); None when absent."""
+    if not isinstance(obj, dict):
+        return None
+    if path in obj:
+        return obj[path]
+    head, _, rest = path.partition(".")
+    while rest:
+        if head in obj:
+            found = dig(obj[head], rest)
+            if found is not None:
+                return found
+        nxt, _, rest = rest.partition(".")
+        head = f"{head}.{nxt}"
+    return None

@@ -1,0 +1,123 @@
+"""Time-ordering a wrapper's records in bounded memory: batches are spilled to temporary Parquet files and
+read back through DuckDB's out-of-core ORDER BY (identity labels, record time, file order), so a newest-first
+or unsorted export (Loki, logcli, gcloud, Elasticsearch hits by score) reaches the layer stream by stream in
+time order whatever its size."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from attribution.wrappers._common import IDENTITY
+from attribution.wrappers.base import RECORD_SCHEMA, records_frame
+
+SPILL_ROWS = 200_000  # records held before a batch goes to disk
+OUT_ROWS = 50_000  # records per batch handed back
+MEMORY_LIMIT = "256MB"
+
+
+class Spill:
+    """Collects record frames (RECORD_SCHEMA, optionally with a `sid` column joined to `labels` at the end)
+    and gives them back sorted. Use as a context manager: the temporary directory is removed on exit."""
+
+    def __init__(self, spill_rows: int = SPILL_ROWS) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="attribution-spill-"))
+        self.spill_rows = spill_rows
+        self.buf: list[pl.DataFrame] = []
+        self.rows = 0
+        self.files: list[str] = []
+        self.seq = 0
+        # adjacent records of one identity going back in time vs forward: a newest-first export keeps its
+        # ties (same second, same millisecond) newest-first too, so the file-order tie-breaker is reversed
+        self.backward = 0
+        self.forward = 0
+
+    def __enter__(self) -> Spill:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def add(self, df: pl.DataFrame) -> None:
+        if df.height == 0:
+            return
+        df = df.with_columns(pl.int_range(self.seq, self.seq + df.height, dtype=pl.Int64).alias("_seq"))
+        self.seq += df.height
+        self._count_direction(df)
+        self.buf.append(df)
+        self.rows += df.height
+        if self.rows >= self.spill_rows:
+            self._flush()
+
+    def _count_direction(self, df: pl.DataFrame) -> None:
+        keys = [c for c in (*IDENTITY, "sid") if c in df.columns]
+        same = pl.all_horizontal([pl.col(c).eq_missing(pl.col(c).shift(1)) for c in keys]) if keys else True
+        d = df.select(
+            back=((pl.col("rec_ts").diff() < pl.duration(microseconds=0)) & same).sum(),
+            fwd=((pl.col("rec_ts").diff() > pl.duration(microseconds=0)) & same).sum(),
+        )
+        self.backward += int(d["back"][0])
+        self.forward += int(d["fwd"][0])
+
+    def _flush(self) -> None:
+        if not self.buf:
+            return
+        path = str(self.dir / f"part-{len(self.files):06d}.parquet")
+        pl.concat(self.buf, how="vertical_relaxed").write_parquet(path, compression="lz4")
+        self.files.append(path)
+        self.buf, self.rows = [], 0
+
+    def sorted(self, labels: pl.DataFrame | None = None, out_rows: int = OUT_ROWS) -> Iterator[pl.DataFrame]:
+        """All records added, ordered by identity, `rec_ts`, file order (reversed for a newest-first file),
+        as RECORD_SCHEMA frames of at most `out_rows`. `labels` (`sid` + identity columns) fills the identity
+        of records that carry a `sid` (Loki streams whose labels come after their values)."""
+        self._flush()
+        if not self.files:
+            return
+        con = duckdb.connect()
+        try:
+            tmp = self.dir / "duckdb"
+            con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+            con.execute(f"SET temp_directory = '{tmp}'")
+            con.execute("SET preserve_insertion_order = false")
+            con.execute("SET threads = 1")
+            src = "read_parquet($files, union_by_name = true)"
+            cols = [c for c in RECORD_SCHEMA]
+            select = ", ".join(f'r."{c}"' for c in cols)
+            join = ""
+            if labels is not None and labels.height:
+                lab_path = str(self.dir / "labels.parquet")
+                labels.write_parquet(lab_path)
+                join = f" LEFT JOIN read_parquet('{lab_path}') l ON r.sid = l.sid"
+                select = ", ".join(
+                    f'coalesce(r."{c}", l."{c}") AS "{c}"' if c in labels.columns else f'r."{c}"' for c in cols
+                )
+            tie = "DESC" if self.backward > self.forward else "ASC"
+            order = ", ".join(f'"{c}" NULLS FIRST' for c in IDENTITY)
+            sql = (
+                f"SELECT * FROM (SELECT {select}, r._seq FROM {src} r{join}) "
+                f'ORDER BY {order}, rec_ts NULLS FIRST, line {tie}, _seq'
+            )
+            reader = con.sql(sql, params={"files": self.files}).to_arrow_reader(out_rows)
+            for batch in reader:
+                df = pl.from_arrow(batch)
+                assert isinstance(df, pl.DataFrame)
+                yield records_frame(df)
+        finally:
+            con.close()
+
+
+def sorted_lines(wrapper, pieces, state: dict) -> Iterator[pl.DataFrame]:
+    """Mode "document" for a line-per-record export that is newest-first by default (logcli): each chunk of
+    lines through `wrapper.decode`, then all records back in time order."""
+    from attribution.wrappers._common import iter_line_chunks
+
+    with Spill() as sp:
+        for chunk in iter_line_chunks(pieces):
+            sp.add(wrapper.decode(chunk, state))
+        yield from sp.sorted()
