@@ -13,12 +13,13 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from attribution.wrappers._common import IDENTITY
 from attribution.wrappers.base import RECORD_SCHEMA, records_frame
 
 SPILL_ROWS = 200_000  # records held before a batch goes to disk
 OUT_ROWS = 50_000  # records per batch handed back
 MEMORY_LIMIT = "256MB"
+# the identity labels (not `stream`: stdout and stderr of one container are one log, interleaved in time)
+KEYS = ("namespace", "pod", "container", "host", "unit")
 
 
 class Spill:
@@ -55,7 +56,7 @@ class Spill:
             self._flush()
 
     def _count_direction(self, df: pl.DataFrame) -> None:
-        keys = [c for c in (*IDENTITY, "sid") if c in df.columns]
+        keys = [c for c in (*KEYS, "sid") if c in df.columns]
         same = pl.all_horizontal([pl.col(c).eq_missing(pl.col(c).shift(1)) for c in keys]) if keys else True
         d = df.select(
             back=((pl.col("rec_ts").diff() < pl.duration(microseconds=0)) & same).sum(),
@@ -98,7 +99,7 @@ class Spill:
                     f'coalesce(r."{c}", l."{c}") AS "{c}"' if c in labels.columns else f'r."{c}"' for c in cols
                 )
             tie = "DESC" if self.backward > self.forward else "ASC"
-            order = ", ".join(f'"{c}" NULLS FIRST' for c in IDENTITY)
+            order = ", ".join(f'"{c}" NULLS FIRST' for c in KEYS)
             sql = (
                 f"SELECT * FROM (SELECT {select}, r._seq FROM {src} r{join}) "
                 f'ORDER BY {order}, rec_ts NULLS FIRST, line {tie}, _seq'
