@@ -141,7 +141,7 @@ def iter_line_chunks(pieces: Iterable[bytes], chunk_lines: int = CHUNK_LINES) ->
 
 def _frame(buf: list[bytes], first: int) -> pl.DataFrame:
     text = pl.Series("text", buf, dtype=pl.Binary)
-    text = binary_text(text).str.strip_suffix("\r")
+    text = binary_text(text)
     return pl.DataFrame({"line": pl.int_range(first + 1, first + len(buf) + 1, eager=True), "text": text})
 
 

@@ -26,7 +26,7 @@ class Spill:
     """Collects record frames (RECORD_SCHEMA, optionally with a `sid` column joined to `labels` at the end)
     and gives them back sorted. Use as a context manager: the temporary directory is removed on exit."""
 
-    def __init__(self, spill_rows: int = SPILL_ROWS) -> None:
+    def __init__(self, spill_rows: int = SPILL_ROWS, newest_first: bool = False) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="attribution-spill-"))
         self.spill_rows = spill_rows
         self.buf: list[pl.DataFrame] = []
@@ -37,6 +37,7 @@ class Spill:
         # ties (same second, same millisecond) newest-first too, so the file-order tie-breaker is reversed
         self.backward = 0
         self.forward = 0
+        self.newest_first = newest_first  # the export's default, when its times never say (all ties)
 
     def __enter__(self) -> Spill:
         return self
@@ -98,7 +99,8 @@ class Spill:
                 select = ", ".join(
                     f'coalesce(r."{c}", l."{c}") AS "{c}"' if c in labels.columns else f'r."{c}"' for c in cols
                 )
-            tie = "DESC" if self.backward > self.forward else "ASC"
+            backward = self.backward > self.forward or (self.backward == self.forward and self.newest_first)
+            tie = "DESC" if backward else "ASC"
             order = ", ".join(f'"{c}" NULLS FIRST' for c in KEYS)
             sql = (
                 f"SELECT * FROM (SELECT {select}, r._seq FROM {src} r{join}) "
@@ -113,12 +115,12 @@ class Spill:
             con.close()
 
 
-def sorted_lines(wrapper, pieces, state: dict) -> Iterator[pl.DataFrame]:
+def sorted_lines(wrapper, pieces, state: dict, newest_first: bool = False) -> Iterator[pl.DataFrame]:
     """Mode "document" for a line-per-record export that is newest-first by default (logcli): each chunk of
     lines through `wrapper.decode`, then all records back in time order."""
     from attribution.wrappers._common import iter_line_chunks
 
-    with Spill() as sp:
+    with Spill(newest_first=newest_first) as sp:
         for chunk in iter_line_chunks(pieces):
             sp.add(wrapper.decode(chunk, state))
         yield from sp.sorted()

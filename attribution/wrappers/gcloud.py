@@ -89,7 +89,7 @@ class GcloudJson(Wrapper):
         prefix = "entries.item" if first.lstrip()[:1] == b"{" else "item"
         n = 0
         buf: list[str] = []
-        with Spill() as sp:
+        with Spill(newest_first=True) as sp:
             try:
                 for entries in iter_items(_chain(first, pieces), prefix):
                     buf.extend(json.dumps(x, default=str) for x in entries)

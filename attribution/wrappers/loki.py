@@ -93,7 +93,7 @@ class LogcliJsonl(Wrapper):
         )
 
     def records(self, pieces: Iterable[bytes], state: dict) -> Iterator[pl.DataFrame]:
-        yield from sorted_lines(self, pieces, state)
+        yield from sorted_lines(self, pieces, state, newest_first=True)
 
 
 class LogcliDefault(Wrapper):
@@ -130,7 +130,7 @@ class LogcliDefault(Wrapper):
         )
 
     def records(self, pieces: Iterable[bytes], state: dict) -> Iterator[pl.DataFrame]:
-        yield from sorted_lines(self, pieces, state)
+        yield from sorted_lines(self, pieces, state, newest_first=True)
 
 
 class LokiApi(Wrapper):
@@ -157,7 +157,7 @@ class LokiApi(Wrapper):
         cur: list = []
         sid = -1
         n = 0
-        with Spill() as sp:
+        with Spill(newest_first=True) as sp:
             try:
                 for events in iter_events(pieces):
                     for prefix, event, val in events:
