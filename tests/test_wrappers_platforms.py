@@ -327,6 +327,30 @@ def _other_inputs() -> list[Path]:
     return files
 
 
+# the container wrappers' layouts (log-wrappers.md §2-4, verbatim examples and the documented shapes), which
+# another module decodes: none of ours may claim them
+CONTAINER_HEADS = {
+    "docker_json": '{"log":"' + V1 + '\\n","stream":"stdout","time":"2026-05-12T07:51:39.30180292Z"}\n'
+    '{"log":"Log line is here\\n","stream":"stdout","time":"2019-01-01T11:11:11.111111111Z"}\n',
+    "docker_ts": "2026-05-12T07:51:36.069569496Z " + ACC + "\n2026-05-12T07:51:39.301802920Z " + V1 + "\n",
+    "cri": "2026-05-12T08:01:39.331095044Z stdout F " + V1 + "\n2025-10-20T03:02:22.5Z stderr F " + SGP + "\n"
+    "2025-10-20T03:02:23.25Z stderr F " + TB + "\n",
+    "kubectl_prefix": "[pod/vllm-0/vllm] 2026-05-12T08:01:39.331095044Z " + V1 + "\n",
+    "compose": "vllm-1  | " + V1 + "\nvllm-1  | " + ACC + "\n",
+    "github_actions": "2026-06-02T07:46:50.8694207Z (EngineCore_DP0 pid=39062) ERROR 06-02 07:46:41 [core.py:1006]"
+    "     super().__init__(\n",
+    "dynamo": "2025-04-27T06:45:57.810Z  INFO arbiter.start: Starting master on pid 508\n"
+    "2025-04-27T06:45:57.811Z  INFO arbiter.start: Starting master on pid 509\n",
+}
+
+
+def test_sniff_claims_no_container_layout():
+    for w in registry().values():
+        if w.name in WRAP:
+            for layout, head in CONTAINER_HEADS.items():
+                assert w.sniff(head, "x.log") < 0.5, (w.name, layout)
+
+
 def test_sniff_claims_no_other_input():
     """No platform wrapper claims a case file, a real trace or log, or another wrapper's fixture."""
     inputs = _other_inputs()
@@ -359,8 +383,17 @@ def test_cut_off_document_keeps_what_came_before():
     junk=st.binary(max_size=40),
 )
 def test_mangled_input_never_crashes(name, cut, junk):
-    """A file cut anywhere, with junk bytes spliced in, decodes without an exception."""
+    """A file cut anywhere, with junk bytes spliced in, decodes without an exception; a line-per-record
+    layout gives every physical line exactly once (as a record, or as a not-ok record with its raw text)."""
     data = WRAP[name](LINES, datetime(2026, 5, 12, tzinfo=UTC))
     cut = min(cut, len(data))
-    got = decode_bytes(name, data[:cut] + junk + data[cut:], {"year": 2026, "tz": "UTC", "file_mtime": 0.0})
-    assert got.height >= 1 or cut + len(junk) == 0
+    data = data[:cut] + junk + data[cut:]
+    got = decode_bytes(name, data, {"year": 2026, "tz": "UTC", "file_mtime": 0.0})
+    assert got.height >= 1 or not data
+    if name not in DOCUMENTS:
+        n = len(data.split(b"\n")) - (1 if data.endswith(b"\n") else 0)
+        assert sorted(set(got["line"].to_list())) == list(range(1, n + 1))
+        assert got.filter(~pl.col("ok"))["text"].null_count() == 0
+
+
+DOCUMENTS = {"loki_api", "elastic_search", "cloudwatch_json", "gcloud_json"}

@@ -15,7 +15,6 @@ from attribution.wrappers.base import TS
 
 MONTHS = {m: i + 1 for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split())}
 CHUNK_LINES = 50_000
-IDENTITY = ("namespace", "pod", "container", "host", "unit", "stream")
 
 
 def bisect_apply(s: pl.Series, fn: Callable[[pl.Series], pl.Series]) -> tuple[pl.Series, pl.Series]:
@@ -210,21 +209,3 @@ def error_record(line: int, message: str) -> pl.DataFrame:
     from attribution.wrappers.base import records_frame
 
     return records_frame(pl.DataFrame({"line": [line], "ok": [False], "text": [message]}))
-
-
-def dig(obj: object, path: str) -> object:
-    """`obj["a"]["b"]` for path "a.b", also when a shipper stored the dotted name flat (`{"a.b": …}` or
-    `{"a": {"b.c": …}}`); None when absent."""
-    if not isinstance(obj, dict):
-        return None
-    if path in obj:
-        return obj[path]
-    head, _, rest = path.partition(".")
-    while rest:
-        if head in obj:
-            found = dig(obj[head], rest)
-            if found is not None:
-                return found
-        nxt, _, rest = rest.partition(".")
-        head = f"{head}.{nxt}"
-    return None
