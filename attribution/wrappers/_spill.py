@@ -15,9 +15,10 @@ import polars as pl
 
 from attribution.wrappers.base import RECORD_SCHEMA, records_frame
 
-SPILL_ROWS = 200_000  # records held before a batch goes to disk
+SPILL_ROWS = 50_000  # records held before a batch goes to disk
 OUT_ROWS = 50_000  # records per batch handed back
-MEMORY_LIMIT = "256MB"
+# DuckDB buffer pool for the sort; its own overhead comes on top (see bench/wrappers/README.md)
+MEMORY_LIMITS = ("64MB", "256MB", "1GB")
 # the identity labels (not `stream`: stdout and stderr of one container are one log, interleaved in time)
 KEYS = ("namespace", "pod", "container", "host", "unit")
 
@@ -81,38 +82,49 @@ class Spill:
         self._flush()
         if not self.files:
             return
-        con = duckdb.connect()
-        try:
-            tmp = self.dir / "duckdb"
-            con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
-            con.execute(f"SET temp_directory = '{tmp}'")
-            con.execute("SET preserve_insertion_order = false")
-            con.execute("SET threads = 1")
-            src = "read_parquet($files, union_by_name = true)"
-            cols = [c for c in RECORD_SCHEMA]
-            select = ", ".join(f'r."{c}"' for c in cols)
-            join = ""
-            if labels is not None and labels.height:
-                lab_path = str(self.dir / "labels.parquet")
-                labels.write_parquet(lab_path)
-                join = f" LEFT JOIN read_parquet('{lab_path}') l ON r.sid = l.sid"
-                select = ", ".join(
-                    f'coalesce(r."{c}", l."{c}") AS "{c}"' if c in labels.columns else f'r."{c}"' for c in cols
-                )
-            backward = self.backward > self.forward or (self.backward == self.forward and self.newest_first)
-            tie = "DESC" if backward else "ASC"
-            order = ", ".join(f'"{c}" NULLS FIRST' for c in KEYS)
-            sql = (
-                f"SELECT * FROM (SELECT {select}, r._seq FROM {src} r{join}) "
-                f'ORDER BY {order}, rec_ts NULLS FIRST, line {tie}, _seq'
+        src = "read_parquet($files, union_by_name = true)"
+        cols = list(RECORD_SCHEMA)
+        select = ", ".join(f'r."{c}"' for c in cols)
+        join = ""
+        if labels is not None and labels.height:
+            lab_path = str(self.dir / "labels.parquet")
+            labels.write_parquet(lab_path)
+            join = f" LEFT JOIN read_parquet('{lab_path}') l ON r.sid = l.sid"
+            select = ", ".join(
+                f'coalesce(r."{c}", l."{c}") AS "{c}"' if c in labels.columns else f'r."{c}"' for c in cols
             )
-            reader = con.sql(sql, params={"files": self.files}).to_arrow_reader(out_rows)
+        backward = self.backward > self.forward or (self.backward == self.forward and self.newest_first)
+        tie = "DESC" if backward else "ASC"
+        order = ", ".join(f'"{c}" NULLS FIRST' for c in KEYS)
+        sql = (
+            f"SELECT * FROM (SELECT {select}, r._seq FROM {src} r{join}) "
+            f"ORDER BY {order}, rec_ts NULLS FIRST, line {tie}, _seq"
+        )
+        con, reader = self._run(sql, out_rows)
+        try:
             for batch in reader:
                 df = pl.from_arrow(batch)
                 assert isinstance(df, pl.DataFrame)
                 yield records_frame(df)
         finally:
             con.close()
+
+    def _run(self, sql: str, out_rows: int) -> tuple[duckdb.DuckDBPyConnection, object]:
+        """The sorted result as an Arrow batch reader. The sort runs (and spills) before the first batch; a
+        sort that cannot fit the small memory limit (very long lines) is retried with a larger one."""
+        for limit in MEMORY_LIMITS:
+            con = duckdb.connect()
+            try:
+                con.execute(f"SET memory_limit = '{limit}'")
+                con.execute(f"SET temp_directory = '{self.dir / 'duckdb'}'")
+                con.execute("SET preserve_insertion_order = false")
+                con.execute("SET threads = 1")
+                return con, con.sql(sql, params={"files": self.files}).to_arrow_reader(out_rows)
+            except duckdb.OutOfMemoryException:
+                con.close()
+                if limit == MEMORY_LIMITS[-1]:
+                    raise
+        raise AssertionError("unreachable")
 
 
 def sorted_lines(wrapper, pieces, state: dict, newest_first: bool = False) -> Iterator[pl.DataFrame]:

@@ -138,7 +138,7 @@ class LokiApi(Wrapper):
     mode = "document"
     description = "Grafana Loki: /loki/api/v1/query_range JSON (data.result[].stream + values)"
     SNIFF = re.compile(r'"resultType"\s*:\s*"streams"|"result"\s*:\s*\[\s*\{\s*"stream"\s*:\s*\{')
-    BATCH = 100_000
+    BATCH = 20_000
 
     def sniff(self, head: str, path: str) -> float:
         if not head.lstrip().startswith("{"):

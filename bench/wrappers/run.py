@@ -6,7 +6,7 @@ own interpreter: our streaming wrapper (ijson events/items -> spill to Parquet -
 for comparison `json.load` of the same file (what a naive reader would hold). Reports wall time, MB/s and
 peak RSS (VmHWM) next to the interpreter's RSS after imports.
 
-    PYTHONPATH=$PWD python bench/wrappers/run.py [--mb 120] [--dir /tmp/attribution-bench-wrappers]
+    PYTHONPATH=$PWD python bench/wrappers/run.py [--mb 30 120 240] [--formats loki_api gcloud_json] [--dir /tmp/attribution-bench-wrappers]
 """
 
 from __future__ import annotations
@@ -107,7 +107,8 @@ def child(method: str, name: str, path: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--mb", type=float, default=120)
+    ap.add_argument("--mb", type=float, nargs="+", default=[120], help="document sizes; several show scaling")
+    ap.add_argument("--formats", nargs="+", default=["loki_api", "gcloud_json"])
     ap.add_argument("--dir", default="/tmp/attribution-bench-wrappers")
     ap.add_argument("--child", nargs=3)
     a = ap.parse_args()
@@ -117,10 +118,10 @@ def main() -> None:
     d = Path(a.dir)
     d.mkdir(parents=True, exist_ok=True)
     print(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
-    for name in ("loki_api", "gcloud_json"):
-        path = d / f"{name}-{a.mb:g}MB.json"
+    for name, mb in [(n, m) for n in a.formats for m in a.mb]:
+        path = d / f"{name}-{mb:g}MB.json"
         t0 = time.perf_counter()
-        n = generate(name, a.mb, path)
+        n = generate(name, mb, path)
         size = path.stat().st_size
         print(f"\n{name}: {size / 1e6:.1f} MB, {n} records (generated in {time.perf_counter() - t0:.0f} s)")
         env = {k: v for k, v in os.environ.items()}
