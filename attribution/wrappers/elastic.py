@@ -96,6 +96,8 @@ def _columns(dec: pl.Series, chains: dict[str, list[list[str]]]) -> pl.DataFrame
                 for k in keys:
                     e = e.struct.field(k)
                 exprs.append(e)
+        if col == "rec_ts":  # a candidate that is not an ISO time (an epoch number) gives way to the next
+            exprs = [iso_ts(e) for e in exprs]
         cols.append(pl.coalesce(exprs).alias(col))
     return frame.select(cols)
 
@@ -122,7 +124,7 @@ def decode_documents(lines: pl.DataFrame) -> pl.DataFrame:
             "line",
             ok.alias("ok"),
             pl.when(ok).then(pl.col("text").str.strip_suffix("\n")).otherwise("raw").alias("text"),
-            iso_ts(pl.col("rec_ts")).alias("rec_ts"),
+            "rec_ts",
             "stream",
             pl.coalesce("pod", cp.field("1"), pp.field("2")).alias("pod"),
             pl.coalesce("namespace", cp.field("2"), pp.field("1")).alias("namespace"),

@@ -1,7 +1,9 @@
 """systemd-journald and syslog (log-wrappers.md §5): `journalctl -o json` (one object per line, keys in any
 order, MESSAGE as text, as an array of byte values when it holds control bytes, or null when too long), the
-text modes `short`/`short-precise` and RFC 3164 (no year: see `_common.short_ts`), `short-iso[-precise]` and
-rsyslog RFC 3339 lines, and RFC 5424."""
+text modes `short`/`short-precise` and RFC 3164, `short-iso[-precise]` and rsyslog RFC 3339 lines, and RFC
+5424. `short` and RFC 3164 print local time without a year: the zone is `state["tz"]` and the year
+`state["year"]` (both set by the layer from --tz/--year), else the year of `state["file_mtime"]` in that zone,
+stepping at each December -> January (see `_common.short_ts`)."""
 
 from __future__ import annotations
 
