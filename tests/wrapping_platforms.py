@@ -75,7 +75,10 @@ def journald_json(lines: list[str], start: datetime) -> bytes:
 def journald_short(lines: list[str], start: datetime) -> bytes:
     """`journalctl -o short -a` on a machine in UTC (the test passes tz UTC and the start's year)."""
     return _out(
-        [f"{t:%b %d %H:%M:%S} {NODE} vllm[7405]: {line}" for line, t in zip(lines, _times(lines, start), strict=True)]
+        [
+            f"{t:%b %d %H:%M:%S} {NODE} vllm[7405]: {line}"
+            for line, t in zip(lines, _times(lines, start), strict=True)
+        ]
     )
 
 
@@ -115,7 +118,8 @@ def loki_logcli(lines: list[str], start: datetime) -> bytes:
     """`logcli query` default output, newest first. One stream: its labels are all common, so logcli prints
     them once on stderr and `{}` on each line; lines are TrimSpace'd and times are whole seconds."""
     rows = [
-        f"{t:%Y-%m-%dT%H:%M:%S}Z {{}} {line.strip()}" for line, t in zip(lines, _times(lines, start), strict=True)
+        f"{t:%Y-%m-%dT%H:%M:%S}Z {{}} {line.strip()}"
+        for line, t in zip(lines, _times(lines, start), strict=True)
     ]
     return _out(rows[::-1])
 
@@ -140,7 +144,10 @@ def _filebeat(line: str, t: datetime, i: int) -> dict:
         "message": line,
         "stream": "stdout",
         "input": {"type": "container"},
-        "log": {"offset": i * 200, "file": {"path": f"/var/log/containers/{POD}_{NAMESPACE}_{CONTAINER}-{CID}.log"}},
+        "log": {
+            "offset": i * 200,
+            "file": {"path": f"/var/log/containers/{POD}_{NAMESPACE}_{CONTAINER}-{CID}.log"},
+        },
         "kubernetes": {
             "pod": {"name": POD, "uid": "241373d0-5916-4080-8c76-8e4b1152f7b5"},
             "namespace": NAMESPACE,
@@ -155,12 +162,21 @@ def _filebeat(line: str, t: datetime, i: int) -> dict:
 def elastic_search(lines: list[str], start: datetime) -> bytes:
     """A `_search` response over a Filebeat index (sorted by @timestamp, as a user exporting asks for)."""
     hits = [
-        {"_index": "filebeat-8.15.0", "_id": f"doc{i}", "_score": None, "_source": _filebeat(line, t, i),
-         "sort": [_ns(t) // 10**6]}
+        {
+            "_index": "filebeat-8.15.0",
+            "_id": f"doc{i}",
+            "_score": None,
+            "_source": _filebeat(line, t, i),
+            "sort": [_ns(t) // 10**6],
+        }
         for i, (line, t) in enumerate(zip(lines, _times(lines, start), strict=True))
     ]
-    doc = {"took": 12, "timed_out": False, "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0},
-           "hits": {"total": {"value": len(hits), "relation": "eq"}, "max_score": None, "hits": hits}}
+    doc = {
+        "took": 12,
+        "timed_out": False,
+        "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0},
+        "hits": {"total": {"value": len(hits), "relation": "eq"}, "max_score": None, "hits": hits},
+    }
     return json.dumps(doc, ensure_ascii=False, indent=2).encode()
 
 
@@ -173,8 +189,14 @@ def elastic_ndjson(lines: list[str], start: datetime) -> bytes:
                 "log": line + "\n",
                 "stream": "stdout",
                 "time": _rfc3339nano(t),
-                "kubernetes": {"pod_name": POD, "namespace_name": NAMESPACE, "pod_id": "241373d0",
-                               "container_name": CONTAINER, "docker_id": CID, "host": NODE},
+                "kubernetes": {
+                    "pod_name": POD,
+                    "namespace_name": NAMESPACE,
+                    "pod_id": "241373d0",
+                    "container_name": CONTAINER,
+                    "docker_id": CID,
+                    "host": NODE,
+                },
             },
             ensure_ascii=False,
             separators=(",", ":"),
@@ -189,7 +211,9 @@ def fluentd_out_file(lines: list[str], start: datetime) -> bytes:
     return _out(
         [
             f"{t:%Y-%m-%dT%H:%M:%S}+00:00\t{tag}\t"
-            + json.dumps({"log": line + "\n", "stream": "stdout", "time": _rfc3339nano(t)}, separators=(",", ":"))
+            + json.dumps(
+                {"log": line + "\n", "stream": "stdout", "time": _rfc3339nano(t)}, separators=(",", ":")
+            )
             for line, t in zip(lines, _times(lines, start), strict=True)
         ]
     )
@@ -201,8 +225,13 @@ STREAM = "vllm/vllm/0d3f5c2a9b8e4c1d"
 def cloudwatch_json(lines: list[str], start: datetime) -> bytes:
     """`aws logs filter-log-events` pages (1000 events each) written one after the other."""
     events = [
-        {"logStreamName": STREAM, "timestamp": _ns(t) // 10**6, "message": line + "\n",
-         "ingestionTime": _ns(t) // 10**6 + 900, "eventId": f"{_ns(t):056d}"}
+        {
+            "logStreamName": STREAM,
+            "timestamp": _ns(t) // 10**6,
+            "message": line + "\n",
+            "ingestionTime": _ns(t) // 10**6 + 900,
+            "eventId": f"{_ns(t):056d}",
+        }
         for line, t in zip(lines, _times(lines, start), strict=True)
     ]
     pages = [events[i : i + 1000] for i in range(0, len(events), 1000)] or [[]]
@@ -240,9 +269,17 @@ def _entry(line: str, t: datetime, i: int) -> dict:
         "labels": {"compute.googleapis.com/resource_name": NODE, "k8s-pod/app": "vllm"},
         "logName": "projects/llm-serving/logs/stdout",
         "receiveTimestamp": _rfc3339nano(t + timedelta(seconds=2)),
-        "resource": {"labels": {"cluster_name": "serving", "container_name": CONTAINER, "location": "us-east1",
-                                "namespace_name": NAMESPACE, "pod_name": POD, "project_id": "llm-serving"},
-                     "type": "k8s_container"},
+        "resource": {
+            "labels": {
+                "cluster_name": "serving",
+                "container_name": CONTAINER,
+                "location": "us-east1",
+                "namespace_name": NAMESPACE,
+                "pod_name": POD,
+                "project_id": "llm-serving",
+            },
+            "type": "k8s_container",
+        },
         "severity": "INFO",
         "textPayload": line + "\n",
         "timestamp": _rfc3339nano(t),
@@ -251,7 +288,9 @@ def _entry(line: str, t: datetime, i: int) -> dict:
 
 def gcloud_json(lines: list[str], start: datetime) -> bytes:
     """`gcloud logging read --format=json`: a pretty-printed array, newest first, keys sorted."""
-    entries = [_entry(line, t, i) for i, (line, t) in enumerate(zip(lines, _times(lines, start), strict=True))]
+    entries = [
+        _entry(line, t, i) for i, (line, t) in enumerate(zip(lines, _times(lines, start), strict=True))
+    ]
     return (json.dumps(entries[::-1], indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
 
 

@@ -52,7 +52,9 @@ def binary_text(binary: pl.Series) -> pl.Series:
     out, ok = bisect_apply(binary, lambda s: s.cast(pl.Utf8))
     if not ok.all():
         # the few values that failed, decoded one by one
-        fixed = [b.decode("utf-8", "replace") if b is not None else None for b in binary.filter(~ok).to_list()]
+        fixed = [
+            b.decode("utf-8", "replace") if b is not None else None for b in binary.filter(~ok).to_list()
+        ]
         out = out.scatter(ok.not_().arg_true(), fixed)
     return out
 
@@ -106,7 +108,9 @@ def short_ts(month: pl.Series, rest: pl.Series, state: dict, key: str) -> pl.Ser
     text = pl.format("{}-{}-{}", years, m, rest.str.strip_chars())
     naive = pl.select(text.str.to_datetime("%Y-%-m-%d %H:%M:%S%.f", time_unit="us", strict=False)).to_series()
     tz = state.get("tz") or "UTC"
-    out = naive.dt.replace_time_zone(tz, ambiguous="earliest", non_existent="null").dt.convert_time_zone("UTC")
+    out = naive.dt.replace_time_zone(tz, ambiguous="earliest", non_existent="null").dt.convert_time_zone(
+        "UTC"
+    )
     return out.cast(TS)
 
 

@@ -30,7 +30,9 @@ class CloudWatchJson(Wrapper):
     name = "cloudwatch_json"
     mode = "document"
     description = "AWS CloudWatch Logs: aws logs filter-log-events / get-log-events JSON (events[])"
-    SNIFF = re.compile(r'^\s*\{\s*"events"\s*:\s*\[\s*(?:\]|\{[^{}]*"(?:timestamp|message|logStreamName)"\s*:)')
+    SNIFF = re.compile(
+        r'^\s*\{\s*"events"\s*:\s*\[\s*(?:\]|\{[^{}]*"(?:timestamp|message|logStreamName)"\s*:)'
+    )
     BATCH = 50_000
 
     def sniff(self, head: str, path: str) -> float:
@@ -62,8 +64,9 @@ class CloudWatchJson(Wrapper):
             return n
         df = pl.DataFrame(
             {
-                "ts": pl.Series([t if isinstance(t, (int, float)) else None for t in rows["timestamp"]],
-                                dtype=pl.Float64),
+                "ts": pl.Series(
+                    [t if isinstance(t, (int, float)) else None for t in rows["timestamp"]], dtype=pl.Float64
+                ),
                 "text": pl.Series(rows["text"], dtype=pl.Utf8),
                 "unit": pl.Series([u if isinstance(u, str) else None for u in rows["unit"]], dtype=pl.Utf8),
             }
@@ -104,7 +107,11 @@ class _Prefixed(Wrapper):
         first = (pl.int_range(pl.len()) == 0) & ~pl.col("head")
         df = df.with_columns(
             pl.when(first).then(pl.lit(prev_ts, TS)).otherwise("rec_ts").forward_fill().alias("rec_ts"),
-            pl.when(first).then(pl.lit(last.get("unit"), pl.Utf8)).otherwise("unit").forward_fill().alias("unit"),
+            pl.when(first)
+            .then(pl.lit(last.get("unit"), pl.Utf8))
+            .otherwise("unit")
+            .forward_fill()
+            .alias("unit"),
             (pl.col("head").cum_max() | bool(last.get("seen"))).alias("ok"),
         )
         if df.height:

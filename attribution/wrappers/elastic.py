@@ -138,7 +138,9 @@ class ElasticSearch(Wrapper):
     name = "elastic_search"
     mode = "document"
     description = "Elasticsearch / OpenSearch _search or scroll response (hits.hits[]._source)"
-    SNIFF = re.compile(r'"hits"\s*:\s*\{.*?"hits"\s*:\s*\[\s*(?:\]|\{[^{}]*?"_(?:index|id|source)"\s*:)', re.S)
+    SNIFF = re.compile(
+        r'"hits"\s*:\s*\{.*?"hits"\s*:\s*\[\s*(?:\]|\{[^{}]*?"_(?:index|id|source)"\s*:)', re.S
+    )
     BATCH = 20_000
 
     def sniff(self, head: str, path: str) -> float:

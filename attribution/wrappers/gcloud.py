@@ -47,13 +47,17 @@ def decode_entries(lines: pl.DataFrame) -> pl.DataFrame:
     # jsonPayload.message, only where the entry has no textPayload (a JSON line from the container)
     has = lines["text"].str.contains('"jsonPayload"', literal=True)
     cand = lines["text"].zip_with(has, pl.Series([None], dtype=pl.Utf8))
-    payload = cand.str.json_path_match("$.jsonPayload.message").fill_null(cand.str.json_path_match("$.jsonPayload.log"))
+    payload = cand.str.json_path_match("$.jsonPayload.message").fill_null(
+        cand.str.json_path_match("$.jsonPayload.log")
+    )
     e = pl.col("d").struct
     res = e.field("resource").struct.field("labels").struct
     text = pl.coalesce(e.field("textPayload"), pl.col("payload"))
     good = pl.col("ok") & text.is_not_null()
     return records_frame(
-        pl.DataFrame({"line": lines["line"], "raw": lines["text"], "d": dec, "ok": ok, "payload": payload}).select(
+        pl.DataFrame(
+            {"line": lines["line"], "raw": lines["text"], "d": dec, "ok": ok, "payload": payload}
+        ).select(
             "line",
             good.alias("ok"),
             pl.when(good).then(text.str.strip_suffix("\n")).otherwise("raw").alias("text"),

@@ -97,7 +97,9 @@ class _TextSyslog(Wrapper):
         return _sniff_text(head, self.LINE)
 
     def _groups(self, lines: pl.DataFrame) -> pl.DataFrame:
-        return lines.select("line", "text", g=pl.col("text").str.extract_groups(self.LINE.pattern)).unnest("g")
+        return lines.select("line", "text", g=pl.col("text").str.extract_groups(self.LINE.pattern)).unnest(
+            "g"
+        )
 
     def _ts(self, g: pl.DataFrame, state: dict) -> pl.Series:
         return g.select(iso_ts(pl.col("ts"))).to_series()
@@ -123,7 +125,9 @@ class _TextSyslog(Wrapper):
 
 class JournaldShort(_TextSyslog):
     name = "journald_short"
-    description = "journalctl -o short / short-precise and syslog RFC 3164 (Mmm dd HH:MM:SS host ident[pid]: …)"
+    description = (
+        "journalctl -o short / short-precise and syslog RFC 3164 (Mmm dd HH:MM:SS host ident[pid]: …)"
+    )
     LINE = re.compile(
         r"^(?:<\d{1,3}>)?(?P<month>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) "
         r"(?P<rest>[ \d]\d \d\d:\d\d:\d\d(?:\.\d{1,6})?) (?P<host>\S+) "

@@ -115,7 +115,9 @@ class LogcliDefault(Wrapper):
         g = g.rename({"1": "ts", "2": "labels", "3": "body"})
         lab = pl.col("labels")
         fields = {
-            n: lab.str.extract(rf'[{{ ,]{re.escape(n)}="((?:[^"\\]|\\.)*)"', 1).str.replace_all(r'\\(.)', "$1")
+            n: lab.str.extract(rf'[{{ ,]{re.escape(n)}="((?:[^"\\]|\\.)*)"', 1).str.replace_all(
+                r"\\(.)", "$1"
+            )
             for n in ALL_LABELS
         }
         ok = pl.col("ts").is_not_null()
@@ -176,7 +178,9 @@ class LokiApi(Wrapper):
                         elif prefix == item and event == "start_map":
                             sid += 1
                             labels.append({"_sid": sid})
-                        elif prefix.startswith(stream) and event in ("string", "number") and len(prefix) > slen:
+                        elif (
+                            prefix.startswith(stream) and event in ("string", "number") and len(prefix) > slen
+                        ):
                             labels[-1][prefix[slen:]] = val
             except DocumentError as exc:
                 n = self._add(sp, ts, text, sids, n)

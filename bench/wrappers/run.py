@@ -33,7 +33,7 @@ def engine_lines(n: int, seed: int = 14) -> list[str]:
         k = rnd.random()
         if k < 0.4:
             out.append(
-                f'(APIServer pid=1) INFO:     10.0.{rnd.randint(0, 255)}.{rnd.randint(1, 254)}:{rnd.randint(1024, 65535)}'
+                f"(APIServer pid=1) INFO:     10.0.{rnd.randint(0, 255)}.{rnd.randint(1, 254)}:{rnd.randint(1024, 65535)}"
                 f' - "POST /v1/chat/completions HTTP/1.1" 200 OK'
             )
         elif k < 0.7:
@@ -102,7 +102,11 @@ def child(method: str, name: str, path: str) -> None:
         n = len(doc) if isinstance(doc, list) else sum(len(r["values"]) for r in doc["data"]["result"])
         ordered = None
     dt = time.perf_counter() - t0
-    print(json.dumps({"records": n, "seconds": dt, "base_rss": base, "peak_rss": rss("VmHWM:"), "ordered": ordered}))
+    print(
+        json.dumps(
+            {"records": n, "seconds": dt, "base_rss": base, "peak_rss": rss("VmHWM:"), "ordered": ordered}
+        )
+    )
 
 
 def main() -> None:
@@ -128,7 +132,10 @@ def main() -> None:
         for method in ("ours", "json.load"):
             r = subprocess.run(
                 [sys.executable, __file__, "--child", method, name, str(path)],
-                capture_output=True, text=True, env=env, check=True,
+                capture_output=True,
+                text=True,
+                env=env,
+                check=True,
             )
             res = json.loads(r.stdout.strip().splitlines()[-1])
             assert res["records"] >= n, res
