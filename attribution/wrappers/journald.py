@@ -18,6 +18,7 @@ from attribution.wrappers._common import (
     json_lines,
     share,
     short_ts,
+    split_message_lines,
     sure,
     utf8_from_bytes,
 )
@@ -69,20 +70,23 @@ class JournaldJson(Wrapper):
         # MESSAGE null: the journal dropped a field over its size limit (journalctl without --all)
         ok = pl.col("ok") & pl.col("msg").is_not_null() & pl.col("__REALTIME_TIMESTAMP").is_not_null()
         docker = pl.col("CONTAINER_NAME").is_not_null() | pl.col("CONTAINER_ID").is_not_null()
-        return records_frame(
-            df.select(
-                "line",
-                ok.alias("ok"),
-                pl.when(ok).then(pl.col("msg").str.strip_suffix("\n")).otherwise("raw").alias("text"),
-                (pl.col("CONTAINER_PARTIAL_MESSAGE") == "true").fill_null(False).alias("partial"),
-                epoch_ts(pl.col("__REALTIME_TIMESTAMP"), "us").alias("rec_ts"),
-                # Docker's journald driver logs stdout at priority 6 and stderr at 3
-                pl.when(docker)
-                .then(pl.col("PRIORITY").replace_strict({"6": "stdout", "3": "stderr"}, default=None))
-                .alias("stream"),
-                pl.col("CONTAINER_NAME").alias("container"),
-                pl.col("_HOSTNAME").alias("host"),
-                pl.coalesce("SYSLOG_IDENTIFIER", "_SYSTEMD_UNIT").alias("unit"),
+        # a MESSAGE sent through the journal API can hold several lines: one record per line
+        return split_message_lines(
+            records_frame(
+                df.select(
+                    "line",
+                    ok.alias("ok"),
+                    pl.when(ok).then(pl.col("msg").str.strip_suffix("\n")).otherwise("raw").alias("text"),
+                    (pl.col("CONTAINER_PARTIAL_MESSAGE") == "true").fill_null(False).alias("partial"),
+                    epoch_ts(pl.col("__REALTIME_TIMESTAMP"), "us").alias("rec_ts"),
+                    # Docker's journald driver logs stdout at priority 6 and stderr at 3
+                    pl.when(docker)
+                    .then(pl.col("PRIORITY").replace_strict({"6": "stdout", "3": "stderr"}, default=None))
+                    .alias("stream"),
+                    pl.col("CONTAINER_NAME").alias("container"),
+                    pl.col("_HOSTNAME").alias("host"),
+                    pl.coalesce("SYSLOG_IDENTIFIER", "_SYSTEMD_UNIT").alias("unit"),
+                )
             )
         )
 
