@@ -199,3 +199,30 @@ def test_mangled_input_never_crashes(name, cut, junk):
 
 
 DOCUMENTS = {"loki_api", "elastic_search", "cloudwatch_json", "gcloud_json"}
+
+
+def test_journald_message_of_several_lines():
+    """A MESSAGE sent through the journal API with newlines: one record per line, same entry."""
+    line = (
+        '{"__REALTIME_TIMESTAMP":"1778572899331095","MESSAGE":"'
+        + TB
+        + "\\n"
+        + TB_FILE.replace('"', '\\"')
+        + '\\n"}'
+    )
+    got = decode_bytes("journald_json", (line + "\n").encode())
+    assert got["text"].to_list() == [TB, TB_FILE]
+    assert got["line"].to_list() == [1, 1] and got["ok"].all()
+
+
+def test_forced_on_the_wrong_file():
+    """`--format` forcing a layout on another's file: no exception; a line layout still accounts for each
+    line, and what it cannot read is not ok with its raw text."""
+    for name in WRAP:
+        for file in CASES:
+            data = (FIX / file).read_bytes()
+            got = decode_bytes(name, data)
+            assert got.height >= 1
+            if name not in DOCUMENTS:
+                n = len(data.split(b"\n")) - 1
+                assert sorted(set(got["line"].to_list())) == list(range(1, n + 1)), (name, file)

@@ -4,6 +4,7 @@ document wrapper's message, and line-per-record files read as a stream of chunks
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
@@ -17,27 +18,80 @@ MONTHS = {m: i + 1 for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oc
 CHUNK_LINES = 50_000
 
 
-def bisect_apply(s: pl.Series, fn: Callable[[pl.Series], pl.Series]) -> tuple[pl.Series, pl.Series]:
-    """`fn(s)`, vectorised; when it raises for the whole series, halves are retried so that only the values
-    that fail on their own come back null. Returns (result, ok mask). Cost grows with the bad values only."""
+LEAF = 256  # below this many values a failing slice is handled value by value in Python
+
+
+def bisect_apply(
+    s: pl.Series, fn: Callable[[pl.Series], pl.Series], one: Callable[[object], object]
+) -> tuple[pl.Series, pl.Series]:
+    """`fn(s)`, vectorised; when it raises, halves are retried, and a failing slice of at most LEAF values
+    goes through `one` value by value (returning the converted value, or raising ValueError: null, not ok).
+    Returns (result, ok mask). The cost grows with the bad values only: a chunk that is all bad (a layout
+    forced on the wrong file) costs a few hundred vectorised attempts and one Python pass."""
     try:
         return fn(s), pl.Series([True] * s.len(), dtype=pl.Boolean)
     except (pl.exceptions.PolarsError, ValueError):
-        if s.len() == 1:
-            return fn(pl.Series([None], dtype=s.dtype)), pl.Series([False])
+        pass
+    if s.len() <= LEAF:
+        out, ok = [], []
+        for v in s.to_list():
+            try:
+                out.append(one(v))
+                ok.append(True)
+            except ValueError:
+                out.append(None)
+                ok.append(False)
+        return _series(out, s, fn), pl.Series(ok, dtype=pl.Boolean)
     half = s.len() // 2
-    a, oka = bisect_apply(s.slice(0, half), fn)
-    b, okb = bisect_apply(s.slice(half), fn)
+    a, oka = bisect_apply(s.slice(0, half), fn, one)
+    b, okb = bisect_apply(s.slice(half), fn, one)
     return pl.concat([a, b]), pl.concat([oka, okb])
 
 
+def _series(values: list, like: pl.Series, fn: Callable[[pl.Series], pl.Series]) -> pl.Series:
+    """Python values already converted by `one` -> a series of `fn`'s output dtype."""
+    dtype = fn(pl.Series([None], dtype=like.dtype)).dtype
+    return pl.Series(values, dtype=dtype)
+
+
+def _conform(value: object, dtype: pl.DataType) -> object:
+    """A parsed JSON value shaped to `dtype` the way Polars decodes it; a field that does not fit is null."""
+    if isinstance(dtype, pl.Struct):
+        if not isinstance(value, dict):
+            return None
+        return {f.name: _conform(value.get(f.name), f.dtype) for f in dtype.fields}
+    if isinstance(dtype, pl.List):
+        if not isinstance(value, list):
+            return None
+        return [_conform(v, dtype.inner) for v in value]
+    if dtype == pl.Utf8:
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        return str(value) if isinstance(value, (str, int, float)) else None
+    if dtype.is_integer():
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return None
+
+
 def json_lines(text: pl.Series, dtype: pl.DataType) -> tuple[pl.Series, pl.Series]:
-    """JSON objects, one per value, decoded to the struct `dtype`. Values that are not an object, or whose
-    fields do not fit `dtype`, come back null with ok false."""
+    """JSON objects, one per value, decoded to the struct `dtype`. Values that are not a JSON object come
+    back null with ok false; a field whose value does not fit `dtype` is null."""
     obj = text.str.strip_chars().str.starts_with("{") & text.str.strip_chars().str.ends_with("}")
     cand = pl.when(obj).then(text).otherwise(pl.lit(None, pl.Utf8))
     cand = pl.select(cand.alias("t")).to_series()
-    dec, ok = bisect_apply(cand, lambda s: s.str.json_decode(dtype))
+
+    def one(v: object) -> object:
+        if v is None:
+            return None
+        try:
+            parsed = json.loads(v)
+        except (TypeError, json.JSONDecodeError):
+            raise ValueError("not JSON") from None
+        if not isinstance(parsed, dict):
+            raise ValueError("not an object")
+        return _conform(parsed, dtype)
+
+    dec, ok = bisect_apply(cand, lambda s: s.str.json_decode(dtype), one)
     return dec, ok & obj.fill_null(False)
 
 
@@ -49,14 +103,19 @@ def utf8_from_bytes(values: pl.Series) -> pl.Series:
 
 def binary_text(binary: pl.Series) -> pl.Series:
     """Bytes -> text, vectorised; the values that are not valid UTF-8 get replacement characters."""
-    out, ok = bisect_apply(binary, lambda s: s.cast(pl.Utf8))
-    if not ok.all():
-        # the few values that failed, decoded one by one
-        fixed = [
-            b.decode("utf-8", "replace") if b is not None else None for b in binary.filter(~ok).to_list()
-        ]
-        out = out.scatter(ok.not_().arg_true(), fixed)
+    out, _ = bisect_apply(
+        binary, lambda s: s.cast(pl.Utf8), lambda b: b.decode("utf-8", "replace") if b is not None else None
+    )
     return out
+
+
+def extract_groups_unique(s: pl.Series, pattern: str) -> pl.Series:
+    """`s.str.extract_groups(pattern)` computed once per distinct value: paths, tags and label sets repeat
+    on every record of a stream, and a regex with backtracking is the costly part of a chunk."""
+    keys = pl.DataFrame({"k": s.unique().drop_nulls()})
+    found = keys.with_columns(g=pl.col("k").str.extract_groups(pattern))
+    out = pl.DataFrame({"k": s}).join(found, on="k", how="left", maintain_order="left")["g"]
+    return out if out.dtype != pl.Null else s.str.extract_groups(pattern)
 
 
 def iso_ts(expr: pl.Expr) -> pl.Expr:

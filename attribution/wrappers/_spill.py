@@ -13,6 +13,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
+from attribution.wrappers._common import error_record
 from attribution.wrappers.base import RECORD_SCHEMA, records_frame
 
 SPILL_ROWS = 50_000  # records held before a batch goes to disk
@@ -75,12 +76,17 @@ class Spill:
         self.files.append(path)
         self.buf, self.rows = [], 0
 
-    def sorted(self, labels: pl.DataFrame | None = None, out_rows: int = OUT_ROWS) -> Iterator[pl.DataFrame]:
+    def sorted(
+        self, labels: pl.DataFrame | None = None, out_rows: int = OUT_ROWS, empty: str | None = None
+    ) -> Iterator[pl.DataFrame]:
         """All records added, ordered by identity, `rec_ts`, file order (reversed for a newest-first file),
         as RECORD_SCHEMA frames of at most `out_rows`. `labels` (`sid` + identity columns) fills the identity
-        of records that carry a `sid` (Loki streams whose labels come after their values)."""
+        of records that carry a `sid` (Loki streams whose labels come after their values). `empty`: the
+        message of the one not-ok record given when nothing was added (a JSON document of another shape)."""
         self._flush()
         if not self.files:
+            if empty:
+                yield error_record(1, empty)
             return
         src = "read_parquet($files, union_by_name = true)"
         cols = list(RECORD_SCHEMA)

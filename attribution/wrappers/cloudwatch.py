@@ -55,7 +55,7 @@ class CloudWatchJson(Wrapper):
                 n = self._add(sp, rows, n)
                 sp.add(error_record(n + 1, str(exc)))
             self._add(sp, rows, n)
-            yield from sp.sorted()
+            yield from sp.sorted(empty="no CloudWatch Logs events (events[]) in this JSON document")
 
     @staticmethod
     def _add(sp: Spill, rows: dict[str, list], n: int) -> int:

@@ -15,6 +15,7 @@ import polars as pl
 from attribution.wrappers._common import (
     DocumentError,
     error_record,
+    extract_groups_unique,
     head_lines,
     iso_ts,
     iter_items,
@@ -113,10 +114,10 @@ def decode_documents(lines: pl.DataFrame) -> pl.DataFrame:
         dec, ok = json_lines(text.zip_with(mask, pl.Series([None], dtype=pl.Utf8)), dtype)
         parts.append(_columns(dec, chains).with_columns(ok=ok))
     cols = pl.DataFrame([parts[0][c].zip_with(log_text, parts[1][c]) for c in parts[0].columns])
-    path = pl.col("path")
     ok = pl.col("ok") & pl.col("text").is_not_null()
     df = pl.concat([lines.select("line", raw="text"), cols], how="horizontal").with_columns(
-        cp=path.str.extract_groups(CONTAINERS_PATH), pp=path.str.extract_groups(PODS_PATH)
+        cp=extract_groups_unique(cols["path"], CONTAINERS_PATH),
+        pp=extract_groups_unique(cols["path"], PODS_PATH),
     )
     cp, pp = pl.col("cp").struct, pl.col("pp").struct
     return records_frame(
@@ -162,7 +163,7 @@ class ElasticSearch(Wrapper):
                 n = self._add(sp, buf, n)
                 sp.add(error_record(n + 1, str(exc)))
             self._add(sp, buf, n)
-            yield from sp.sorted()
+            yield from sp.sorted(empty="no Elasticsearch hits (hits.hits[]) in this JSON document")
 
     @staticmethod
     def _add(sp: Spill, buf: list[str], n: int) -> int:
@@ -206,7 +207,7 @@ class FluentdOutFile(Wrapper):
         g = lines.select("line", "text", m=pl.col("text").str.extract_groups(self.LINE.pattern)).unnest("m")
         inner = decode_documents(g.select("line", text=pl.col("3").fill_null("")))
         # the tag names the node file (kube.var.log.containers.<pod>_<ns>_<container>-<id>.log)
-        tag = g["2"].str.extract_groups(CONTAINERS_PATH)
+        tag = extract_groups_unique(g["2"], CONTAINERS_PATH)
         ok = inner["ok"] & g["1"].is_not_null()
         return split_message_lines(
             inner.with_columns(

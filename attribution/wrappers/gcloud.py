@@ -103,7 +103,7 @@ class GcloudJson(Wrapper):
                 n = self._add(sp, buf, n)
                 sp.add(error_record(n + 1, str(exc)))
             self._add(sp, buf, n)
-            yield from sp.sorted()
+            yield from sp.sorted(empty="no Cloud Logging entries in this JSON document")
 
     @staticmethod
     def _add(sp: Spill, buf: list[str], n: int) -> int:

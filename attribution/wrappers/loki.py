@@ -113,16 +113,19 @@ class LogcliDefault(Wrapper):
     def decode(self, lines: pl.DataFrame, state: dict) -> pl.DataFrame:
         g = lines.select("line", "text", m=pl.col("text").str.extract_groups(self.LINE.pattern)).unnest("m")
         g = g.rename({"1": "ts", "2": "labels", "3": "body"})
-        lab = pl.col("labels")
+        lab = pl.col("k")
         fields = {
             n: lab.str.extract(rf'[{{ ,]{re.escape(n)}="((?:[^"\\]|\\.)*)"', 1).str.replace_all(
                 r"\\(.)", "$1"
             )
             for n in ALL_LABELS
         }
+        # one label set per stream: the label regexes run once per distinct set
+        sets = pl.DataFrame({"k": g["labels"].unique().drop_nulls()}).with_columns(lab=pl.struct(**fields))
+        g = g.join(sets, left_on="labels", right_on="k", how="left", maintain_order="left")
         ok = pl.col("ts").is_not_null()
         return records_frame(
-            g.with_columns(pl.struct(**fields).alias("lab")).select(
+            g.select(
                 "line",
                 ok.alias("ok"),
                 pl.when(ok).then(pl.col("body").str.strip_chars()).otherwise("text").alias("text"),
@@ -188,7 +191,9 @@ class LokiApi(Wrapper):
             n = self._add(sp, ts, text, sids, n)
             schema = {"sid": pl.Int64, **{c: pl.Utf8 for c in LABELS}}
             lab = pl.DataFrame([identity_from_dict(x) for x in labels], schema=schema) if labels else None
-            yield from sp.sorted(labels=lab)
+            yield from sp.sorted(
+                labels=lab, empty="no Loki log streams (data.result[].values) in this JSON document"
+            )
 
     def _add(self, sp: Spill, ts: list, text: list, sids: list, n: int) -> int:
         if not ts:
