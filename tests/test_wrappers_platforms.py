@@ -226,3 +226,28 @@ def test_forced_on_the_wrong_file():
             if name not in DOCUMENTS:
                 n = len(data.split(b"\n")) - 1
                 assert sorted(set(got["line"].to_list())) == list(range(1, n + 1)), (name, file)
+
+
+def _engine_logs() -> list[Path]:
+    cases = [p for d in ("vllm_log", "sglang_log") for p in (REPO / "tests" / "cases" / d).glob("*.log")]
+    real = sorted(shared("traces", "real_logs").glob("*.log")) + sorted(
+        shared("traces", "vllm_server_logs").glob("*.txt")
+    )
+    return sorted(cases) + real
+
+
+@pytest.mark.parametrize("name", sorted(WRAP))
+def test_real_logs_come_back_line_for_line(name):
+    """Every engine case file and real console log (read from ../shared, never copied), wrapped the platform's
+    way, comes back as exactly its lines in order (after the platform's own loss)."""
+    start = datetime(2026, 5, 9, 12, 0, tzinfo=UTC)
+    st = {"year": 2026, "tz": "UTC", "file_mtime": start.timestamp()}
+    logs = _engine_logs()
+    assert len(logs) >= 10
+    for p in logs:
+        lines = p.read_bytes().decode("utf-8", "replace").split("\n")
+        lines = lines[:-1] if lines and lines[-1] == "" else lines
+        got = decode_bytes(name, WRAP[name](lines, start), dict(st), piece=65536)
+        want = [LOSSY.get(name, lambda s: s)(s) for s in lines]
+        assert got["ok"].all(), p.name
+        assert got["text"].to_list() == want, p.name
