@@ -10,9 +10,10 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
+import ijson
 import polars as pl
 
-from attribution.wrappers.base import TS
+from attribution.wrappers.base import TS, records_frame
 
 MONTHS = {m: i + 1 for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split())}
 CHUNK_LINES = 50_000
@@ -232,8 +233,6 @@ class DocumentError(ValueError):
 
 
 def _pump(pieces: Iterable[bytes], coro_factory: Callable) -> Iterator[list]:
-    import ijson
-
     out = ijson.sendable_list()
     coro = coro_factory(out)
     try:
@@ -255,20 +254,14 @@ def _pump(pieces: Iterable[bytes], coro_factory: Callable) -> Iterator[list]:
 def iter_items(pieces: Iterable[bytes], prefix: str) -> Iterator[list]:
     """Streams a JSON document (several concatenated documents allowed, as in paged CLI output) and yields
     lists of the objects found at `prefix` (ijson syntax, e.g. "events.item"), each list from one piece."""
-    import ijson
-
     yield from _pump(pieces, lambda out: ijson.items_coro(out, prefix, use_float=True, multiple_values=True))
 
 
 def iter_events(pieces: Iterable[bytes]) -> Iterator[list]:
     """Streams a JSON document as lists of ijson (prefix, event, value) events."""
-    import ijson
-
     yield from _pump(pieces, lambda out: ijson.parse_coro(out, use_float=True, multiple_values=True))
 
 
 def error_record(line: int, message: str) -> pl.DataFrame:
     """One not-ok record standing for an unreadable rest of a document."""
-    from attribution.wrappers.base import records_frame
-
     return records_frame(pl.DataFrame({"line": [line], "ok": [False], "text": [message]}))

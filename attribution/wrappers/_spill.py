@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from attribution.wrappers._common import error_record
+from attribution.wrappers._common import error_record, iter_line_chunks
 from attribution.wrappers.base import RECORD_SCHEMA, records_frame
 
 SPILL_ROWS = 50_000  # records held before a batch goes to disk
@@ -136,8 +136,6 @@ class Spill:
 def sorted_lines(wrapper, pieces, state: dict, newest_first: bool = False) -> Iterator[pl.DataFrame]:
     """Mode "document" for a line-per-record export that is newest-first by default (logcli): each chunk of
     lines through `wrapper.decode`, then all records back in time order."""
-    from attribution.wrappers._common import iter_line_chunks
-
     with Spill(newest_first=newest_first) as sp:
         for chunk in iter_line_chunks(pieces):
             sp.add(wrapper.decode(chunk, state))
