@@ -4,6 +4,7 @@ round trips through tests/wrapping_platforms.py, chunking, sniffing against ever
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -251,3 +252,23 @@ def test_real_logs_come_back_line_for_line(name):
         want = [LOSSY.get(name, lambda s: s)(s) for s in lines]
         assert got["ok"].all(), p.name
         assert got["text"].to_list() == want, p.name
+
+
+def test_elastic_hits_with_fields_instead_of_source():
+    """`_source: false` with `fields` (Kibana's field view): values are lists under dotted names."""
+    hit = {
+        "_index": "filebeat-7.17.0",
+        "_id": "x1",
+        "fields": {
+            "@timestamp": ["2026-05-12T08:01:39.331Z"],
+            "message": [V1],
+            "kubernetes.pod.name": ["vllm-0"],
+            "kubernetes.namespace": ["llm"],
+            "kubernetes.container.name": ["vllm"],
+        },
+    }
+    doc = {"took": 1, "timed_out": False, "hits": {"total": {"value": 1}, "hits": [hit]}}
+    got = decode_bytes("elastic_search", json.dumps(doc).encode())
+    assert rows(got, "namespace", "pod", "container") == [
+        (True, V1, ts("2026-05-12T08:01:39.331+00:00"), "llm", "vllm-0", "vllm")
+    ]

@@ -38,7 +38,8 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "namespace": ("kubernetes.namespace", "kubernetes.namespace_name", "kubernetes.pod_namespace"),
     "container": ("kubernetes.container.name", "kubernetes.container_name"),
     "host": ("kubernetes.node.name", "kubernetes.host", "kubernetes.pod_node_name"),
-    "path": ("log.file.path", "file"),  # the node file the shipper read: a pod name when labels are absent
+    # the node file the shipper read (Filebeat 7+, Vector, Filebeat 6 `source`): a pod when labels are absent
+    "path": ("log.file.path", "file", "source"),
 }
 # /var/log/containers/<pod>_<ns>_<container>-<id>.log (also as a Fluent Bit tag, slashes turned to dots) and
 # /var/log/pods/<ns>_<pod>_<uid>/<container>/
@@ -135,6 +136,14 @@ def decode_documents(lines: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _hit(h: object) -> object:
+    """A hit as `{"_source": …}`; a search with `"_source": false` and `fields` returns each field as a list
+    of values under its dotted name (`"kubernetes.pod.name": ["vllm-0"]`): the first value stands for it."""
+    if isinstance(h, dict) and "_source" not in h and isinstance(h.get("fields"), dict):
+        return {"_source": {k: v[0] if isinstance(v, list) and v else v for k, v in h["fields"].items()}}
+    return h
+
+
 class ElasticSearch(Wrapper):
     name = "elastic_search"
     mode = "document"
@@ -156,7 +165,7 @@ class ElasticSearch(Wrapper):
         with Spill() as sp:
             try:
                 for hits in iter_items(pieces, "hits.hits.item"):
-                    buf.extend(json.dumps(h, default=str) for h in hits)
+                    buf.extend(json.dumps(_hit(h), default=str) for h in hits)
                     if len(buf) >= self.BATCH:
                         n = self._add(sp, buf, n)
             except DocumentError as exc:
