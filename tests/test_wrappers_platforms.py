@@ -272,3 +272,10 @@ def test_elastic_hits_with_fields_instead_of_source():
     assert rows(got, "namespace", "pod", "container") == [
         (True, V1, ts("2026-05-12T08:01:39.331+00:00"), "llm", "vllm-0", "vllm")
     ]
+
+
+def test_s3_export_in_reverse_keeps_continuations_after_their_event():
+    data = f"2026-05-12T08:01:40.069Z {ACC}\n2026-05-12T08:01:39.331Z {TB}\n{TB_FILE}\n2026-05-12T08:01:38.000Z {V1}\n"
+    got = decode_bytes("cloudwatch_s3", data.encode())
+    assert got["text"].to_list() == [V1, TB, TB_FILE, ACC]
+    assert got["line"].to_list() == [4, 2, 3, 1]

@@ -30,7 +30,7 @@ def bisect_apply(
     Returns (result, ok mask). The cost grows with the bad values only: a chunk that is all bad (a layout
     forced on the wrong file) costs a few hundred vectorised attempts and one Python pass."""
     try:
-        return fn(s), pl.Series([True] * s.len(), dtype=pl.Boolean)
+        return fn(s), pl.repeat(True, s.len(), dtype=pl.Boolean, eager=True)
     except (pl.exceptions.PolarsError, ValueError):
         pass
     if s.len() <= LEAF:

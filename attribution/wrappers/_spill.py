@@ -28,7 +28,7 @@ class Spill:
     """Collects record frames (RECORD_SCHEMA, optionally with a `sid` column joined to `labels` at the end)
     and gives them back sorted. Use as a context manager: the temporary directory is removed on exit."""
 
-    def __init__(self, spill_rows: int = SPILL_ROWS, newest_first: bool = False) -> None:
+    def __init__(self, spill_rows: int = SPILL_ROWS, newest_first: bool = False, detect: bool = True) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="attribution-spill-"))
         self.spill_rows = spill_rows
         self.buf: list[pl.DataFrame] = []
@@ -40,6 +40,9 @@ class Spill:
         self.backward = 0
         self.forward = 0
         self.newest_first = newest_first  # the export's default, when its times never say (all ties)
+        # False: file order is the order within a time whatever the file's direction (continuation lines
+        # that share their event's time must stay after it)
+        self.detect = detect
 
     def __enter__(self) -> Spill:
         return self
@@ -99,7 +102,9 @@ class Spill:
             select = ", ".join(
                 f'coalesce(r."{c}", l."{c}") AS "{c}"' if c in labels.columns else f'r."{c}"' for c in cols
             )
-        backward = self.backward > self.forward or (self.backward == self.forward and self.newest_first)
+        backward = self.detect and (
+            self.backward > self.forward or (self.backward == self.forward and self.newest_first)
+        )
         tie = "DESC" if backward else "ASC"
         order = ", ".join(f'"{c}" NULLS FIRST' for c in KEYS)
         sql = (
@@ -133,10 +138,12 @@ class Spill:
         raise AssertionError("unreachable")
 
 
-def sorted_lines(wrapper, pieces, state: dict, newest_first: bool = False) -> Iterator[pl.DataFrame]:
+def sorted_lines(
+    wrapper, pieces, state: dict, newest_first: bool = False, detect: bool = True
+) -> Iterator[pl.DataFrame]:
     """Mode "document" for a line-per-record export that is newest-first by default (logcli): each chunk of
     lines through `wrapper.decode`, then all records back in time order."""
-    with Spill(newest_first=newest_first) as sp:
+    with Spill(newest_first=newest_first, detect=detect) as sp:
         for chunk in iter_line_chunks(pieces):
             sp.add(wrapper.decode(chunk, state))
         yield from sp.sorted()

@@ -156,7 +156,7 @@ class CloudWatchS3(_Prefixed):
         return 0.0 if share(lines, self.DYNAMO) >= 0.5 else 0.97
 
     def records(self, pieces: Iterable[bytes], state: dict) -> Iterator[pl.DataFrame]:
-        yield from sorted_lines(self, pieces, state)
+        yield from sorted_lines(self, pieces, state, detect=False)
 
 
 WRAPPERS = [CloudWatchJson(), CloudWatchTail(), CloudWatchS3()]

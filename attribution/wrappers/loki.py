@@ -82,13 +82,15 @@ class LogcliJsonl(Wrapper):
         ok = ok & dec.struct.field("line").is_not_null()
         df = pl.DataFrame({"line": lines["line"], "raw": lines["text"], "d": dec, "ok": ok})
         d = pl.col("d")
-        return records_frame(
-            df.select(
-                "line",
-                "ok",
-                pl.when("ok").then(d.struct.field("line")).otherwise("raw").alias("text"),
-                iso_ts(d.struct.field("timestamp")).alias("rec_ts"),
-                *identity_from_struct(d.struct.field("labels")),
+        return split_message_lines(
+            records_frame(
+                df.select(
+                    "line",
+                    "ok",
+                    pl.when("ok").then(d.struct.field("line")).otherwise("raw").alias("text"),
+                    iso_ts(d.struct.field("timestamp")).alias("rec_ts"),
+                    *identity_from_struct(d.struct.field("labels")),
+                )
             )
         )
 
