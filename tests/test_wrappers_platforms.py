@@ -101,6 +101,7 @@ LINES = [
     TB,
     TB_FILE,
     "   ",
+    "",
     "[2025-05-31 18:31:21 DP0 TP0] Decode batch. #running-req: 8, #token: 37217, token usage: 0.13, accept len: 2.90",
 ]
 

@@ -125,7 +125,7 @@ def decode_documents(lines: pl.DataFrame) -> pl.DataFrame:
         df.select(
             "line",
             ok.alias("ok"),
-            pl.when(ok).then(pl.col("text").str.strip_suffix("\n")).otherwise("raw").alias("text"),
+            pl.when(ok).then(pl.col("text")).otherwise("raw").alias("text"),
             "rec_ts",
             "stream",
             pl.coalesce("pod", cp.field("1"), pp.field("2")).alias("pod"),

@@ -5,7 +5,6 @@ from `resource.labels`; read back through the spill sort."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Iterator
 
@@ -25,7 +24,6 @@ from attribution.wrappers._common import (
 from attribution.wrappers._spill import Spill, sorted_lines
 from attribution.wrappers.base import Wrapper, records_frame
 
-_PAYLOAD = pl.Struct({"message": pl.Utf8, "log": pl.Utf8})
 DTYPE = pl.Struct(
     {
         "textPayload": pl.Utf8,
@@ -38,6 +36,9 @@ DTYPE = pl.Struct(
     }
 )
 ENTRY = re.compile(r'"(?:insertId|logName)"\s*:\s*"')
+NODE = "compute.googleapis.com/resource_name"
+# the columns an entry gives, from a JSON line (decode_entries) or a parsed document entry (entry_row)
+COLUMNS = {c: pl.Utf8 for c in ("text", "timestamp", "logName", "namespace", "pod", "container", "host")}
 
 
 def decode_entries(lines: pl.DataFrame) -> pl.DataFrame:
@@ -52,21 +53,62 @@ def decode_entries(lines: pl.DataFrame) -> pl.DataFrame:
     )
     e = pl.col("d").struct
     res = e.field("resource").struct.field("labels").struct
-    text = pl.coalesce(e.field("textPayload"), pl.col("payload"))
-    good = pl.col("ok") & text.is_not_null()
-    return records_frame(
-        pl.DataFrame(
-            {"line": lines["line"], "raw": lines["text"], "d": dec, "ok": ok, "payload": payload}
-        ).select(
+    cols = pl.DataFrame({"line": lines["line"], "raw": lines["text"], "d": dec, "ok": ok, "payload": payload})
+    return entries_records(
+        cols.select(
             "line",
-            good.alias("ok"),
-            pl.when(good).then(text.str.strip_suffix("\n")).otherwise("raw").alias("text"),
-            iso_ts(e.field("timestamp")).alias("rec_ts"),
-            e.field("logName").str.extract(r"/logs/(stdout|stderr)$").alias("stream"),
+            "raw",
+            "ok",
+            pl.coalesce(e.field("textPayload"), pl.col("payload")).alias("text"),
+            e.field("timestamp").alias("timestamp"),
+            e.field("logName").alias("logName"),
             res.field("namespace_name").alias("namespace"),
             res.field("pod_name").alias("pod"),
             res.field("container_name").alias("container"),
-            e.field("labels").struct.field("compute.googleapis.com/resource_name").alias("host"),
+            e.field("labels").struct.field(NODE).alias("host"),
+        )
+    )
+
+
+def entry_row(x: object) -> tuple:
+    """A parsed LogEntry -> the values of COLUMNS (None where absent or not text)."""
+    if not isinstance(x, dict):
+        return (None,) * len(COLUMNS)
+    text = x.get("textPayload")
+    if text is None and isinstance(x.get("jsonPayload"), dict):
+        jp = x["jsonPayload"]
+        text = jp.get("message") if jp.get("message") is not None else jp.get("log")
+    res = (x.get("resource") or {}).get("labels") if isinstance(x.get("resource"), dict) else None
+    res = res if isinstance(res, dict) else {}
+    labels = x.get("labels") if isinstance(x.get("labels"), dict) else {}
+    row = (
+        text,
+        x.get("timestamp"),
+        x.get("logName"),
+        res.get("namespace_name"),
+        res.get("pod_name"),
+        res.get("container_name"),
+        labels.get(NODE),
+    )
+    return tuple(v if isinstance(v, str) else None for v in row)
+
+
+def entries_records(cols: pl.DataFrame) -> pl.DataFrame:
+    """COLUMNS (plus `line`, `raw`, `ok`) -> records, one per line of the entry's text."""
+    good = pl.col("ok") & pl.col("text").is_not_null()
+    return split_message_lines(
+        records_frame(
+            cols.select(
+                "line",
+                good.alias("ok"),
+                pl.when(good).then(pl.col("text")).otherwise("raw").alias("text"),
+                iso_ts(pl.col("timestamp")).alias("rec_ts"),
+                pl.col("logName").str.extract(r"/logs/(stdout|stderr)$").alias("stream"),
+                "namespace",
+                "pod",
+                "container",
+                "host",
+            )
         )
     )
 
@@ -92,11 +134,11 @@ class GcloudJson(Wrapper):
                 break
         prefix = "entries.item" if first.lstrip()[:1] == b"{" else "item"
         n = 0
-        buf: list[str] = []
+        buf: list[tuple] = []
         with Spill(newest_first=True) as sp:
             try:
                 for entries in iter_items(_chain(first, pieces), prefix):
-                    buf.extend(json.dumps(x, default=str) for x in entries)
+                    buf.extend(entry_row(x) for x in entries)
                     if len(buf) >= self.BATCH:
                         n = self._add(sp, buf, n)
             except DocumentError as exc:
@@ -106,10 +148,14 @@ class GcloudJson(Wrapper):
             yield from sp.sorted(empty="no Cloud Logging entries in this JSON document")
 
     @staticmethod
-    def _add(sp: Spill, buf: list[str], n: int) -> int:
+    def _add(sp: Spill, buf: list[tuple], n: int) -> int:
         if buf:
-            lines = pl.DataFrame({"line": pl.int_range(n + 1, n + 1 + len(buf), eager=True), "text": buf})
-            sp.add(split_message_lines(decode_entries(lines)))
+            cols = pl.DataFrame(buf, schema=COLUMNS, orient="row").with_columns(
+                line=pl.int_range(n + 1, n + 1 + len(buf), dtype=pl.Int64),
+                ok=pl.lit(True),
+                raw=pl.lit("unreadable Cloud Logging entry"),
+            )
+            sp.add(entries_records(cols))
             n += len(buf)
             buf.clear()
         return n
@@ -126,7 +172,7 @@ class GcloudLines(Wrapper):
         return sure(share(lines, self.HEAD), lines)
 
     def decode(self, lines: pl.DataFrame, state: dict) -> pl.DataFrame:
-        return split_message_lines(decode_entries(lines))
+        return decode_entries(lines)
 
     def records(self, pieces: Iterable[bytes], state: dict) -> Iterator[pl.DataFrame]:
         yield from sorted_lines(self, pieces, state)

@@ -76,7 +76,7 @@ class JournaldJson(Wrapper):
                 df.select(
                     "line",
                     ok.alias("ok"),
-                    pl.when(ok).then(pl.col("msg").str.strip_suffix("\n")).otherwise("raw").alias("text"),
+                    pl.when(ok).then(pl.col("msg")).otherwise("raw").alias("text"),
                     (pl.col("CONTAINER_PARTIAL_MESSAGE") == "true").fill_null(False).alias("partial"),
                     epoch_ts(pl.col("__REALTIME_TIMESTAMP"), "us").alias("rec_ts"),
                     # Docker's journald driver logs stdout at priority 6 and stderr at 3
