@@ -156,7 +156,8 @@ class LokiApi(Wrapper):
         # one pass over ijson events: a stream's labels and its values arrive in either key order, so
         # records carry the stream's ordinal (`sid`) and the labels are joined when the spill is read back
         item, stream, value = "data.result.item", "data.result.item.stream", "data.result.item.values.item"
-        inner, slen = value + ".item", len(stream) + 1
+        inner, stream_dot = value + ".item", stream + "."
+        slen = len(stream_dot)
         labels: list[dict] = []
         ts: list[str | None] = []
         text: list[str | None] = []
@@ -183,9 +184,7 @@ class LokiApi(Wrapper):
                         elif prefix == item and event == "start_map":
                             sid += 1
                             labels.append({"_sid": sid})
-                        elif (
-                            prefix.startswith(stream) and event in ("string", "number") and len(prefix) > slen
-                        ):
+                        elif prefix.startswith(stream_dot) and event in ("string", "number"):
                             labels[-1][prefix[slen:]] = val
             except DocumentError as exc:
                 n = self._add(sp, ts, text, sids, n)
