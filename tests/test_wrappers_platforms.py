@@ -113,7 +113,9 @@ def test_round_trip(name):
     lines = LINES * 3
     data = WRAP[name](lines, start)
     st = {"year": 2026, "tz": "UTC", "file_mtime": start.timestamp()}
-    assert registry()[name].sniff(data[:65536].decode("utf-8", "replace"), "f") >= 0.97
+    head = data[:65536].decode("utf-8", "replace")
+    assert registry()[name].sniff(head, "f") >= 0.97
+    assert sniff_any(head, "f").name == name
     got = decode_bytes(name, data, st)
     assert got["ok"].all()
     want = [LOSSY.get(name, lambda s: s)(s) for s in lines]
