@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from attribution.wrappers import registry
 from attribution.wrappers import sniff as sniff_any
-from attribution.wrappers._common import iter_line_chunks
+from attribution.wrappers._platforms import iter_line_chunks
 from attribution.wrappers.base import RECORD_SCHEMA
 from tests.conftest import REPO, shared
 from tests.wrappers_platforms_expected import ACC, CASES, SG, SGP, TB, TB_FILE, V1, ts

@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from attribution.wrappers._common import error_record, iter_line_chunks
+from attribution.wrappers._platforms import error_record, iter_line_chunks
 from attribution.wrappers.base import RECORD_SCHEMA, records_frame
 
 SPILL_ROWS = 50_000  # records held before a batch goes to disk

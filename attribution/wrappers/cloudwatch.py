@@ -11,7 +11,7 @@ from datetime import datetime
 
 import polars as pl
 
-from attribution.wrappers._common import (
+from attribution.wrappers._platforms import (
     DocumentError,
     epoch_ts,
     error_record,

@@ -12,7 +12,7 @@ from itertools import product
 
 import polars as pl
 
-from attribution.wrappers._common import (
+from attribution.wrappers._platforms import (
     DocumentError,
     error_record,
     extract_groups_unique,

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator
 
 import polars as pl
 
-from attribution.wrappers._common import (
+from attribution.wrappers._platforms import (
     DocumentError,
     error_record,
     head_lines,

@@ -3,7 +3,7 @@ order, MESSAGE as text, as an array of byte values when it holds control bytes, 
 text modes `short`/`short-precise` and RFC 3164, `short-iso[-precise]` and rsyslog RFC 3339 lines, and RFC
 5424. `short` and RFC 3164 print local time without a year: the zone is `state["tz"]` and the year
 `state["year"]` (both set by the layer from --tz/--year), else the year of `state["file_mtime"]` in that zone,
-stepping at each December -> January (see `_common.short_ts`)."""
+stepping at each December -> January (see `_platforms.short_ts`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import re
 
 import polars as pl
 
-from attribution.wrappers._common import (
+from attribution.wrappers._platforms import (
     epoch_ts,
     head_lines,
     iso_ts,

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator
 
 import polars as pl
 
-from attribution.wrappers._common import (
+from attribution.wrappers._platforms import (
     DocumentError,
     epoch_ts,
     error_record,

@@ -114,7 +114,7 @@ def lines_bench(n: int) -> None:
     or `records` for the layouts read whole and sorted (logcli, shipper dumps, CloudWatch S3, gcloud sink)."""
     sys.path.insert(0, str(REPO))
     from attribution.wrappers import registry
-    from attribution.wrappers._common import iter_line_chunks
+    from attribution.wrappers._platforms import iter_line_chunks
     from tests.wrapping_platforms import WRAP
 
     start = datetime(2026, 5, 12, 8, 0, tzinfo=UTC)
