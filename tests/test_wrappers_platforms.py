@@ -5,7 +5,7 @@ round trips through tests/wrapping_platforms.py, chunking, sniffing against ever
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import polars as pl
@@ -19,7 +19,7 @@ from attribution.wrappers._platforms import iter_line_chunks
 from attribution.wrappers.base import RECORD_SCHEMA
 from tests.conftest import REPO, shared
 from tests.wrappers_platforms_expected import ACC, CASES, SG, SGP, TB, TB_FILE, V1, ts
-from tests.wrapping_platforms import LOSSY, WRAP
+from tests.wrapping_platforms import CONTAINER, LOSSY, NAMESPACE, NODE, POD, STREAM, WRAP
 
 FIX = Path(__file__).parent / "fixtures" / "wrappers_platforms"
 STATE = {"year": None, "tz": "UTC", "file_mtime": datetime(2026, 1, 20, tzinfo=UTC).timestamp()}
@@ -120,11 +120,37 @@ def test_round_trip(name):
     assert got["ok"].all()
     want = [LOSSY.get(name, lambda s: s)(s) for s in lines]
     assert got["text"].to_list() == want
-    times = got["rec_ts"].to_list()
-    assert times == sorted(times)
-    assert abs((times[0] - start).total_seconds()) < 1 and abs((times[-1] - start).total_seconds()) < 1.1
-    if name not in ("journald_short", "journald_iso", "syslog_5424", "cloudwatch_s3", "loki_logcli"):
-        assert got["pod"].fill_null("").to_list() != [""] * got.height or got["unit"].null_count() == 0
+    # record i was written at start + i ms; whole-second layouts keep the second
+    whole_s = name in ("journald_short", "loki_logcli")
+    want_ts = [start + timedelta(milliseconds=i) for i in range(len(lines))]
+    want_ts = [t.replace(microsecond=0) if whole_s else t for t in want_ts]
+    assert got["rec_ts"].to_list() == want_ts
+    for col, value in IDENTITY.get(name, {}).items():
+        assert got[col].to_list() == [value] * got.height, col
+    others = (
+        set(RECORD_SCHEMA)
+        - {"line", "ok", "text", "partial", "rec_ts", "stream"}
+        - set(IDENTITY.get(name, {}))
+    )
+    assert all(got[c].null_count() == got.height for c in others), name
+
+
+K8S = {"namespace": NAMESPACE, "pod": POD, "container": CONTAINER}
+IDENTITY = {
+    "journald_json": {"unit": "vllm", "host": NODE},
+    "journald_short": {"unit": "vllm", "host": NODE},
+    "journald_iso": {"unit": "vllm", "host": NODE},
+    "syslog_5424": {"unit": "vllm", "host": NODE},
+    "loki_jsonl": K8S,
+    "loki_api": K8S,
+    "elastic_search": {**K8S, "host": NODE},
+    "elastic_ndjson": {**K8S, "host": NODE},
+    "fluentd_out_file": K8S,
+    "cloudwatch_json": {"unit": STREAM},
+    "cloudwatch_tail": {"unit": STREAM},
+    "gcloud_json": {**K8S, "host": NODE},
+    "gcloud_ndjson": {**K8S, "host": NODE},
+}
 
 
 def _other_inputs() -> list[Path]:
