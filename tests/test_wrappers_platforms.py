@@ -308,3 +308,25 @@ def test_s3_export_in_reverse_keeps_continuations_after_their_event():
     got = decode_bytes("cloudwatch_s3", data.encode())
     assert got["text"].to_list() == [V1, TB, TB_FILE, ACC]
     assert got["line"].to_list() == [4, 2, 3, 1]
+
+
+def test_eks_container_insights_nests_a_fluent_bit_record():
+    """EKS Container Insights: each CloudWatch event's message is a Fluent Bit record (log-wrappers.md §9).
+    The outer wrapper leaves it as is; sniffed again, the inner text is a shipper document per line."""
+    inner = (
+        WRAP["elastic_ndjson"]([V1, ACC], datetime(2026, 5, 12, 8, 1, 39, tzinfo=UTC)).decode().splitlines()
+    )
+    events = [
+        {
+            "logStreamName": "gpu-01-application.var.log.containers.x",
+            "timestamp": 1778572899331 + i,
+            "message": m,
+        }
+        for i, m in enumerate(inner)
+    ]
+    outer = decode_bytes("cloudwatch_json", json.dumps({"events": events}).encode())
+    assert outer["text"].to_list() == inner
+    head = "\n".join(outer["text"]) + "\n"
+    assert sniff_any(head, "x").name == "elastic_ndjson"
+    got = decode_bytes("elastic_ndjson", head.encode())
+    assert got["text"].to_list() == [V1, ACC] and got["pod"].to_list() == [POD, POD]
