@@ -50,8 +50,13 @@ def unescape(col: str = "text") -> pl.Expr:
         .otherwise(c).alias(col)
 
 
-@cache
 def wrapped(name: str, depth: int = 0) -> WrappedSource:
+    """The one WrappedSource of a wrapper name (and nesting depth)."""
+    return _wrapped(name, depth)
+
+
+@cache
+def _wrapped(name: str, depth: int) -> WrappedSource:
     from attribution import wrappers
 
     w = wrappers.get(name)
@@ -166,7 +171,7 @@ class WrappedSource(Source):
         recs = recs.with_columns(pl.col("span").fill_null(1).cast(pl.Int64))
         bad = recs.filter(~pl.col("ok").fill_null(False))
         if bad.height:
-            bad = bad.with_columns(pl.col("text").fill_null(""), unescape())
+            bad = bad.with_columns(pl.col("text").fill_null("")).with_columns(unescape())
             res.add_errors(bad.select("line", pl.lit(f"not a {self.name} record: not parsed").alias("reason"),
                                       pl.col("text").alias("sample")))
             census.append(bad.select("line", "span", "text", pl.lit(None, pl.Utf8).alias("source")))
@@ -183,6 +188,7 @@ class WrappedSource(Source):
                                        pl.lit(None, pl.Utf8).alias("sample")))
             census.append(over.select("line", "span", pl.lit("").alias("text"), pl.lit(None, pl.Utf8).alias("source")))
         complete = complete.with_columns(unescape()).with_columns(pl.col("text").str.strip_suffix("\r"))
+        complete = _hold_behind_partials(complete, ctx.state)
         ids = ctx.state.setdefault("ids", {})
         for (k,), grp in complete.partition_by("key", maintain_order=True, as_dict=True).items():
             self._identity(k, grp.select("line", "span", "text", "rec_ts"), ids, ctx, res, census, final=False)
@@ -210,9 +216,10 @@ class WrappedSource(Source):
                              "rec_ts": p["ts"]})
         ctx.state["pend"] = {}
         frame = pl.DataFrame(rows, schema={"key": pl.Utf8, "line": pl.Int64, "span": pl.Int64, "text": pl.Utf8,
-                                           "rec_ts": pl.Int64}).sort("line")
+                                           "rec_ts": pl.Int64})
         frame = frame.with_columns(pl.col("rec_ts").cast(wbase.TS), unescape()) \
             .with_columns(pl.col("text").str.strip_suffix("\r"))
+        frame = _hold_behind_partials(frame, ctx.state).sort("line")
         keys = list(dict.fromkeys(list(frame["key"]) + [k for k, v in ids.items() if "held" in v
                                                          or (v["fmt"] or "").startswith("wrapper:")]))
         for k in keys:
@@ -281,6 +288,32 @@ def _add_census(res: ParseResult, parts: list[pl.DataFrame]) -> None:
     if parts:
         df = pl.concat(parts).sort("line")
         res.records = df if res.records is None else pl.concat([res.records, df])
+
+
+_WAIT = {"key": pl.Utf8, "line": pl.Int64, "span": pl.Int64, "text": pl.Utf8, "rec_ts": pl.Int64}
+
+
+def _hold_behind_partials(complete: pl.DataFrame, state: dict[str, Any]) -> pl.DataFrame:
+    """The complete records that may be parsed now, in line order: an identity's records that come after one
+    of its partial records still pending (the other stream's lines between the pieces of a split line) wait
+    in `state["wait"]` until it ends, so that chunk boundaries never change the order a parser sees."""
+    cols = ["key", "line", "span", "text", "rec_ts"]
+    complete = complete.select(cols)
+    if state.get("wait"):
+        prev = pl.DataFrame(state.pop("wait"), schema=_WAIT, orient="row").with_columns(pl.col("rec_ts").cast(wbase.TS))
+        complete = pl.concat([prev, complete]).sort("line")
+    state.pop("wait", None)
+    bound: dict[str, int] = {}
+    for ks, p in state.get("pend", {}).items():
+        key = ks.split(_KS)[0]
+        bound[key] = min(bound.get(key, p["line"]), p["line"])
+    if not bound:
+        return complete
+    later = pl.col("line") > pl.col("key").replace_strict(bound, default=None, return_dtype=pl.Int64)
+    waiting = complete.filter(later.fill_null(False))
+    if waiting.height:
+        state["wait"] = waiting.with_columns(pl.col("rec_ts").dt.epoch("us")).rows()
+    return complete.filter(~later.fill_null(False))
 
 
 def _reassemble(good: pl.DataFrame, pend: dict[str, Any], limit: int) -> tuple[pl.DataFrame, pl.DataFrame]:
