@@ -26,11 +26,12 @@ def _steps(parsed) -> list[tuple]:
     return df.select("line", "deployment", "running", "waiting", "kv_usage").rows()
 
 
-def layer_records(path: Path, chunk_bytes: int = 1 << 20) -> tuple[pl.DataFrame, WrappedSource]:
+def layer_records(path: Path, chunk_bytes: int = 1 << 20, fmt: str | None = None
+                  ) -> tuple[pl.DataFrame, WrappedSource]:
     """The census records a wrapped file's parse gives, chunk by chunk and at the end, as the ingest does."""
     from attribution.sources.base import ParseContext
 
-    src = sources.sniff(reader.read_head(path).decode("utf-8", "replace"), str(path))
+    src = sources.get(fmt) if fmt else sources.sniff(reader.read_head(path).decode("utf-8", "replace"), str(path))
     assert isinstance(src, WrappedSource)
     ctx = ParseContext(str(path), "d", None, 2026, "UTC", path.stat().st_mtime, {}, {})
     parts = []
@@ -209,3 +210,95 @@ def test_docker_time_gives_the_year_vllm_does_not_print(tmp_path):
     os.utime(f, (t, t))  # the mtime's year would be 2030; Docker's time says 2026
     p = parse_path(f)
     assert {ts.year for ts in p.tables["engine_steps"]["ts"]} == {2026}
+
+
+# -- mode "document": a tiny document wrapper of the tests' own ----------------------------------------------
+
+
+class _PieceReader:
+    """A file-like view of `reader.Pieces` for ijson (it reads the document as it streams)."""
+
+    def __init__(self, pieces):
+        self._it, self._buf = iter(pieces), b""
+
+    def read(self, n: int = -1) -> bytes:
+        while (n < 0 or len(self._buf) < n) and (piece := next(self._it, None)) is not None:
+            self._buf += piece
+        out, self._buf = (self._buf, b"") if n < 0 else (self._buf[:n], self._buf[n:])
+        return out
+
+
+class TinyDoc:
+    """`{"tiny_entries": [{"msg": ..., "ts": <epoch ms>, "pod": ...}, ...]}`, three records a batch."""
+
+    name, mode, description = "tiny_doc", "document", "test document wrapper"
+
+    def sniff(self, head: str, path: str) -> float:
+        return 0.99 if "".join(head[:40].split()).startswith('{"tiny_entries"') else 0.0
+
+    def records(self, pieces, state):
+        import ijson
+
+        from attribution.wrappers.base import records_frame
+
+        batch: list[dict] = []
+        for i, e in enumerate(ijson.items(_PieceReader(pieces), "tiny_entries.item"), 1):
+            batch.append({"line": i, "text": e["msg"], "rec_ts": datetime.fromtimestamp(int(e["ts"]) / 1000, UTC),
+                          "pod": e.get("pod")})
+            if len(batch) == 3:
+                yield records_frame(pl.DataFrame(batch))
+                batch = []
+        if batch:
+            yield records_frame(pl.DataFrame(batch))
+
+
+@pytest.fixture
+def tiny_doc(monkeypatch):
+    from attribution import wrappers
+    from attribution.wrappers import layer
+
+    monkeypatch.setitem(wrappers.registry(), "tiny_doc", TinyDoc())
+    layer._wrapped.cache_clear()
+    yield
+    layer._wrapped.cache_clear()
+
+
+def _doc(lines: list[str], pod: str | None = None) -> str:
+    import json
+
+    return json.dumps({"tiny_entries": [{"msg": ln, "ts": 1747036899000 + i, **({"pod": pod} if pod else {})}
+                                        for i, ln in enumerate(lines)]}, indent=1)
+
+
+def test_document_wrapper_streams_batches(tiny_doc, tmp_path):
+    from test_wrappers_metamorphic import comparable, plain_lines
+
+    plain = FIX.parent.parent / "cases" / "vllm_log" / "restart_after_traffic.log"
+    lines = plain_lines(plain)
+    f = tmp_path / "vllm_log" / plain.name
+    f.parent.mkdir()
+    f.write_text(_doc(lines))
+    got = parse_path(f, year=2026)
+    assert got.source == "tiny_doc"
+    want = parse_path(plain, year=2026)
+    assert comparable(got.tables, "tiny_doc") == comparable(want.tables, "tiny_doc")
+    assert got.tables["engine_steps"]["line"].max() <= len(lines)  # record ordinals
+    f.write_text(_doc(lines, pod="vllm-7"))
+    assert set(parse_path(f, year=2026).tables["engine_steps"]["deployment"]) == {"vllm-7"}
+
+
+def test_document_wrapper_file_is_read_again_whole_when_it_changes(tiny_doc, tmp_path):
+    from test_store import rows
+
+    plain = FIX.parent.parent / "cases" / "vllm_log" / "restart_after_traffic.log"
+    lines = plain.read_text().splitlines()
+    f = tmp_path / "export.json"
+    f.write_text(_doc(lines[: len(lines) // 2]))
+    first = ingest([str(f)], tmp_path / "s", year=2026, tz="UTC")
+    assert first.files[0].format == "tiny_doc" and first.files[0].bytes == f.stat().st_size
+    f.write_text(_doc(lines))
+    ingest([str(f)], tmp_path / "s", year=2026, tz="UTC")
+    ingest([str(f)], tmp_path / "whole", year=2026, tz="UTC")
+    for table in ("engine_steps", "engine_config"):
+        a, b = rows(tmp_path / "s", table), rows(tmp_path / "whole", table)
+        assert a.height and a.drop("file").equals(b.drop("file")), table

@@ -103,7 +103,8 @@ def sniff_wrapped(head: str, path: str, depth: int = 0, mtime: float = 0.0) -> W
         recs = wbase.records_frame(w.decode(frame, _wstate({}, None, "UTC", mtime)))
     except Exception:  # a sniff must never fail the ingest
         return None
-    inner_text = "\n".join(recs.filter("ok")["text"].drop_nulls().to_list())
+    ok = recs.filter("ok")  # partial pieces joined (streams not told apart: a sniff needs no more)
+    inner_text = "".join(t + ("" if p else "\n") for t, p in zip(ok["text"].fill_null(""), ok["partial"], strict=True))
     if sniff_inner(inner_text, path, depth) is None:
         return None
     return wrapped(w.name, depth)
