@@ -43,11 +43,16 @@ def _unescape_one(text: str) -> str:
     return out.decode("utf-8", errors="replace")
 
 
-def unescape(col: str = "text") -> pl.Expr:
-    """The text with escaped bytes decoded again (invalid sequences as U+FFFD, as a plain file's are)."""
-    c = pl.col(col)
-    return pl.when(c.str.contains(_PUA_RE)).then(c.map_elements(_unescape_one, return_dtype=pl.Utf8)) \
-        .otherwise(c).alias(col)
+def unescape(df: pl.DataFrame, col: str = "text") -> pl.DataFrame:
+    """`df` with the escaped bytes of `col` decoded again (invalid sequences as U+FFFD, as a plain file's
+    are). Rows without any are left alone; they are almost all (`when` would run the Python on every row)."""
+    hit = df[col].str.contains(_PUA_RE)
+    if not hit.any():
+        return df
+    idx = hit.arg_true()
+    fixed = df[col].clone()
+    fixed.scatter(idx, pl.Series([_unescape_one(t) for t in df[col].gather(idx)], dtype=pl.Utf8))
+    return df.with_columns(fixed.alias(col))
 
 
 def wrapped(name: str, depth: int = 0) -> WrappedSource:
@@ -172,7 +177,7 @@ class WrappedSource(Source):
         recs = recs.with_columns(pl.col("span").fill_null(1).cast(pl.Int64))
         bad = recs.filter(~pl.col("ok").fill_null(False))
         if bad.height:
-            bad = bad.with_columns(pl.col("text").fill_null("")).with_columns(unescape())
+            bad = unescape(bad.with_columns(pl.col("text").fill_null("")))
             res.add_errors(bad.select("line", pl.lit(f"not a {self.name} record: not parsed").alias("reason"),
                                       pl.col("text").alias("sample")))
             census.append(bad.select("line", "span", "text", pl.lit(None, pl.Utf8).alias("source")))
@@ -188,7 +193,7 @@ class WrappedSource(Source):
                                                          "skipped", "nbytes", pl.lit(f"{limit:,}")).alias("reason"),
                                        pl.lit(None, pl.Utf8).alias("sample")))
             census.append(over.select("line", "span", pl.lit("").alias("text"), pl.lit(None, pl.Utf8).alias("source")))
-        complete = complete.with_columns(unescape()).with_columns(pl.col("text").str.strip_suffix("\r"))
+        complete = unescape(complete).with_columns(pl.col("text").str.strip_suffix("\r"))
         complete = _hold_behind_partials(complete, ctx.state)
         ids = ctx.state.setdefault("ids", {})
         for (k,), grp in complete.partition_by("key", maintain_order=True, as_dict=True).items():
@@ -218,7 +223,7 @@ class WrappedSource(Source):
         ctx.state["pend"] = {}
         frame = pl.DataFrame(rows, schema={"key": pl.Utf8, "line": pl.Int64, "span": pl.Int64, "text": pl.Utf8,
                                            "rec_ts": pl.Int64})
-        frame = frame.with_columns(pl.col("rec_ts").cast(wbase.TS), unescape()) \
+        frame = unescape(frame.with_columns(pl.col("rec_ts").cast(wbase.TS))) \
             .with_columns(pl.col("text").str.strip_suffix("\r"))
         frame = _hold_behind_partials(frame, ctx.state).sort("line")
         keys = list(dict.fromkeys(list(frame["key"]) + [k for k, v in ids.items() if "held" in v
@@ -231,18 +236,18 @@ class WrappedSource(Source):
 
     def _identity(self, key: str, recs: pl.DataFrame, ids: dict[str, Any], ctx: ParseContext, res: ParseResult,
                   census: list[pl.DataFrame], *, final: bool) -> None:
-        ident = ids.setdefault(key, {"fmt": None, "st": {}, "held": [], "hb": 0})
+        ident = ids.setdefault(key, {"fmt": None, "st": {}, "held": []})
         if "held" in ident:  # inner format not decided yet: hold the records until a head's worth of text
-            if recs.height:
-                ident["held"] += recs.with_columns(pl.col("rec_ts").dt.epoch("us")).rows()
-                ident["hb"] += int(recs["text"].str.len_bytes().sum()) + recs.height
-            if ident["hb"] < reader.HEAD_BYTES and not final:
+            if ident["held"]:
+                held = pl.DataFrame(ident["held"], schema=_HELD, orient="row", infer_schema_length=None)
+                recs = pl.concat([held.with_columns(pl.col("rec_ts").cast(wbase.TS)), recs])
+            size = recs["text"].str.len_bytes() + 1
+            if int(size.sum()) < reader.HEAD_BYTES and not final:
+                ident["held"] = recs.with_columns(pl.col("rec_ts").dt.epoch("us")).rows()
                 return
-            held = pl.DataFrame(ident.pop("held"), schema={"line": pl.Int64, "span": pl.Int64, "text": pl.Utf8,
-                                                           "rec_ts": pl.Int64}, orient="row")
-            recs = held.with_columns(pl.col("rec_ts").cast(wbase.TS))
-            ident.pop("hb", None)
-            ident["fmt"] = sniff_inner("\n".join(recs["text"].to_list())[: reader.HEAD_BYTES], ctx.path, self.depth)
+            head = recs["text"].filter((size.cum_sum() - size) < reader.HEAD_BYTES)
+            ident["fmt"] = sniff_inner("\n".join(head.to_list())[: reader.HEAD_BYTES], ctx.path, self.depth)
+            del ident["held"]
         fmt = ident["fmt"]
         if recs.height == 0 and not (final and fmt and fmt.startswith("wrapper:")):
             return
@@ -281,6 +286,7 @@ class WrappedSource(Source):
             census.append(recs.select("line", "span", "text", pl.lit(fmt, pl.Utf8).alias("source")))
 
 
+_HELD = {"line": pl.Int64, "span": pl.Int64, "text": pl.Utf8, "rec_ts": pl.Int64}
 _CENSUS = {"line": pl.Int64, "span": pl.Int64, "text": pl.Utf8, "source": pl.Utf8}
 
 
