@@ -207,3 +207,35 @@ def test_fuzz_wrapped_split_and_mutated_lines(data):
 def test_fuzz_plain_file_is_big_enough():
     # The fuzz test means something only if its log has stats rows to lose.
     assert parse_path(shared("traces", "real_logs", FUZZ_PLAIN.name), year=2025).tables["engine_steps"].height >= 5
+
+
+@pytest.mark.parametrize("outer,inner", [("docker_json", "containerd"), ("containerd", "docker_json"),
+                                         ("compose", "docker_t"), ("docker_json", "kubectl_prefix")])
+def test_nested_wrappers_peel_in_layers(outer, inner, tmp_path):
+    # A CRI line inside Docker's JSON, Docker's JSON inside a CRI line, ...: partial records at both levels.
+    plain = shared("traces", "real_logs", "vllm_repo-2215860382-VedioSifter.log")
+    inner_lines = WRAP[inner](plain_lines(plain), START).decode("utf-8", "replace").split("\n")[:-1]
+    f = tmp_path / plain.name
+    f.write_bytes(WRAP[outer](inner_lines, START))
+    got = parse_path(f, year=2025, tz="UTC", chunk_bytes=3000)
+    assert got.source == sources.get(outer if outer != "containerd" else "cri").name
+    want = parse_path(plain, year=2025, tz="UTC")
+    assert comparable(got.tables, "compose") == comparable(want.tables, "compose")
+    recs, _ = layer_records(f, chunk_bytes=3000)
+    assert recs["span"].sum() == f.read_bytes().count(b"\n")
+
+
+def test_over_long_partial_record_is_reported_and_the_rest_kept(tmp_path):
+    plain = shared("traces", "real_logs", "vllm_repo-2215860382-VedioSifter.log")
+    lines = plain_lines(plain)
+    lines.insert(3, "x" * 5000)  # 17 partial records of 300 bytes, 5,000 bytes once joined
+    f = tmp_path / "logs" / plain.name
+    f.parent.mkdir()
+    f.write_bytes(wrapping.docker_json(lines, START))
+    ingest([str(f)], tmp_path / "s", year=2025, tz="UTC", chunk_bytes=1024, max_line_bytes=4096)
+    t = _store_tables(tmp_path / "s")
+    err = t["ingest_errors"]
+    assert err.select("line", "reason").rows() == [(4, "record of 5,000 bytes is longer than the 4,096-byte limit: skipped")]
+    want = parse_path(plain, year=2025, tz="UTC")
+    assert t["engine_steps"].height == want.tables["engine_steps"].height > 0
+    assert t["access_log"].height == want.tables["access_log"].height

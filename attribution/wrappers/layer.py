@@ -189,9 +189,9 @@ class WrappedSource(Source):
         limit = int(ctx.options.get("_max_line_bytes", reader.DEFAULT_MAX_LINE_BYTES))
         complete, over = _reassemble(good, ctx.state.setdefault("pend", {}), limit)
         if over.height:
-            res.add_errors(over.select("line", pl.format("record of {} bytes is longer than the {}-byte limit: "
-                                                         "skipped", "nbytes", pl.lit(f"{limit:,}")).alias("reason"),
-                                       pl.lit(None, pl.Utf8).alias("sample")))
+            res.add_errors(pl.DataFrame(  # rare: formatted in Python for the thousands separators
+                {"line": over["line"], "reason": [_too_long(n, limit) for n in over["nbytes"]], "sample": None},
+                schema={"line": pl.Int64, "reason": pl.Utf8, "sample": pl.Utf8}))
             census.append(over.select("line", "span", pl.lit("").alias("text"), pl.lit(None, pl.Utf8).alias("source")))
         complete = unescape(complete).with_columns(pl.col("text").str.strip_suffix("\r"))
         complete = _hold_behind_partials(complete, ctx.state)
@@ -212,9 +212,10 @@ class WrappedSource(Source):
         rows = []
         for ks, p in pend.items():
             if p["over"]:
-                res.add_errors(pl.DataFrame({"line": [p["line"]], "reason": [
-                    f"record of {p['nbytes']:,} bytes is longer than the limit: skipped"], "sample": [None]},
-                    schema={"line": pl.Int64, "reason": pl.Utf8, "sample": pl.Utf8}))
+                limit = int(ctx.options.get("_max_line_bytes", reader.DEFAULT_MAX_LINE_BYTES))
+                res.add_errors(pl.DataFrame({"line": [p["line"]], "reason": [_too_long(p["nbytes"], limit)],
+                                             "sample": [None]},
+                                            schema={"line": pl.Int64, "reason": pl.Utf8, "sample": pl.Utf8}))
                 census.append(pl.DataFrame({"line": [p["line"]], "span": [p["span"]], "text": [""], "source": [None]},
                                            schema=_CENSUS))
             else:
@@ -284,6 +285,10 @@ class WrappedSource(Source):
             census.append(r.records.select(list(_CENSUS)))
         else:
             census.append(recs.select("line", "span", "text", pl.lit(fmt, pl.Utf8).alias("source")))
+
+
+def _too_long(nbytes: int, limit: int) -> str:
+    return f"record of {nbytes:,} bytes is longer than the {limit:,}-byte limit: skipped"
 
 
 _HELD = {"line": pl.Int64, "span": pl.Int64, "text": pl.Utf8, "rec_ts": pl.Int64}
