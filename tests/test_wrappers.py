@@ -302,3 +302,16 @@ def test_document_wrapper_file_is_read_again_whole_when_it_changes(tiny_doc, tmp
     for table in ("engine_steps", "engine_config"):
         a, b = rows(tmp_path / "s", table), rows(tmp_path / "whole", table)
         assert a.height and a.drop("file").equals(b.drop("file")), table
+
+
+def test_rotated_gzipped_cri_file_in_the_pod_folder(tmp_path):
+    import gzip
+
+    pod = tmp_path / "var/log/pods/llm_sglang-0_6f1c2a4e-1d2b-4c3d-9e8f-0a1b2c3d4e5f/sglang"
+    pod.mkdir(parents=True)
+    rotated = pod / "0.log.20260501-120000.gz"
+    rotated.write_bytes(gzip.compress(POD_LOG.read_bytes()))
+    p = parse_path(rotated)
+    assert p.source == "cri"
+    assert _steps(p) == _steps(parse_path(POD_LOG))
+    assert set(p.tables["engine_steps"]["deployment"]) == {"sglang-0"}

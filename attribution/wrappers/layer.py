@@ -281,8 +281,9 @@ class WrappedSource(Source):
             res.add(table, df.with_columns(cols))
         res.add_errors(r.errors)
         res.add_consumed(r.consumed)
-        if r.records is not None:
-            census.append(r.records.select(list(_CENSUS)))
+        if isinstance(inner, WrappedSource):  # the nested layer counts its records (some may still be held)
+            if r.records is not None:
+                census.append(r.records.select(list(_CENSUS)))
         else:
             census.append(recs.select("line", "span", "text", pl.lit(fmt, pl.Utf8).alias("source")))
 
