@@ -268,7 +268,10 @@ def parse_path(
     p = Path(path)
     src = _choose_source(p, reader.read_head(p), fmt)
     if src is None:
-        raise InputError(f"{p}: not a recognised format (use --format; known: {', '.join(sorted(sources.registry()))})")
+        from attribution import wrappers
+
+        known = ", ".join(sorted([*sources.registry(), *wrappers.registry()]))
+        raise InputError(f"{p}: not a recognised format (use --format; known: {known})")
     ctx = ParseContext(str(p), deployment or default_deployment(p), label, year, tz, p.stat().st_mtime,
                        dict(options or {}), {})
     parts: dict[str, list[pl.DataFrame]] = {t: [] for t in TABLES}
