@@ -239,3 +239,20 @@ def test_over_long_partial_record_is_reported_and_the_rest_kept(tmp_path):
     want = parse_path(plain, year=2025, tz="UTC")
     assert t["engine_steps"].height == want.tables["engine_steps"].height > 0
     assert t["access_log"].height == want.tables["access_log"].height
+
+
+def test_wrapped_files_parse_in_worker_processes(tmp_path, monkeypatch):
+    # Plan pickles the WrappedSource to the workers: the same rows as a sequential read.
+    import attribution.ingest as ingest_mod
+
+    monkeypatch.setattr(ingest_mod, "PARALLEL_MIN_BYTES", 0)
+    plain = shared("traces", "real_logs", "vllm_repo-2215860382-VedioSifter.log")
+    for name in ("docker_json", "containerd", "kubectl_prefix"):
+        wrap_file(plain, name, tmp_path / "in")
+    seq = ingest([str(tmp_path / "in")], tmp_path / "seq", jobs=1, year=2025, tz="UTC", chunk_bytes=4096)
+    par = ingest([str(tmp_path / "in")], tmp_path / "par", jobs=2, year=2025, tz="UTC", chunk_bytes=4096)
+    assert sorted(f.format for f in par.files) == ["cri", "docker_json", "kubectl_prefix"]
+    assert par.rows == seq.rows and par.rows["engine_steps"] > 0
+    a, b = _store_tables(tmp_path / "seq"), _store_tables(tmp_path / "par")
+    for t in a:
+        assert a[t].sort(a[t].columns).equals(b[t].sort(b[t].columns)), t
