@@ -256,3 +256,22 @@ def test_wrapped_files_parse_in_worker_processes(tmp_path, monkeypatch):
     a, b = _store_tables(tmp_path / "seq"), _store_tables(tmp_path / "par")
     for t in a:
         assert a[t].sort(a[t].columns).equals(b[t].sort(b[t].columns)), t
+
+
+@pytest.mark.parametrize("name", ["containerd", "docker_json"])
+def test_wrapped_real_log_appended_in_steps(name, tmp_path, monkeypatch):
+    # A live file read by several ingests, each cut mid-line (inside partial records too), with tiny chunks
+    # from the environment: the same tables as one ingest of the whole file.
+    monkeypatch.setenv("ATTRIBUTION_CHUNK_BYTES", "2000")
+    plain = shared("traces", "real_logs", "vllm_repo-abinavChandar-demo_env_l4.log")
+    data = WRAP[name](plain_lines(plain), START)
+    f = tmp_path / "live" / plain.name
+    f.parent.mkdir()
+    for cut in (len(data) // 5 + 7, len(data) // 2 + 3, 4 * len(data) // 5 + 11, len(data)):
+        f.write_bytes(data[:cut])
+        ingest([str(f)], tmp_path / "steps", year=2025, tz="UTC")
+    ingest([str(f)], tmp_path / "once", year=2025, tz="UTC")
+    a, b = _store_tables(tmp_path / "steps"), _store_tables(tmp_path / "once")
+    assert a["engine_steps"].height > 0
+    for t in a:
+        assert a[t].sort(a[t].columns).equals(b[t].sort(b[t].columns)), t
