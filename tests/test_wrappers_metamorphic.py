@@ -113,7 +113,7 @@ def test_real_logs_wrapped(name, log):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(WRAP))
-@pytest.mark.parametrize("chunk", [300, 1 << 20])
+@pytest.mark.parametrize("chunk", [1500, 1 << 20])
 def test_every_case_and_real_log_every_wrapper(name, chunk):
     for plain, opts in LINE_CASES + [(p, {}) for p in REAL]:
         check_parse(plain, name, opts, chunk_bytes=chunk)
