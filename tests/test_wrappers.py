@@ -315,3 +315,19 @@ def test_rotated_gzipped_cri_file_in_the_pod_folder(tmp_path):
     assert p.source == "cri"
     assert _steps(p) == _steps(parse_path(POD_LOG))
     assert set(p.tables["engine_steps"]["deployment"]) == {"sglang-0"}
+
+
+def test_every_wrapped_unit_lists_its_census_records(tmp_path):
+    # A chunk whose records are all still pending or held lists none (an empty frame, not None: None would
+    # make the census count the chunk's physical lines, and the records again when they are parsed).
+    from attribution.sources.base import ParseContext
+
+    src = sources.get("cri")
+    ctx = ParseContext(str(POD_LOG), "d", None, 2026, "UTC", 0.0, {}, {})
+    seen = 0
+    for chunk in reader.chunks(POD_LOG, chunk_bytes=100):
+        res = src.parse(_lines_frame(chunk, BYTE_ESCAPE), ctx)
+        assert res.records is not None
+        seen += res.records.height
+    assert seen == 0  # a small file: its identity's format is decided at the end
+    assert src.finish(ctx).records["span"].sum() == 6

@@ -297,10 +297,11 @@ _CENSUS = {"line": pl.Int64, "span": pl.Int64, "text": pl.Utf8, "source": pl.Utf
 
 
 def _add_census(res: ParseResult, parts: list[pl.DataFrame]) -> None:
+    """Set `res.records`, empty rather than None when every record is still held or pending: the census then
+    counts nothing for this unit instead of counting its physical lines one for one."""
     parts = [p.select(pl.col(c).cast(t) for c, t in _CENSUS.items()) for p in parts if p.height]
-    if parts:
-        df = pl.concat(parts).sort("line")
-        res.records = df if res.records is None else pl.concat([res.records, df])
+    df = pl.concat(parts).sort("line") if parts else pl.DataFrame(schema=_CENSUS)
+    res.records = df if res.records is None else pl.concat([res.records, df])
 
 
 _WAIT = {"key": pl.Utf8, "line": pl.Int64, "span": pl.Int64, "text": pl.Utf8, "rec_ts": pl.Int64}
