@@ -154,16 +154,24 @@ class WrappedSource(Source):
         recs = wbase.records_frame(self.wrapper.decode(lines.select("line", "text"), wst))
         if "span" in lines.columns or "rec_ts" in lines.columns:  # a nested layer: carry the outer columns
             outer = lines.select("line", *[c for c in ("span", "rec_ts") if c in lines.columns])
-            recs = recs.join(outer.rename({"rec_ts": "_outer_ts"}, strict=False), on="line", how="left")
+            recs = recs.join(outer.rename({"rec_ts": "_outer_ts"}, strict=False), on="line", how="left",
+                             maintain_order="left")
             if "_outer_ts" in recs.columns:
                 recs = recs.with_columns(pl.coalesce("rec_ts", "_outer_ts").alias("rec_ts")).drop("_outer_ts")
         return self._records(recs, ctx)
 
     def parse_document(self, pieces: Iterable[bytes], ctx: ParseContext) -> Iterator[ParseResult]:
-        """Mode "document": one result per batch of the wrapper's records, then the flush's."""
+        """Mode "document": one result per batch of the wrapper's records (`line`: the record's ordinal in the
+        order they come), then the flush's."""
         wst = _wstate(ctx.state.setdefault("w", {}), ctx.year, ctx.tz, ctx.file_mtime)
         for batch in self.wrapper.records(pieces, wst):
-            yield self._records(wbase.records_frame(batch), ctx)
+            # A record's `line` becomes its place in the order the wrapper hands records over: exports sorted
+            # back to oldest-first (Loki, gcloud) give document ordinals that run backwards, and the engine
+            # parsers order lines by `line`. An export already in order keeps its ordinals.
+            b = wbase.records_frame(batch)
+            n0 = ctx.state.get("seq", 0)
+            b = b.with_columns(pl.int_range(n0 + 1, n0 + 1 + b.height, dtype=pl.Int64).alias("line"))
+            yield self._records(b, ctx)
             _wstate(wst, ctx.year, ctx.tz, ctx.file_mtime)
         yield self.finish(ctx)
 
@@ -172,6 +180,11 @@ class WrappedSource(Source):
     def _records(self, recs: pl.DataFrame, ctx: ParseContext) -> ParseResult:
         res = ParseResult()
         census: list[pl.DataFrame] = []
+        # Records are parsed in the order they arrive, which is not always their `line` order (an export
+        # sorted back to oldest-first); `seq` numbers them across chunks for reassembly and holding.
+        seq0 = ctx.state.get("seq", 0)
+        ctx.state["seq"] = seq0 + recs.height
+        recs = recs.with_columns(pl.int_range(seq0, seq0 + recs.height, dtype=pl.Int64).alias("seq"))
         if "span" not in recs.columns:
             recs = recs.with_columns(pl.lit(1, pl.Int64).alias("span"))
         recs = recs.with_columns(pl.col("span").fill_null(1).cast(pl.Int64))
@@ -219,14 +232,13 @@ class WrappedSource(Source):
                 census.append(pl.DataFrame({"line": [p["line"]], "span": [p["span"]], "text": [""], "source": [None]},
                                            schema=_CENSUS))
             else:
-                rows.append({"key": ks.split(_KS)[0], "line": p["line"], "span": p["span"], "text": p["text"],
-                             "rec_ts": p["ts"]})
+                rows.append({"key": ks.split(_KS)[0], "seq": p["seq"], "line": p["line"], "span": p["span"],
+                             "text": p["text"], "rec_ts": p["ts"]})
         ctx.state["pend"] = {}
-        frame = pl.DataFrame(rows, schema={"key": pl.Utf8, "line": pl.Int64, "span": pl.Int64, "text": pl.Utf8,
-                                           "rec_ts": pl.Int64})
+        frame = pl.DataFrame(rows, schema=_WAIT)
         frame = unescape(frame.with_columns(pl.col("rec_ts").cast(wbase.TS))) \
             .with_columns(pl.col("text").str.strip_suffix("\r"))
-        frame = _hold_behind_partials(frame, ctx.state).sort("line")
+        frame = _hold_behind_partials(frame, ctx.state).sort("seq")
         keys = list(dict.fromkeys(list(frame["key"]) + [k for k, v in ids.items() if "held" in v
                                                          or (v["fmt"] or "").startswith("wrapper:")]))
         for k in keys:
@@ -304,26 +316,25 @@ def _add_census(res: ParseResult, parts: list[pl.DataFrame]) -> None:
     res.records = df if res.records is None else pl.concat([res.records, df])
 
 
-_WAIT = {"key": pl.Utf8, "line": pl.Int64, "span": pl.Int64, "text": pl.Utf8, "rec_ts": pl.Int64}
+_WAIT = {"key": pl.Utf8, "seq": pl.Int64, "line": pl.Int64, "span": pl.Int64, "text": pl.Utf8, "rec_ts": pl.Int64}
 
 
 def _hold_behind_partials(complete: pl.DataFrame, state: dict[str, Any]) -> pl.DataFrame:
     """The complete records that may be parsed now, in line order: an identity's records that come after one
     of its partial records still pending (the other stream's lines between the pieces of a split line) wait
     in `state["wait"]` until it ends, so that chunk boundaries never change the order a parser sees."""
-    cols = ["key", "line", "span", "text", "rec_ts"]
-    complete = complete.select(cols)
+    complete = complete.select(list(_WAIT))
     if state.get("wait"):
         prev = pl.DataFrame(state.pop("wait"), schema=_WAIT, orient="row").with_columns(pl.col("rec_ts").cast(wbase.TS))
-        complete = pl.concat([prev, complete]).sort("line")
+        complete = pl.concat([prev, complete]).sort("seq")
     state.pop("wait", None)
     bound: dict[str, int] = {}
     for ks, p in state.get("pend", {}).items():
         key = ks.split(_KS)[0]
-        bound[key] = min(bound.get(key, p["line"]), p["line"])
+        bound[key] = min(bound.get(key, p["seq"]), p["seq"])
     if not bound:
         return complete
-    later = pl.col("line") > pl.col("key").replace_strict(bound, default=None, return_dtype=pl.Int64)
+    later = pl.col("seq") > pl.col("key").replace_strict(bound, default=None, return_dtype=pl.Int64)
     waiting = complete.filter(later.fill_null(False))
     if waiting.height:
         state["wait"] = waiting.with_columns(pl.col("rec_ts").dt.epoch("us")).rows()
@@ -333,13 +344,13 @@ def _hold_behind_partials(complete: pl.DataFrame, state: dict[str, Any]) -> pl.D
 def _reassemble(good: pl.DataFrame, pend: dict[str, Any], limit: int) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Complete records (partial pieces joined per `ks`, pieces of earlier chunks from `pend`) and those over
     `limit` bytes; the unfinished ones go back into `pend`."""
-    cols = ["key", "ks", "line", "span", "text", "rec_ts"]
+    cols = ["key", "ks", "seq", "line", "span", "text", "rec_ts"]
     if not pend and not good["partial"].any():
         return good.select(cols), pl.DataFrame(schema={"line": pl.Int64, "span": pl.Int64, "nbytes": pl.Int64})
     prev = pl.DataFrame(
-        [{"key": ks.split(_KS)[0], "ks": ks, "line": p["line"], "span": p["span"], "text": p["text"],
+        [{"key": ks.split(_KS)[0], "ks": ks, "seq": p["seq"], "line": p["line"], "span": p["span"], "text": p["text"],
           "rec_ts": p["ts"], "partial": True, "over": p["over"], "nbytes": p["nbytes"]} for ks, p in pend.items()],
-        schema={"key": pl.Utf8, "ks": pl.Utf8, "line": pl.Int64, "span": pl.Int64, "text": pl.Utf8,
+        schema={"key": pl.Utf8, "ks": pl.Utf8, "seq": pl.Int64, "line": pl.Int64, "span": pl.Int64, "text": pl.Utf8,
                 "rec_ts": pl.Int64, "partial": pl.Boolean, "over": pl.Boolean, "nbytes": pl.Int64},
     ).with_columns(pl.col("rec_ts").cast(wbase.TS))
     cur = good.select(*cols, "partial", pl.lit(False).alias("over"), pl.col("text").str.len_bytes().cast(pl.Int64)
@@ -347,12 +358,12 @@ def _reassemble(good: pl.DataFrame, pend: dict[str, Any], limit: int) -> tuple[p
     df = pl.concat([prev, cur], how="vertical_relaxed")
     df = df.with_columns((~pl.col("partial")).cast(pl.Int64).cum_sum().shift(1, fill_value=0).over("ks").alias("grp"))
     g = df.group_by("ks", "grp", maintain_order=True).agg(
-        pl.col("key").first(), pl.col("line").first(), pl.col("span").sum(), pl.col("text").str.join(""),
+        pl.col("key").first(), pl.col("seq").first(), pl.col("line").first(), pl.col("span").sum(), pl.col("text").str.join(""),
         pl.col("rec_ts").first(), pl.col("partial").last(), pl.col("over").any(), pl.col("nbytes").sum(),
     ).with_columns((pl.col("over") | (pl.col("nbytes") > limit)).alias("over"))
     pend.clear()
     for r in g.filter("partial").with_columns(pl.col("rec_ts").dt.epoch("us")).iter_rows(named=True):
-        pend[r["ks"]] = {"line": r["line"], "span": r["span"], "text": "" if r["over"] else r["text"],
+        pend[r["ks"]] = {"seq": r["seq"], "line": r["line"], "span": r["span"], "text": "" if r["over"] else r["text"],
                          "ts": r["rec_ts"], "over": r["over"], "nbytes": r["nbytes"]}
-    done = g.filter(~pl.col("partial")).sort("line")
+    done = g.filter(~pl.col("partial")).sort("seq")
     return done.filter(~pl.col("over")).select(cols), done.filter("over").select("line", "span", "nbytes")
