@@ -2,7 +2,8 @@
 
 It decodes records, reassembles partial ones per (identity, stream) across chunks, splits the records by
 identity (each identity is its own log with its own inner format, parser state and deployment), calls the
-inner source, and fills `ParseResult.records` so the line census counts physical lines.
+inner source, and fills `ParseResult.records` so the line census counts physical lines. Before each `decode` /
+`records` call the wrapper's state holds `year` (--year or None), `tz` (--tz) and `file_mtime` (POSIX s).
 """
 
 from __future__ import annotations
