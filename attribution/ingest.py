@@ -27,10 +27,17 @@ from attribution.privacy import redact
 from attribution.schema import TABLES, conform, empty
 from attribution.sources.base import ParseContext, ParseResult, Source
 from attribution.store import Staged, Store, Writer, stage
+from attribution.wrappers.layer import BYTE_ESCAPE, WrappedSource
 
 WHOLE_MAX_BYTES = 2 << 30
 _GENERIC_STEMS = {"vllm", "sglang", "server", "vllm_server", "sglang_server", "log", "logs", "output", "stdout",
                   "stderr", "console", "serve", "engine", "current", "latest", "access", "gateway", "litellm"}
+
+
+_K8S_PATH_RE = re.compile(
+    r"(?:/pods/[^/_]+_(?P<pod>[^/_]+)_[^/_]+/[^/]+/\d+\.log(?:\.\d{8}-\d{6})?(?:\.gz)?$"
+    r"|/containers/(?P<pod2>[^/_]+)_[^/_]+_[^/]+-[0-9a-f]{64}\.log$)")
+_DOCKER_PATH_RE = re.compile(r"/containers/([0-9a-f]{64})/\1-json\.log(?:\.\d+)?(?:\.gz)?$")
 
 
 def local_tz() -> str:
@@ -50,7 +57,15 @@ def local_tz() -> str:
 def default_deployment(path: Path) -> str:
     """The deployment a file belongs to when --deployment is not given: the file name without compression,
     rotation (`.1`, `-20260507`) and type suffixes; when that name is generic (`vllm.log`, `server.log`,
-    `stdout`), the name of the directory holding it (one directory per pod is the usual layout)."""
+    `stdout`), the name of the directory holding it (one directory per pod is the usual layout). Kubernetes
+    node paths give the pod (`/var/log/pods/<ns>_<pod>_<uid>/<container>/0.log[.<date>][.gz]`,
+    `/var/log/containers/<pod>_<ns>_<container>-<id>.log`) and Docker's the container id's first 12 digits
+    (`/var/lib/docker/containers/<id>/<id>-json.log[.N][.gz]`)."""
+    for p in (str(path), str(path.resolve())):
+        if m := _K8S_PATH_RE.search(p):
+            return m.group("pod") or m.group("pod2")
+        if m := _DOCKER_PATH_RE.search(p):
+            return m.group(1)[:12]
     name = path.name
     name = re.sub(r"\.(gz|zst|zstd)$", "", name)
     name = re.sub(r"(\.\d+)+$", "", name)
@@ -109,14 +124,14 @@ def _choose_source(path: Path, head: bytes, fmt: str | None) -> Source | None:
         return sources.get(fmt)
     if reader.DOC_NAME_RE.search(path.name):  # documentation quotes log lines; --format still reads it
         return None
-    return sources.sniff(head.decode("utf-8", errors="replace"), str(path))
+    return sources.sniff(head.decode("utf-8", errors="replace"), str(path), path.stat().st_mtime)
 
 
-def _lines_frame(chunk: reader.Chunk) -> pl.DataFrame:
+def _lines_frame(chunk: reader.Chunk, errors: str = "replace") -> pl.DataFrame:
     data = chunk.data
     lines = _csv_lines(data, chunk.n_lines)
     if lines is None:
-        text = data.decode("utf-8", errors="replace")
+        text = data.decode("utf-8", errors=errors)
         if text.endswith("\n"):
             text = text[:-1]
         lines = pl.Series("text", [text], dtype=pl.Utf8).str.split("\n").explode()
@@ -180,8 +195,16 @@ def parse_units(
     """Parse a file from an offset, yielding (chunk, parser state before the chunk, rows) per chunk.
 
     `ctx.state` is advanced in place; the state *before* a chunk is what a resumed read must start from
-    when that chunk turns out to be an unterminated tail that will be read again.
+    when that chunk turns out to be an unterminated tail that will be read again. A wrapped file ends with a
+    flush (pending partial records, identities whose format was not decided yet) yielded as an empty tail
+    chunk: its rows are superseded when the file grows, and the state kept is the one before it.
     """
+    wrapped = isinstance(src, WrappedSource)
+    if wrapped:
+        ctx.options.setdefault("_max_line_bytes", max_line_bytes)
+    if wrapped and src.wrapper.mode == "document":
+        yield from _parse_document(path, src, ctx)
+        return
     if src.mode == "whole":
         pieces = reader.Pieces(path)
         buf = bytearray()
@@ -195,7 +218,7 @@ def parse_units(
         yield None, before, _finish(result, src, ctx, extra)
         return
     pieces = reader.Pieces(path, start)
-    last_line = first_line
+    last_line, end, tail_before = first_line, start, None
     for chunk in reader.chunks(path, start, first_line, chunk_bytes, max_line_bytes, pieces=pieces):
         before = copy.deepcopy(ctx.state)
         extra = [
@@ -203,12 +226,37 @@ def parse_units(
              "sample": None}
             for ln, size in chunk.long_lines
         ]
-        result = src.parse(_lines_frame(chunk), ctx) if chunk.n_lines else ParseResult()
-        last_line = chunk.first_line + chunk.n_lines
+        frame = _lines_frame(chunk, BYTE_ESCAPE if wrapped else "replace")
+        result = src.parse(frame, ctx) if chunk.n_lines else ParseResult()
+        last_line, end = chunk.first_line + chunk.n_lines, chunk.end
+        if chunk.tail:
+            tail_before = before
         yield chunk, before, _finish(result, src, ctx, extra)
     if pieces.truncated:
         err = [{"line": last_line, "reason": pieces.truncated, "sample": None}]
         yield None, copy.deepcopy(ctx.state), _finish(ParseResult(), src, ctx, err)
+    if wrapped:
+        before = tail_before if tail_before is not None else copy.deepcopy(ctx.state)
+        rows = _finish(src.finish(ctx), src, ctx, [])
+        if rows:
+            yield reader.Chunk(b"", last_line, 0, end, end, tail=True), before, rows
+
+
+def _parse_document(path: Path, src: WrappedSource, ctx: ParseContext
+                    ) -> Iterator[tuple[reader.Chunk | None, dict[str, Any], dict[str, pl.DataFrame]]]:
+    """A document wrapper's file, streamed batch by batch (memory bounded by a batch). Like a whole-file
+    source's, the file is read again from the start when it changes; only the last unit carries its bytes."""
+    pieces = reader.Pieces(path)
+    held = None
+    for result in src.parse_document(pieces, ctx):
+        if held is not None:
+            yield reader.Chunk(b"", 0, 0, 0, 0), {}, held
+        held = _finish(result, src, ctx, [])
+    rows = dict(held or {})
+    if pieces.truncated:
+        err = _finish(ParseResult(), src, ctx, [{"line": None, "reason": pieces.truncated, "sample": None}])
+        rows["ingest_errors"] = pl.concat([rows[t] for t in ("ingest_errors",) if t in rows] + [err["ingest_errors"]])
+    yield None, {}, rows
 
 
 def parse_path(
@@ -220,7 +268,10 @@ def parse_path(
     p = Path(path)
     src = _choose_source(p, reader.read_head(p), fmt)
     if src is None:
-        raise InputError(f"{p}: not a recognised format (use --format; known: {', '.join(sorted(sources.registry()))})")
+        from attribution import wrappers
+
+        known = ", ".join(sorted([*sources.registry(), *wrappers.registry()]))
+        raise InputError(f"{p}: not a recognised format (use --format; known: {known})")
     ctx = ParseContext(str(p), deployment or default_deployment(p), label, year, tz, p.stat().st_mtime,
                        dict(options or {}), {})
     parts: dict[str, list[pl.DataFrame]] = {t: [] for t in TABLES}
@@ -488,7 +539,7 @@ class _Account:
         new["errors"] = self.state["errors"] + n_err
         nbytes = 0
         if self.whole:
-            nbytes = self.size
+            nbytes = self.size if unit is None else unit.nbytes  # a document's batches: its bytes come last
             new.update(state=after)
             sealed = False
         elif unit is None:  # truncation notice only

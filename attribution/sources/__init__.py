@@ -29,16 +29,29 @@ def registry() -> dict[str, Source]:
 
 
 def get(name: str) -> Source:
+    """A format by name: a source, or a wrapper (attribution.wrappers) whose inner format is sniffed."""
+    from attribution import wrappers
     from attribution.errors import UsageError
 
     reg = registry()
     if name not in reg:
-        raise UsageError(f"unknown format {name!r}; known formats: {', '.join(sorted(reg))}")
+        if wrappers.get(name) is not None:
+            from attribution.wrappers.layer import wrapped
+
+            return wrapped(name)
+        known = sorted([*reg, *wrappers.registry()])
+        raise UsageError(f"unknown format {name!r}; known formats: {', '.join(known)}")
     return reg[name]
 
 
-def sniff(head: str, path: str) -> Source | None:
-    """The most confident source for a file head, or None when no source scores at least 0.5."""
+def sniff(head: str, path: str, mtime: float = 0.0) -> Source | None:
+    """The most confident source for a file head, or None when no source scores at least 0.5. Wrappers
+    (Docker, CRI, journald, log platforms) are consulted first: their markers surround the engine's."""
+    from attribution.wrappers.layer import sniff_wrapped
+
+    found = sniff_wrapped(head, path, mtime=mtime)
+    if found is not None:
+        return found
     best: tuple[float, Source] | None = None
     for src in registry().values():
         score = src.sniff(head, path)

@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.ingest.generate import generate
+from bench.ingest.wrap import KINDS, wrapped_copies
 
 REPO = Path(__file__).resolve().parents[2]
 MB = 1e6  # throughputs are in decimal MB/s
@@ -101,16 +102,18 @@ def checks(results: dict[str, dict], expect: dict[str, int], wc: int) -> list[st
     for m in ("duckdb", "duckdb_len", "duckdb_parse"):
         if m in results and results[m]["lines"] != wc:
             problems.append(f"{m} counted {results[m]['lines']:,} lines, wc -l {wc:,}")
-    if "ours" in results:
-        r = results["ours"]
+    for m in ["ours"] + [f"ours_{k}" for k in KINDS]:
+        if m not in results:
+            continue
+        r = results[m]
         for name, (status, fmt, msg) in r["files"].items():
             if status != "read":
-                problems.append(f"ours: {name} {status} ({fmt}): {msg}")
+                problems.append(f"{m}: {name} {status} ({fmt}): {msg}")
         if r["errors"]:
-            problems.append(f"ours: {r['errors']:,} ingest_errors rows")
+            problems.append(f"{m}: {r['errors']:,} ingest_errors rows")
         for t in ("engine_steps", "requests", "request_events", "access_log"):
             if r["rows"].get(t, 0) != expect[t]:
-                problems.append(f"ours: {t} has {r['rows'].get(t, 0):,} rows, the logs hold {expect[t]:,}")
+                problems.append(f"{m}: {t} has {r['rows'].get(t, 0):,} rows, the logs hold {expect[t]:,}")
     if "perline" in results:
         r = results["perline"]
         want = dict(expect, request_events=expect["baseline_request_events"])
@@ -164,6 +167,18 @@ def measure(methods: list[str], files: list[Path], work: Path, repeat: int) -> d
 def single(a: argparse.Namespace) -> dict[str, Any]:
     manifest, files, nbytes, wc = dataset(a.data_dir, a.size, a.seed)
     results = measure(a.methods, files, a.data_dir, a.repeat)
+    if "ours" in a.methods and a.wrapped:
+        # The same logs wrapped by Docker and containerd, in the same run: what the wrapper layer costs.
+        # MB/s counts the engine lines' bytes (the plain files'), so the ratio to `ours` is a time ratio.
+        for kind in KINDS:
+            t = time.perf_counter()
+            wfiles = wrapped_copies(files, kind)
+            err.print(f"data: {kind}-wrapped copies ready in {time.perf_counter() - t:.1f} s")
+            warm(wfiles)
+            res = measure(["ours"], wfiles, a.data_dir, a.repeat)["ours"]
+            res["wrapped_bytes"] = sum(f.stat().st_size for f in wfiles)
+            res["wrapped_mb_per_s"] = res["wrapped_bytes"] / MB / res["seconds"]
+            results[f"ours_{kind}"] = res
     for r in results.values():
         r["mb_per_s"] = nbytes / MB / r["seconds"]
         r["lines_per_s"] = wc / r["seconds"]
@@ -174,6 +189,9 @@ def single(a: argparse.Namespace) -> dict[str, Any]:
         for m in ("duckdb", "duckdb_len", "duckdb_parse", "perline"):
             if m in results:
                 ratios[f"ours/{m}"] = ours / results[m]["mb_per_s"]
+        for k in KINDS:
+            if f"ours_{k}" in results:
+                ratios[f"ours_{k}/ours"] = results[f"ours_{k}"]["mb_per_s"] / ours
     goals = {}
     if "ours/duckdb" in ratios:
         goals["ours >= 1/3 of duckdb raw scan"] = ratios["ours/duckdb"] >= GOAL_VS_DUCKDB
@@ -313,6 +331,8 @@ def main(argv: list[str] | None = None) -> None:
                     help="where logs, temporary stores and the profile go (default /tmp/attribution-bench)")
     ap.add_argument("--json", type=Path, help="also write the results here")
     ap.add_argument("--profile", action="store_true", help="also profile one ingest run with cProfile")
+    ap.add_argument("--no-wrapped", dest="wrapped", action="store_false",
+                    help="skip ours on the Docker- and CRI-wrapped copies of the logs (measured by default)")
     ap.add_argument("--per-engine", action="store_true",
                     help="also measure ours and perline on the vLLM file alone and on the SGLang files alone")
     a = ap.parse_args(argv)

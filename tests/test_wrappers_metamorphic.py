@@ -1,0 +1,277 @@
+"""Metamorphic and fuzz tests of the wrapper layer: an engine log wrapped by any wrapper (tests/wrapping.py, and
+tests/wrapping_platforms.py when present) gives the same rows as the plain log, apart from provenance (file,
+line, start_line, and deployment where the wrapper names one), through `parse_path` and through a real ingest.
+
+The unmarked tests are a representative subset (every wrapper, every case file once, two real logs); the
+exhaustive product is marked slow.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+import polars as pl
+import pytest
+import wrapping
+from conftest import SHARED, shared
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_wrappers import layer_records
+
+from attribution import sources
+from attribution.db import fetch
+from attribution.ingest import ingest, parse_path
+from attribution.store import Store
+
+CASES = Path(__file__).resolve().parent / "cases"
+START = datetime(2025, 3, 1, 12, tzinfo=UTC)
+PROVENANCE = {"file", "line", "start_line"}
+
+WRAP = dict(wrapping.WRAP)
+NAMES_DEPLOYMENT = set(wrapping.NAMES_DEPLOYMENT)
+try:  # the platform wrappers' helpers (another branch), same convention
+    import wrapping_platforms
+
+    WRAP.update(wrapping_platforms.WRAP)
+    NAMES_DEPLOYMENT |= set(wrapping_platforms.WRAP)  # their labels may name pods: compare without deployment
+except ImportError:
+    pass
+
+
+def _line_cases() -> list[tuple[Path, dict]]:
+    """Case files of line formats whose forced format is also what the plain file sniffs as (the wrapped file's
+    inner format is sniffed too: a case that needs --format to be read says nothing about the wrapper)."""
+    out = []
+    for exp in sorted(CASES.glob("*/*.expected.json")):
+        case = json.loads(exp.read_text())
+        stem = exp.name[: -len(".expected.json")]
+        plain = next(p for p in exp.parent.iterdir() if p.name.startswith(stem + ".") and p != exp)
+        src = sources.sniff(plain.read_bytes()[:65536].decode("utf-8", "replace"), str(plain))
+        if src is None or src.mode != "lines" or src.name != case.get("format", src.name):
+            continue
+        out.append((plain, case.get("options", {})))
+    return out
+
+
+def _real_logs() -> list[Path]:
+    return sorted(SHARED.glob("traces/real_logs/*.log")) + sorted(SHARED.glob("traces/vllm_server_logs/*.txt"))
+
+
+LINE_CASES = _line_cases()
+REAL = _real_logs()
+
+
+def plain_lines(path: Path) -> list[str]:
+    lines = path.read_bytes().decode("utf-8", "replace").split("\n")
+    return lines[:-1] if lines and lines[-1] == "" else lines
+
+
+def wrap_file(plain: Path, name: str, root: Path) -> Path:
+    # Same file and folder names as the plain file: path hints (sniffers, the deployment) stay the same.
+    dest = root / name / plain.parent.name / plain.name
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_bytes(WRAP[name](plain_lines(plain), START))
+    return dest
+
+
+def comparable(tables: dict[str, pl.DataFrame], name: str) -> dict[str, list[str]]:
+    drop = PROVENANCE | ({"deployment"} if name in NAMES_DEPLOYMENT else set())
+    out = {}
+    for t, df in tables.items():
+        d = drop | ({"source"} if t == "ingest_errors" else set())  # errors name the wrapper that read the file
+        out[t] = sorted(repr(r) for r in df.select([c for c in df.columns if c not in d]).rows())
+    return out
+
+
+def check_parse(plain: Path, name: str, opts: dict, chunk_bytes: int) -> None:
+    year, tz = opts.get("year", 2025), opts.get("tz", "UTC")
+    want = parse_path(plain, year=year, tz=tz)
+    with tempfile.TemporaryDirectory() as tmp:
+        got = parse_path(wrap_file(plain, name, Path(tmp)), year=year, tz=tz, chunk_bytes=chunk_bytes)
+    a, b = comparable(want.tables, name), comparable(got.tables, name)
+    assert sum(map(len, a.values())) > 0
+    for t in a:
+        assert a[t] == b[t], f"{plain.name} wrapped by {name}: {t} differs"
+
+
+@pytest.mark.parametrize("i", range(len(LINE_CASES)), ids=[f"{p.parent.name}/{p.name}" for p, _ in LINE_CASES])
+def test_every_case_file_wrapped(i):
+    plain, opts = LINE_CASES[i]
+    names = sorted(WRAP)
+    check_parse(plain, names[i % len(names)], opts, chunk_bytes=700)
+
+
+@pytest.mark.parametrize("name", sorted(WRAP))
+@pytest.mark.parametrize("log", ["vllm_repo-2215860382-VedioSifter.log", "sglang_repo-sostrowsk-dgx-spark-local-llm.log"])
+def test_real_logs_wrapped(name, log):
+    check_parse(shared("traces", "real_logs", log), name, {}, chunk_bytes=4096)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(WRAP))
+@pytest.mark.parametrize("chunk", [1500, 1 << 20])
+def test_every_case_and_real_log_every_wrapper(name, chunk):
+    for plain, opts in LINE_CASES + [(p, {}) for p in REAL]:
+        check_parse(plain, name, opts, chunk_bytes=chunk)
+
+
+def _store_tables(store: Path) -> dict[str, pl.DataFrame]:
+    con = Store.open(store).connect()
+    return {t: fetch(con, f"select * from {t}") for t in ("engine_steps", "engine_config", "requests",
+                                                           "request_events", "access_log", "ingest_errors")}
+
+
+def check_ingest(plain: Path, name: str, tmp: Path) -> None:
+    wrapped = wrap_file(plain, name, tmp / "in")
+    ingest([str(plain)], tmp / f"plain-{name}", year=2025, tz="UTC")
+    ingest([str(wrapped)], tmp / f"wrapped-{name}", year=2025, tz="UTC", chunk_bytes=2048)
+    a = comparable(_store_tables(tmp / f"plain-{name}"), name)
+    b = comparable(_store_tables(tmp / f"wrapped-{name}"), name)
+    assert sum(map(len, a.values())) > 0
+    assert a == b
+
+
+@pytest.mark.parametrize("name", ["docker_json", "containerd"])
+def test_real_log_wrapped_ingests_into_the_same_store(name, tmp_path):
+    check_ingest(shared("traces", "real_logs", "vllm_repo-jayashan10-Deepseek-qwen-deployment.log"), name, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(WRAP))
+def test_every_real_log_every_wrapper_into_a_store(name, tmp_path):
+    for i, plain in enumerate(REAL):
+        check_ingest(plain, name, tmp_path / str(i))
+
+
+@pytest.mark.parametrize("name", sorted(wrapping.WRAP))
+def test_census_spans_sum_to_physical_lines(name, tmp_path):
+    plain = shared("traces", "real_logs", "vllm_repo-abinavChandar-demo_env_l4.log")
+    wrapped = wrap_file(plain, name, tmp_path)
+    recs, _ = layer_records(wrapped, chunk_bytes=1500)
+    assert recs["span"].sum() == wrapped.read_bytes().count(b"\n")
+    assert recs["line"].is_unique().all()
+    assert recs["text"].to_list() == [ln.removesuffix("\r") for ln in plain_lines(plain)]
+
+
+# -- fuzz ------------------------------------------------------------------------------------------------
+
+FUZZ_PLAIN = SHARED / "traces" / "real_logs" / "vllm_repo-jayashan10-Deepseek-qwen-deployment.log"
+_SPLITTING = {"docker_json", "containerd", "crio"}
+
+
+def _junk(real: list[str]) -> st.SearchStrategy[bytes]:
+    line = st.sampled_from(real)
+    return st.one_of(
+        st.text(max_size=120).map(lambda s: s.replace("\n", " ").encode("utf-8", "replace")),
+        st.binary(max_size=80).map(lambda b: b.replace(b"\n", b"")),
+        st.tuples(line, st.integers(0, 400)).map(lambda t: t[0][: t[1]].encode()),  # a real line cut short
+        st.tuples(line, st.integers(0, 400), st.characters()).map(  # a real line with one character changed
+            lambda t: (t[0][: t[1]] + t[2] + t[0][t[1] + 1:]).replace("\n", " ").encode("utf-8", "replace")),
+        st.sampled_from([b'{"log":"(APIServer pid=1) INFO', b"2026-05-12T08:01:39Z stdout P", b"[pod/x/y] ",
+                         b"name | ", b"\x1b[0m", b"\r"]),
+    )
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_fuzz_wrapped_split_and_mutated_lines(data):
+    real = plain_lines(FUZZ_PLAIN)
+    name = data.draw(st.sampled_from(sorted(wrapping.WRAP)), label="wrapper")
+    fn = WRAP[name]
+    if name in _SPLITTING:
+        fn = functools.partial(fn, split=data.draw(st.integers(16, 400), label="split"))
+    physical = fn(real, START).split(b"\n")[:-1]
+    junk = data.draw(st.lists(st.tuples(st.integers(0, 10**6), _junk(real)), max_size=8), label="junk")
+    for pos, j in sorted(junk, reverse=True):
+        physical.insert(pos % (len(physical) + 1), j)
+    chunk = data.draw(st.integers(1024, 8192), label="chunk")
+    fmt = {"containerd": "cri", "crio": "cri", "docker_t": "timestamped", "github_actions": "timestamped",
+           "bracketed": "timestamped"}.get(name, name)
+    with tempfile.TemporaryDirectory() as tmp:
+        f = Path(tmp) / "vllm_log" / FUZZ_PLAIN.name
+        f.parent.mkdir()
+        f.write_bytes(b"\n".join(physical) + b"\n")
+        got = parse_path(f, fmt, year=2025, tz="UTC", chunk_bytes=chunk)
+        recs, _ = layer_records(f, chunk_bytes=chunk, fmt=fmt)
+        assert recs["span"].sum() == len(physical)  # every physical line counted once
+    want = parse_path(FUZZ_PLAIN, year=2025, tz="UTC")
+    key = ["ts", "running", "waiting", "kv_usage"]
+    have = set(got.tables["engine_steps"].select(key).rows())
+    assert set(want.tables["engine_steps"].select(key).rows()) <= have
+
+
+def test_fuzz_plain_file_is_big_enough():
+    # The fuzz test means something only if its log has stats rows to lose.
+    assert parse_path(shared("traces", "real_logs", FUZZ_PLAIN.name), year=2025).tables["engine_steps"].height >= 5
+
+
+@pytest.mark.parametrize("outer,inner", [("docker_json", "containerd"), ("containerd", "docker_json"),
+                                         ("compose", "docker_t"), ("docker_json", "kubectl_prefix")])
+def test_nested_wrappers_peel_in_layers(outer, inner, tmp_path):
+    # A CRI line inside Docker's JSON, Docker's JSON inside a CRI line, ...: partial records at both levels.
+    plain = shared("traces", "real_logs", "vllm_repo-2215860382-VedioSifter.log")
+    inner_lines = WRAP[inner](plain_lines(plain), START).decode("utf-8", "replace").split("\n")[:-1]
+    f = tmp_path / plain.name
+    f.write_bytes(WRAP[outer](inner_lines, START))
+    got = parse_path(f, year=2025, tz="UTC", chunk_bytes=3000)
+    assert got.source == sources.get(outer if outer != "containerd" else "cri").name
+    want = parse_path(plain, year=2025, tz="UTC")
+    assert comparable(got.tables, "compose") == comparable(want.tables, "compose")
+    recs, _ = layer_records(f, chunk_bytes=3000)
+    assert recs["span"].sum() == f.read_bytes().count(b"\n")
+
+
+def test_over_long_partial_record_is_reported_and_the_rest_kept(tmp_path):
+    plain = shared("traces", "real_logs", "vllm_repo-2215860382-VedioSifter.log")
+    lines = plain_lines(plain)
+    lines.insert(3, "x" * 5000)  # 17 partial records of 300 bytes, 5,000 bytes once joined
+    f = tmp_path / "logs" / plain.name
+    f.parent.mkdir()
+    f.write_bytes(wrapping.docker_json(lines, START))
+    ingest([str(f)], tmp_path / "s", year=2025, tz="UTC", chunk_bytes=1024, max_line_bytes=4096)
+    t = _store_tables(tmp_path / "s")
+    err = t["ingest_errors"]
+    assert err.select("line", "reason").rows() == [(4, "record of 5,000 bytes is longer than the 4,096-byte limit: skipped")]
+    want = parse_path(plain, year=2025, tz="UTC")
+    assert t["engine_steps"].height == want.tables["engine_steps"].height > 0
+    assert t["access_log"].height == want.tables["access_log"].height
+
+
+def test_wrapped_files_parse_in_worker_processes(tmp_path, monkeypatch):
+    # Plan pickles the WrappedSource to the workers: the same rows as a sequential read.
+    import attribution.ingest as ingest_mod
+
+    monkeypatch.setattr(ingest_mod, "PARALLEL_MIN_BYTES", 0)
+    plain = shared("traces", "real_logs", "vllm_repo-2215860382-VedioSifter.log")
+    for name in ("docker_json", "containerd", "kubectl_prefix"):
+        wrap_file(plain, name, tmp_path / "in")
+    seq = ingest([str(tmp_path / "in")], tmp_path / "seq", jobs=1, year=2025, tz="UTC", chunk_bytes=4096)
+    par = ingest([str(tmp_path / "in")], tmp_path / "par", jobs=2, year=2025, tz="UTC", chunk_bytes=4096)
+    assert sorted(f.format for f in par.files) == ["cri", "docker_json", "kubectl_prefix"]
+    assert par.rows == seq.rows and par.rows["engine_steps"] > 0
+    a, b = _store_tables(tmp_path / "seq"), _store_tables(tmp_path / "par")
+    for t in a:
+        assert a[t].sort(a[t].columns).equals(b[t].sort(b[t].columns)), t
+
+
+@pytest.mark.parametrize("name", ["containerd", "docker_json"])
+def test_wrapped_real_log_appended_in_steps(name, tmp_path, monkeypatch):
+    # A live file read by several ingests, each cut mid-line (inside partial records too), with tiny chunks
+    # from the environment: the same tables as one ingest of the whole file.
+    monkeypatch.setenv("ATTRIBUTION_CHUNK_BYTES", "2000")
+    plain = shared("traces", "real_logs", "vllm_repo-abinavChandar-demo_env_l4.log")
+    data = WRAP[name](plain_lines(plain), START)
+    f = tmp_path / "live" / plain.name
+    f.parent.mkdir()
+    for cut in (len(data) // 5 + 7, len(data) // 2 + 3, 4 * len(data) // 5 + 11, len(data)):
+        f.write_bytes(data[:cut])
+        ingest([str(f)], tmp_path / "steps", year=2025, tz="UTC")
+    ingest([str(f)], tmp_path / "once", year=2025, tz="UTC")
+    a, b = _store_tables(tmp_path / "steps"), _store_tables(tmp_path / "once")
+    assert a["engine_steps"].height > 0
+    for t in a:
+        assert a[t].sort(a[t].columns).equals(b[t].sort(b[t].columns)), t
