@@ -1,7 +1,8 @@
 """Test helpers: plain log lines wrapped the way container runtimes and tools store them, written from
 ../shared/formats/log-wrappers.md (§2 Docker, §3 CRI and kubectl, §4 compose and CI prefixes).
 
-`WRAP[name](lines, start) -> bytes`: record i carries the time start + i ms. Wrappers that split long lines
+`WRAP[name](lines, start) -> bytes`: record i carries the time start + i ms, or start[i] when `start` is a list
+(the metamorphic tests pass `record_times`: each line at the time its engine wrote it). Wrappers that split long lines
 (Docker json-file at 16 KiB, containerd at 16 KiB, CRI-O at 8 KiB) split at `SPLIT` bytes here so that the
 tests' short lines are split too; CRI pieces are cut by bytes, so a piece can end inside a UTF-8 character.
 """
@@ -9,6 +10,7 @@ tests' short lines are split too; CRI pieces are cut by bytes, so a piece can en
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timedelta
 
 SPLIT = 300  # bytes per piece (Docker's and containerd's 16 KiB, scaled down to split the test logs' lines)
@@ -24,7 +26,48 @@ def rfc3339nano(t: datetime, digits: int | None = None, zone: str = "Z") -> str:
     return f"{base}.{frac[:digits]}{zone}"
 
 
-def _times(start: datetime, n: int) -> list[datetime]:
+_VLLM_TIME = re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d) ")
+_ISO_TIME = re.compile(r"^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,6}))?\d*Z")
+_SGLANG_TIME = re.compile(r"\[(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{3}))?[\] ]")
+
+
+def record_times(lines: list[str], start: datetime) -> list[datetime]:
+    """The time a runtime would record for each line: the engine line's own time (a vLLM header in `start`'s
+    year, an SGLang dated header; in `start`'s zone, UTC in the tests), else the previous record's; the first
+    timed line's for lines before it (`start` when no line has a time). A runtime's clock does not go back, so
+    a record is never earlier than the one before it; a line with a time adds nothing to the record before."""
+    own: list[datetime | None] = []
+    for line in lines:
+        t = None
+        if m := _VLLM_TIME.search(line[:300]):
+            try:
+                t = start.replace(month=int(m[1]), day=int(m[2]), hour=int(m[3]), minute=int(m[4]),
+                                  second=int(m[5]), microsecond=0)
+            except ValueError:
+                t = None
+        elif m := _ISO_TIME.match(line):  # Dynamo's own layout
+            t = start.replace(year=int(m[1]), month=int(m[2]), day=int(m[3]), hour=int(m[4]), minute=int(m[5]),
+                              second=int(m[6]), microsecond=int((m[7] or "0").ljust(6, "0")))
+        elif m := _SGLANG_TIME.search(line[:300]):
+            try:
+                t = start.replace(year=int(m[1]), month=int(m[2]), day=int(m[3]), hour=int(m[4]),
+                                  minute=int(m[5]), second=int(m[6]), microsecond=int(m[7] or 0) * 1000)
+            except ValueError:
+                t = None
+        own.append(t)
+    first = next((t for t in own if t is not None), start)
+    out, last = [], first
+    for t in own:
+        last = max(last, t) if t is not None else last
+        out.append(last)
+    return out
+
+
+def _times(start: datetime | list[datetime], n: int) -> list[datetime]:
+    """Record i at `start` + i ms, or at `start[i]` when the caller gives every record's time (see
+    `record_times`)."""
+    if isinstance(start, list):
+        return start
     return [start + timedelta(milliseconds=i) for i in range(n)]
 
 

@@ -1,5 +1,5 @@
 """Plain engine lines wrapped as the log platforms store them, for the metamorphic tests: `WRAP[name](lines,
-start)` gives the bytes of a file in that wrapper's layout, record i written at `start + i` ms, in time order
+start)` gives the bytes of a file in that wrapper's layout, record i written at `start + i` ms (or at `start[i]` when `start` is a list of times), in time order
 unless the platform's export is newest-first by default (Loki, logcli, gcloud). Layouts follow
 ../shared/formats/log-wrappers.md §5-10; where a platform is lossy (logcli trims spaces and keeps whole
 seconds, `aws logs tail` strips trailing spaces) the wrapper does the same, so a test must allow for it."""
@@ -16,7 +16,9 @@ CID = "4f7d" * 16
 NS_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def _times(lines: list[str], start: datetime) -> list[datetime]:
+def _times(lines: list[str], start: datetime | list[datetime]) -> list[datetime]:
+    if isinstance(start, list):  # every record's time given (the metamorphic tests' `wrapping.record_times`)
+        return start
     start = start if start.tzinfo else start.replace(tzinfo=UTC)
     return [start.astimezone(UTC) + timedelta(milliseconds=i) for i in range(len(lines))]
 

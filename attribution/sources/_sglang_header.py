@@ -52,7 +52,9 @@ def headed(lines: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     outer = outer_times(lines["text"])
     if outer is not None:
         rec = lines["rec_ts"] if "rec_ts" in lines.columns else None
-        outer = outer if rec is None else pl.select(pl.coalesce(rec, outer)).to_series()
+        # A time printed in the line (a `docker -t` prefix inside a platform's record, Dynamo's own time) is
+        # nearer the engine than the outer wrapper's record time.
+        outer = outer if rec is None else pl.select(pl.coalesce(outer, rec)).to_series()
         lines = lines.with_columns(outer.alias("rec_ts"))
     has_rec = "rec_ts" in lines.columns
     segs = segments(lines)

@@ -98,6 +98,9 @@ class LogcliJsonl(Wrapper):
         yield from sorted_lines(self, pieces, state, newest_first=True)
 
 
+_LABEL = r'[A-Za-z_][A-Za-z0-9_]*="(?:[^"\\]|\\.)*"'
+
+
 class LogcliDefault(Wrapper):
     name = "loki_logcli"
     mode = "document"
@@ -105,7 +108,9 @@ class LogcliDefault(Wrapper):
     ANSI = r"(?:\x1b\[[0-9;]*m)?"
     LINE = re.compile(
         rf"^{ANSI}(\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)){ANSI} "
-        rf'{ANSI}(\{{(?:[^"}}]|"(?:[^"\\]|\\.)*")*\}}){ANSI} ?(.*)$'
+        # Labels are `{}` or `{name="value", ...}` (Prometheus label syntax), never a JSON object: a JSON line
+        # behind a timestamp (a LiteLLM log under a CI prefix) is not logcli output.
+        rf'{ANSI}(\{{\}}|\{{{_LABEL}(?:, ?{_LABEL})*\}}){ANSI} ?(.*)$'
     )
 
     def sniff(self, head: str, path: str) -> float:
