@@ -9,9 +9,9 @@ exhaustive product is marked slow.
 from __future__ import annotations
 
 import functools
-from collections import Counter
 import json
 import tempfile
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
