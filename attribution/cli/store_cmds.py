@@ -53,7 +53,7 @@ def _print_summary(s: IngestSummary) -> None:
     if s.rows:
         names = {"engine_config": "engine_config (startup facts)"}
         e.print("rows added: " + ", ".join(f"{names.get(t, t)} {n:,}" for t, n in sorted(s.rows.items())
-                                           if t != "ingest_errors"))
+                                           if t not in ("ingest_errors", "ingest_line_shapes")))
     if s.errors:
         e.print(f"[yellow]{s.errors:,} problems recorded[/] (see `attribution status` or the ingest_errors table)")
     bad = [f for f in s.files if f.status in ("unrecognised", "failed")]

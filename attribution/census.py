@@ -1,0 +1,165 @@
+"""The line census: every input line (or record) of a file counted once, as `parsed` (it made a row, or went
+into one), `skipped` (a known line that carries nothing for us, with the reason) or `unrecognised`, and the
+shapes (numbers, ids and quoted strings masked) of the lines that made no row, for `ingest_line_shapes`.
+Skip rules are data: `sources/skip_rules.toml`, keyed by source name."""
+
+from __future__ import annotations
+
+import tomllib
+from functools import cache
+from pathlib import Path
+
+import polars as pl
+
+from attribution.privacy import redact
+
+RULES_FILE = Path(__file__).parent / "sources" / "skip_rules.toml"
+SHAPES_MAX = 200  # shapes kept per file and chunk; the rest are counted under one OTHER row per class
+OTHER = "<other shapes>"
+SHAPE_CHARS = 200
+CLASSES = ("parsed", "skipped", "unrecognised")
+SHAPE_SCHEMA: dict[str, pl.DataType] = {
+    "source": pl.Utf8, "class": pl.Utf8, "reason": pl.Utf8, "shape": pl.Utf8, "lines": pl.Int64,
+    "first_line": pl.Int64, "sample": pl.Utf8,
+}
+UNITS_SCHEMA: dict[str, pl.DataType] = {"line": pl.Int64, "span": pl.Int64, "text": pl.Utf8, "source": pl.Utf8}
+
+# Masks in order. Quoted strings go first, so a prompt never reaches a later step, a shape or a sample;
+# a quote opened after `:`, `=`, `(`, `[` or `,` and never closed (a cut line) masks the rest of the line.
+# Short identifier-like keys of JSON/dict text are kept (`{"model": <str>}`), so JSON shapes stay readable.
+_KEY = "\x02"
+_QUOTES = [
+    (r"\x1b\[[0-9;?]*[A-Za-z]", ""),  # ANSI colours: the same line with or without them has one shape
+    (r'"([A-Za-z_][A-Za-z0-9_.\-]{0,63})"(\s*:)', _KEY + "${1}" + _KEY + "${2}"),
+    (r"'([A-Za-z_][A-Za-z0-9_.\-]{0,63})'(\s*:)", _KEY + "${1}" + _KEY + "${2}"),
+    (r'"(?:[^"\\]|\\.)*"', "<str>"),
+    (r"'(?:[^'\\]|\\.)*'", "<str>"),
+    (r"""([:=(\[,]\s*)["'].*$""", "${1}<str>"),
+]
+_IDS = [
+    (r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b", "<uuid>"),
+    (r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b", "<ip>"),
+    (r"\b0[xX][0-9a-fA-F]+\b", "<hex>"),
+    # hex words holding both a digit and a letter (hashes, request ids); pure words and numbers are not hex
+    (r"\b(?:[0-9a-fA-F]*[0-9][0-9a-fA-F]*[a-fA-F]|[0-9a-fA-F]*[a-fA-F][0-9a-fA-F]*[0-9])[0-9a-fA-F]*\b", "<hex>"),
+    (r"\d+(?:[.,]\d+)*(?:[eE][-+]?\d+)?", "<n>"),
+    (r"<n>(?:,\s*<n>){2,}", "<n>, ..."),  # token id lists and the like: one shape whatever their length
+]
+
+
+def quote_masked(text: pl.Expr) -> pl.Expr:
+    for pattern, repl in _QUOTES:
+        text = text.str.replace_all(pattern, repl)
+    return text.str.replace_all(_KEY, '"', literal=True)
+
+
+def shape_expr(text: pl.Expr) -> pl.Expr:
+    """The shape of a line: quoted strings, UUIDs, IPs, hex ids and numbers masked; at most SHAPE_CHARS."""
+    text = quote_masked(text)
+    for pattern, repl in _IDS:
+        text = text.str.replace_all(pattern, repl)
+    return text.str.strip_chars_end().str.slice(0, SHAPE_CHARS)
+
+
+def shape(text: str) -> str:
+    return pl.select(shape_expr(pl.lit(text, pl.Utf8))).item()
+
+
+@cache
+def skip_rules() -> dict[str, tuple[tuple[str, str], ...]]:
+    """Source name -> (reason, regex) pairs, the `common` ones (blank lines, ...) after each source's own."""
+    doc = tomllib.loads(RULES_FILE.read_text())
+    common = tuple((r["reason"], r["match"]) for r in doc.pop("common", {}).get("rules", []))
+    out = {name: tuple((r["reason"], r["match"]) for r in sec.get("rules", [])) + common for name, sec in doc.items()}
+    out[""] = common
+    return out
+
+
+def rules_for(source: str | None) -> tuple[tuple[str, str], ...]:
+    rules = skip_rules()
+    return rules.get(source or "", rules[""])
+
+
+def _skip_reason(units: pl.DataFrame) -> pl.Expr:
+    """The reason of the first skip rule of the line's source that matches it, else null."""
+    chain = None
+    names = units["source"].unique().to_list()
+    for src in names:
+        of_src = pl.col("source").is_null() if src is None else pl.col("source") == src
+        for reason, rx in rules_for(src):
+            cond = pl.col("text").str.contains(rx)
+            if len(names) > 1:
+                cond = of_src & cond
+            chain = pl.when(cond).then(pl.lit(reason)) if chain is None else chain.when(cond).then(pl.lit(reason))
+    return pl.lit(None, pl.Utf8) if chain is None else chain.otherwise(pl.lit(None, pl.Utf8))
+
+
+def units_from_lines(lines: pl.DataFrame, source: str) -> pl.DataFrame:
+    return lines.select("line", pl.lit(1, pl.Int64).alias("span"), "text", pl.lit(source, pl.Utf8).alias("source"))
+
+
+def records_units(records: pl.DataFrame) -> pl.DataFrame:
+    return records.select(pl.col(c).cast(t) for c, t in UNITS_SCHEMA.items())
+
+
+def census(units: pl.DataFrame, row_lines: list[pl.Series], errors: pl.DataFrame | None) -> pl.DataFrame:
+    """Count `units` (line, span, text, source: one per input line or record) by class.
+
+    `row_lines`: the `line`s of the rows made and the lines consumed into them (parsed). `errors` (line,
+    reason): a line reported without a row is skipped as `malformed: <reason>`. Returns SHAPE_SCHEMA rows:
+    one `parsed` row (no shape), then skipped and unrecognised lines per (source, class, reason, shape)."""
+    if units.height == 0:
+        return pl.DataFrame(schema=SHAPE_SCHEMA)
+    parsed = pl.concat([s.cast(pl.Int64) for s in row_lines]) if row_lines else pl.Series("line", [], pl.Int64)
+    hit = units["line"].is_in(parsed.drop_nulls().unique()) if parsed.len() else pl.Series([False] * units.height)
+    out = []
+    done = units.filter(hit)
+    if done.height:
+        out.append(pl.DataFrame(
+            {"source": [None], "class": ["parsed"], "reason": [None], "shape": [None],
+             "lines": [int(done["span"].sum())], "first_line": [int(done["line"].min())], "sample": [None]},
+            schema=SHAPE_SCHEMA))
+    rest = units.filter(~hit)
+    if rest.height:
+        out.append(_shapes(rest, errors))
+    return pl.concat(out) if out else pl.DataFrame(schema=SHAPE_SCHEMA)
+
+
+def _shapes(rest: pl.DataFrame, errors: pl.DataFrame | None) -> pl.DataFrame:
+    if errors is not None and errors.height:
+        errs = (errors.filter(pl.col("line").is_not_null())
+                .select(pl.col("line").cast(pl.Int64), pl.col("reason").cast(pl.Utf8))
+                .unique("line", keep="first", maintain_order=True))
+        # Reasons name sizes and values: masked so that one kind of problem is one row.
+        errs = errs.with_columns(("malformed: " + shape_expr(pl.col("reason"))).alias("err"))
+        rest = rest.join(errs.select("line", "err"), on="line", how="left")
+    else:
+        rest = rest.with_columns(pl.lit(None, pl.Utf8).alias("err"))
+    rest = rest.with_columns(pl.col("text").fill_null(""))
+    rest = rest.with_columns(pl.coalesce("err", _skip_reason(rest)).alias("reason"))
+    rest = rest.with_columns(
+        pl.when(pl.col("reason").is_null()).then(pl.lit("unrecognised")).otherwise(pl.lit("skipped")).alias("class"),
+        shape_expr(pl.col("text")).alias("shape"),
+    )
+    g = (rest.group_by("source", "class", "reason", "shape")
+         .agg(pl.col("span").sum().alias("lines"), pl.col("line").min().alias("first_line"),
+              pl.col("text").sort_by("line").first().alias("sample"))
+         .sort(["lines", "first_line"], descending=[True, False]))
+    if g.height > SHAPES_MAX:
+        other = (g.slice(SHAPES_MAX).group_by("source", "class", "reason")
+                 .agg(pl.col("lines").sum(), pl.col("first_line").min())
+                 .with_columns(pl.lit(OTHER).alias("shape"), pl.lit(None, pl.Utf8).alias("sample")))
+        g = pl.concat([g.head(SHAPES_MAX), other.select(g.columns)])
+    # A sample is the line with its quoted strings masked first (never a prompt), then keys redacted.
+    g = g.with_columns(quote_masked(pl.col("sample")).alias("sample"))
+    g = g.with_columns(pl.col("sample").map_elements(redact, return_dtype=pl.Utf8))
+    return g.select(pl.col(c).cast(t) for c, t in SHAPE_SCHEMA.items())
+
+
+def totals(shapes: pl.DataFrame) -> dict[str, int]:
+    """Lines per class of census rows."""
+    out = dict.fromkeys(CLASSES, 0)
+    if shapes.height:
+        for cls, n in shapes.group_by("class").agg(pl.col("lines").sum()).iter_rows():
+            out[cls] = int(n)
+    return out
