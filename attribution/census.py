@@ -28,8 +28,9 @@ UNITS_SCHEMA: dict[str, pl.DataType] = {"line": pl.Int64, "span": pl.Int64, "tex
 # a quote opened after `:`, `=`, `(`, `[` or `,` and never closed (a cut line) masks the rest of the line.
 # Short identifier-like keys of JSON/dict text are kept (`{"model": <str>}`), so JSON shapes stay readable.
 _KEY = "\x02"
+_ANSI = r"\x1b\[[0-9;?]*[A-Za-z]"
 _QUOTES = [
-    (r"\x1b\[[0-9;?]*[A-Za-z]", ""),  # ANSI colours: the same line with or without them has one shape
+    (_ANSI, ""),  # ANSI colours: the same line with or without them has one shape
     (r'"([A-Za-z_][A-Za-z0-9_.\-]{0,63})"(\s*:)', _KEY + "${1}" + _KEY + "${2}"),
     (r"'([A-Za-z_][A-Za-z0-9_.\-]{0,63})'(\s*:)", _KEY + "${1}" + _KEY + "${2}"),
     (r'"(?:[^"\\]|\\.)*"', "<str>"),
@@ -42,6 +43,7 @@ _IDS = [
     (r"\b0[xX][0-9a-fA-F]+\b", "<hex>"),
     # hex words holding both a digit and a letter (hashes, request ids); pure words and numbers are not hex
     (r"\b(?:[0-9a-fA-F]*[0-9][0-9a-fA-F]*[a-fA-F]|[0-9a-fA-F]*[a-fA-F][0-9a-fA-F]*[0-9])[0-9a-fA-F]*\b", "<hex>"),
+    (r"\|[\s\u2588-\u258f]*\|", "|<bar>|"),  # tqdm progress bars
     (r"\d+(?:[.,]\d+)*(?:[eE][-+]?\d+)?", "<n>"),
     (r"<n>(?:,\s*<n>){2,}", "<n>, ..."),  # token id lists and the like: one shape whatever their length
 ]
@@ -135,7 +137,9 @@ def _shapes(rest: pl.DataFrame, errors: pl.DataFrame | None) -> pl.DataFrame:
         rest = rest.join(errs.select("line", "err"), on="line", how="left")
     else:
         rest = rest.with_columns(pl.lit(None, pl.Utf8).alias("err"))
-    rest = rest.with_columns(pl.col("text").fill_null(""))
+    # Rules see the line without colours and without a `\r` (a console log keeps both).
+    rest = rest.with_columns(pl.col("text").fill_null("").alias("raw"))
+    rest = rest.with_columns(pl.col("raw").str.replace_all(_ANSI, "").str.strip_chars_end("\r").alias("text"))
     rest = rest.with_columns(pl.coalesce("err", _skip_reason(rest)).alias("reason"))
     rest = rest.with_columns(
         pl.when(pl.col("reason").is_null()).then(pl.lit("unrecognised")).otherwise(pl.lit("skipped")).alias("class"),
@@ -143,7 +147,7 @@ def _shapes(rest: pl.DataFrame, errors: pl.DataFrame | None) -> pl.DataFrame:
     )
     g = (rest.group_by("source", "class", "reason", "shape")
          .agg(pl.col("span").sum().alias("lines"), pl.col("line").min().alias("first_line"),
-              pl.col("text").sort_by("line").first().alias("sample"))
+              pl.col("raw").sort_by("line").first().alias("sample"))
          .sort(["lines", "first_line"], descending=[True, False]))
     if g.height > SHAPES_MAX:
         other = (g.slice(SHAPES_MAX).group_by("source", "class", "reason")
