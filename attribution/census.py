@@ -34,8 +34,11 @@ _QUOTES = [
     (r'"([A-Za-z_][A-Za-z0-9_.\-]{0,63})"(\s*:)', _KEY + "${1}" + _KEY + "${2}"),
     (r"'([A-Za-z_][A-Za-z0-9_.\-]{0,63})'(\s*:)", _KEY + "${1}" + _KEY + "${2}"),
     (r'"(?:[^"\\]|\\.)*"', "<str>"),
-    (r"'(?:[^'\\]|\\.)*'", "<str>"),
+    (r"(^|[^A-Za-z0-9])'(?:[^'\\]|\\.)*'", "${1}<str>"),  # not an apostrophe (vLLM's, don't)
     (r"""([:=(\[,]\s*)["'].*$""", "${1}<str>"),
+    # Token ids are text too (a prompt or an answer, encoded): lists of numbers go, cut-off ones included.
+    (r"(_ids\W{0,3}\s*[:=]\s*)\[[^\]]*(?:\]|$)", "${1}[<ids>]"),
+    (r"\[\s*-?\d+(?:\s*,\s*-?\d+)*\s*(?:,\s*\.\.\.)?\]", "[<ids>]"),
 ]
 _IDS = [
     (r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b", "<uuid>"),
@@ -113,7 +116,7 @@ def census(units: pl.DataFrame, row_lines: list[pl.Series], errors: pl.DataFrame
     if units.height == 0:
         return pl.DataFrame(schema=SHAPE_SCHEMA)
     parsed = pl.concat([s.cast(pl.Int64) for s in row_lines]) if row_lines else pl.Series("line", [], pl.Int64)
-    hit = units["line"].is_in(parsed.drop_nulls().unique()) if parsed.len() else pl.Series([False] * units.height)
+    hit = units["line"].is_in(parsed.drop_nulls().unique().implode())
     out = []
     done = units.filter(hit)
     if done.height:
@@ -158,6 +161,17 @@ def _shapes(rest: pl.DataFrame, errors: pl.DataFrame | None) -> pl.DataFrame:
     g = g.with_columns(quote_masked(pl.col("sample")).alias("sample"))
     g = g.with_columns(pl.col("sample").map_elements(redact, return_dtype=pl.Utf8))
     return g.select(pl.col(c).cast(t) for c, t in SHAPE_SCHEMA.items())
+
+
+def per_file(shapes: pl.DataFrame) -> pl.DataFrame:
+    """Census rows of chunks summed per file and shape (what the `ingest_line_shapes` view shows)."""
+    keys = ["file", "class", "reason", "shape"]
+    return (shapes.sort("first_line")
+            .group_by(keys, maintain_order=True)
+            .agg(pl.col("source").first(), pl.col("lines").sum(), pl.col("first_line").min(),
+                 pl.col("sample").first())
+            .select(shapes.columns)
+            .sort(["file", "class", "lines", "first_line"], descending=[False, False, True, False]))
 
 
 def totals(shapes: pl.DataFrame) -> dict[str, int]:

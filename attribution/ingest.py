@@ -279,6 +279,7 @@ def parse_path(
         for t, df in rows.items():
             parts[t].append(df)
     tables = {t: pl.concat(dfs) if dfs else empty(t) for t, dfs in parts.items()}
+    tables["ingest_line_shapes"] = census.per_file(tables["ingest_line_shapes"])  # one row per shape, as stored
     return ParsedFile(src.name, tables)
 
 
