@@ -107,6 +107,13 @@ def records_units(records: pl.DataFrame) -> pl.DataFrame:
     return records.select(pl.col(c).cast(t) for c, t in UNITS_SCHEMA.items())
 
 
+def doc_records(docs: pl.DataFrame, source: str) -> pl.DataFrame:
+    """The census records of a whole-file source: one per document or entry (`line`, `text`), span 1, its text
+    cut to a head (enough for a shape: a run's or a span's keys come first)."""
+    return docs.select(pl.col("line").cast(pl.Int64), pl.lit(1, pl.Int64).alias("span"),
+                       pl.col("text").cast(pl.Utf8).str.slice(0, 2000), pl.lit(source, pl.Utf8).alias("source"))
+
+
 def census(units: pl.DataFrame, row_lines: list[pl.Series], errors: pl.DataFrame | None) -> pl.DataFrame:
     """Count `units` (line, span, text, source: one per input line or record) by class.
 
