@@ -11,7 +11,7 @@ from pathlib import Path
 
 import polars as pl
 
-from attribution.privacy import redact
+from attribution.privacy import SECRET_RE, redact
 
 RULES_FILE = Path(__file__).parent / "sources" / "skip_rules.toml"
 SHAPES_MAX = 200  # shapes kept per file and chunk; the rest are counted under one OTHER row per class
@@ -36,6 +36,9 @@ _QUOTES = [
     (r'"(?:[^"\\]|\\.)*"', "<str>"),
     (r"(^|[^A-Za-z0-9])'(?:[^'\\]|\\.)*'", "${1}<str>"),  # not an apostrophe (vLLM's, don't)
     (r"""([:=(\[,]\s*)["'].*$""", "${1}<str>"),
+    # The value of a key-like field, whatever it looks like (a raw key need not start with sk-).
+    (r"""(?i)\b((?:api[_-]?key|x-api-key|access[_-]?token|auth[_-]?token|token|secret|password|passwd|authorization)"""
+     r"""["']?\s*[=:]\s*)(?:bearer\s+)?[^\s,;'"})\]]+""", "${1}<secret>"),
     # Token ids are text too (a prompt or an answer, encoded): lists of numbers go, cut-off ones included.
     (r"(_ids\W{0,3}\s*[:=]\s*)\[[^\]]*(?:\]|$)", "${1}[<ids>]"),
     (r"\[\s*-?\d+(?:\s*,\s*-?\d+)*\s*(?:,\s*\.\.\.)?\]", "[<ids>]"),
@@ -44,6 +47,7 @@ _IDS = [
     (r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b", "<uuid>"),
     (r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b", "<ip>"),
     (r"\b0[xX][0-9a-fA-F]+\b", "<hex>"),
+    (r"\b\d+(?:\.\d+)?[eE][-+]?\d+\b", "<n>"),  # 1.5e3 is a number, not hex
     # hex words holding both a digit and a letter (hashes, request ids); pure words and numbers are not hex
     (r"\b(?:[0-9a-fA-F]*[0-9][0-9a-fA-F]*[a-fA-F]|[0-9a-fA-F]*[a-fA-F][0-9a-fA-F]*[0-9])[0-9a-fA-F]*\b", "<hex>"),
     (r"\|[\s\u2588-\u258f]*\|", "|<bar>|"),  # tqdm progress bars
@@ -60,7 +64,7 @@ def quote_masked(text: pl.Expr) -> pl.Expr:
 
 def shape_expr(text: pl.Expr) -> pl.Expr:
     """The shape of a line: quoted strings, UUIDs, IPs, hex ids and numbers masked; at most SHAPE_CHARS."""
-    text = quote_masked(text)
+    text = quote_masked(text).str.replace_all(SECRET_RE, "<secret>")
     for pattern, repl in _IDS:
         text = text.str.replace_all(pattern, repl)
     return text.str.strip_chars_end().str.slice(0, SHAPE_CHARS)
@@ -81,8 +85,16 @@ def skip_rules() -> dict[str, tuple[tuple[str, str], ...]]:
 
 
 def rules_for(source: str | None) -> tuple[tuple[str, str], ...]:
+    """The rules of the file; the `common` ones for a source without a section (or no source)."""
     rules = skip_rules()
     return rules.get(source or "", rules[""])
+
+
+def _source_rules(source: str | None) -> tuple[tuple[str, str], ...]:
+    from attribution import sources  # (sources import this module)
+
+    src = sources.registry().get(source) if source else None
+    return src.skip_rules if src is not None else rules_for(source)
 
 
 def _skip_reason(units: pl.DataFrame) -> pl.Expr:
@@ -91,7 +103,7 @@ def _skip_reason(units: pl.DataFrame) -> pl.Expr:
     names = units["source"].unique().to_list()
     for src in names:
         of_src = pl.col("source").is_null() if src is None else pl.col("source") == src
-        for reason, rx in rules_for(src):
+        for reason, rx in _source_rules(src):
             cond = pl.col("text").str.contains(rx)
             if len(names) > 1:
                 cond = of_src & cond
