@@ -8,10 +8,14 @@ from __future__ import annotations
 import tomllib
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 
 from attribution.privacy import SECRET_RE, redact
+
+if TYPE_CHECKING:
+    from attribution.sources.base import ParseResult
 
 RULES_FILE = Path(__file__).parent / "sources" / "skip_rules.toml"
 SHAPES_MAX = 200  # shapes kept per file and chunk; the rest are counted under one OTHER row per class
@@ -126,6 +130,31 @@ def doc_records(docs: pl.DataFrame, source: str) -> pl.DataFrame:
                        pl.col("text").cast(pl.Utf8).str.slice(0, 2000), pl.lit(source, pl.Utf8).alias("source"))
 
 
+def of_result(result: ParseResult, source: str, lines: pl.DataFrame | None, extra_lines: list[int | None],
+              errors: pl.DataFrame | None) -> pl.DataFrame:
+    """The census of one parse result: of its `records` when the source set them (wrapped files, documents),
+    else of the input `lines` (line, text) plus `extra_lines` (over-long lines the source never saw), else
+    (a whole file whose source lists no records) of the records its rows and errors name."""
+    row_lines = [df["line"] for df in result.tables.values() if "line" in df.columns]
+    if result.consumed is not None:
+        row_lines.append(result.consumed)
+    if result.records is not None:
+        units = records_units(result.records)
+    elif lines is not None:
+        units = units_from_lines(lines, source)
+        long = [n for n in extra_lines if n is not None]
+        if long:
+            units = pl.concat([units, pl.DataFrame({"line": long, "span": [1] * len(long), "text": None,
+                                                    "source": source}, schema=UNITS_SCHEMA)])
+    else:
+        named = row_lines + ([errors["line"]] if errors is not None else [])
+        if not named:
+            return pl.DataFrame(schema=SHAPE_SCHEMA)
+        seen = pl.concat([s.cast(pl.Int64) for s in named]).drop_nulls().unique().sort()
+        units = pl.DataFrame({"line": seen, "span": 1, "text": None, "source": source}, schema=UNITS_SCHEMA)
+    return census(units, row_lines, errors)
+
+
 def census(units: pl.DataFrame, row_lines: list[pl.Series], errors: pl.DataFrame | None) -> pl.DataFrame:
     """Count `units` (line, span, text, source: one per input line or record) by class.
 
@@ -191,6 +220,11 @@ def per_file(shapes: pl.DataFrame) -> pl.DataFrame:
                  pl.col("sample").first())
             .select(shapes.columns)
             .sort(["file", "class", "lines", "first_line"], descending=[False, False, True, False]))
+
+
+def plus(a: dict[str, int] | None, b: dict[str, int] | None, sign: int = 1) -> dict[str, int]:
+    """Census counts a + sign * b (either may be missing: a file state written before the census)."""
+    return {c: (a or {}).get(c, 0) + sign * (b or {}).get(c, 0) for c in CLASSES}
 
 
 def totals(shapes: pl.DataFrame) -> dict[str, int]:

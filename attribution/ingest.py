@@ -190,34 +190,12 @@ def _finish(result: ParseResult, src: Source, ctx: ParseContext, extra_errors: l
     if errs:
         e = pl.concat(errs).with_columns(pl.lit(ctx.path).alias("file"), pl.lit(src.name).alias("source"))
         out["ingest_errors"] = conform("ingest_errors", e)
-    shapes = _census(result, src, lines, extra_errors, errs)
+    errors = pl.concat([e.select("line", "reason") for e in errs]) if errs else None
+    shapes = census.of_result(result, src.name, lines, [e["line"] for e in extra_errors], errors)
     if shapes.height:
         shapes = shapes.with_columns(pl.lit(ctx.path).alias("file"), pl.col("source").fill_null(src.name))
         out["ingest_line_shapes"] = conform("ingest_line_shapes", shapes)
     return out
-
-
-def _census(result: ParseResult, src: Source, lines: pl.DataFrame | None, extra_errors: list[dict[str, Any]],
-            errs: list[pl.DataFrame]) -> pl.DataFrame:
-    row_lines = [df["line"] for df in result.tables.values() if "line" in df.columns]
-    if result.consumed is not None:
-        row_lines.append(result.consumed)
-    errors = pl.concat([e.select("line", "reason") for e in errs]) if errs else None
-    if result.records is not None:
-        units = census.records_units(result.records)
-    elif lines is not None:
-        units = census.units_from_lines(lines, src.name)
-        long = [e["line"] for e in extra_errors if e["line"] is not None]
-        if long:
-            units = pl.concat([units, pl.DataFrame({"line": long, "span": [1] * len(long), "text": None,
-                                                    "source": src.name}, schema=census.UNITS_SCHEMA)])
-    else:  # a whole file whose source does not list its records: those it named
-        named = row_lines + ([errors["line"]] if errors is not None else [])
-        if not named:
-            return pl.DataFrame(schema=census.SHAPE_SCHEMA)
-        seen = pl.concat([s.cast(pl.Int64) for s in named]).drop_nulls().unique().sort()
-        units = pl.DataFrame({"line": seen, "span": 1, "text": None, "source": src.name}, schema=census.UNITS_SCHEMA)
-    return census.census(units, row_lines, errors)
 
 
 _NO_LINES = pl.DataFrame(schema={"line": pl.Int64, "text": pl.Utf8})
@@ -461,6 +439,7 @@ class Plan:
     stage_root: str | None = None  # a worker writes the rows of large chunks into this store's staging area
     stage_min: int = 0  # ... those of at least this many bytes
 
+
     @property
     def to_read(self) -> int:
         return max(self.size - self.offset, 0) if self.offset <= self.size else self.size
@@ -553,7 +532,7 @@ class _Account:
         new = dict(self.state)
         new["rows"] = self.state["rows"] + n_rows
         new["errors"] = self.state["errors"] + n_err
-        new["census"] = _plus(self.state.get("census"), counts)
+        new["census"] = census.plus(self.state.get("census"), counts)
         nbytes = 0
         if self.whole:
             nbytes = self.size
@@ -572,23 +551,15 @@ class _Account:
             new.update(offset=unit.end, lines=unit.last_line, state=after)
             sealed = True
         if not sealed:  # superseded with these rows when the file is read again (see _plan_file)
-            new["unsealed_census"] = _plus(self.state.get("unsealed_census"), counts)
+            new["unsealed_census"] = census.plus(self.state.get("unsealed_census"), counts)
         self._add(new, rows, sealed=sealed, nbytes=nbytes)
         self.report.rows += n_rows
         self.report.errors += n_err
-        self.report.census = _plus(self.report.census, counts)
+        self.report.census = census.plus(self.report.census, counts)
         if counts.get("unrecognised"):
             self._unknown(shapes)
         self.report.bytes += nbytes
         self.emit("advance", {"bytes": nbytes, "rows": n_rows})
-
-
-def _plus(a: dict[str, int] | None, b: dict[str, int] | None, sign: int = 1) -> dict[str, int]:
-    """Census counts a + sign * b (either may be missing: a file state written before the census)."""
-    out = dict.fromkeys(census.CLASSES, 0)
-    for cls in census.CLASSES:
-        out[cls] = (a or {}).get(cls, 0) + sign * (b or {}).get(cls, 0)
-    return out
 
 
 def _plan_file(path: Path, w: Writer, batch: _Batch, index: dict[str, tuple[str, dict[str, Any]]],
@@ -650,7 +621,7 @@ def _plan_file(path: Path, w: Writer, batch: _Batch, index: dict[str, tuple[str,
         gone = [w.snapshot.data[p] for p in state["unsealed_files"] if p in w.snapshot.data]
         state["rows"] -= sum(e["rows"] for e in gone if e["table"] not in META_TABLES)
         state["errors"] -= sum(e["rows"] for e in gone if e["table"] == "ingest_errors")
-        state["census"] = _plus(state.get("census"), state.get("unsealed_census"), sign=-1)
+        state["census"] = census.plus(state.get("census"), state.get("unsealed_census"), sign=-1)
         remove = state["unsealed_files"]
         state["unsealed_files"] = []
     state["unsealed_census"] = {}
@@ -662,6 +633,5 @@ def _plan_file(path: Path, w: Writer, batch: _Batch, index: dict[str, tuple[str,
     plan = Plan(str(path), src, ctx, state["offset"], state["lines"] + 1, opts["chunk_bytes"],
                 opts["max_line_bytes"], stat.st_size)
     account = _Account(key, state, FileReport(abspath, "read", src.name, kind=src.kind), batch, emit,
-                       src.mode == "whole",
-                       stat.st_size, remove)
+                       src.mode == "whole", stat.st_size, remove)
     return plan, account
