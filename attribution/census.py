@@ -166,12 +166,15 @@ def census(units: pl.DataFrame, row_lines: list[pl.Series], errors: pl.DataFrame
     parsed = pl.concat([s.cast(pl.Int64) for s in row_lines]) if row_lines else pl.Series("line", [], pl.Int64)
     hit = units["line"].is_in(parsed.drop_nulls().unique().implode())
     out = []
-    done = units.filter(hit)
-    if done.height:
+    n_hit = int(hit.sum())
+    if n_hit:  # (the common case: nearly every line; counted without copying the lines)
+        n_lines = n_hit if units["span"].max() == 1 else int(units["span"].filter(hit).sum())
         out.append(pl.DataFrame(
             {"source": [None], "class": ["parsed"], "reason": [None], "shape": [None],
-             "lines": [int(done["span"].sum())], "first_line": [int(done["line"].min())], "sample": [None]},
+             "lines": [n_lines], "first_line": [int(units["line"].filter(hit).min())], "sample": [None]},
             schema=SHAPE_SCHEMA))
+    if n_hit == units.height:
+        return out[0]
     rest = units.filter(~hit)
     if rest.height:
         out.append(_shapes(rest, errors))
