@@ -157,7 +157,7 @@ def status_cmd(store: StoreOpt = None, fmt: FormatOpt = Format.table) -> None:
 @app.command("query")
 def query_cmd(
     sql: Annotated[str, typer.Argument(help="SQL over requests, engine_steps, engine_config, access_log, "
-                                            "ingest_files, ingest_errors.")],
+                                            "ingest_files, ingest_line_shapes, ingest_errors.")],
     store: StoreOpt = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
