@@ -15,6 +15,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 from conftest import SAMPLE, shared
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_cases import _RESERVED, _cases
 from typer.testing import CliRunner
 
@@ -286,3 +288,35 @@ def test_ingest_and_status_show_coverage_and_unknown_shapes(tmp_path):
     assert st["lines"]["unrecognised"] == 5
     code, out, _ = _cli("status", "--store", store)
     assert code == 0 and "line coverage per file" in out and "[frobnicator.py:<n>]" in out
+
+
+CASE_LINES = {fmt: [ln for p, _ in _cases() if p.parent.name == fmt for ln in p.read_text().split("\n") if ln]
+              for fmt in ("vllm_log", "sglang_log")}
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data(), fmt=st.sampled_from(sorted(CASE_LINES)), chunk=st.integers(64, 4096))
+def test_mutated_and_cut_lines_are_each_counted_once(tmp_path, data, fmt, chunk):
+    """Case lines shuffled, cut, glued, blanked or garbled, read in random chunk sizes: never a crash, and
+    the census always adds up to the physical lines."""
+    pool = CASE_LINES[fmt]
+    picked = data.draw(st.lists(st.sampled_from(pool), min_size=1, max_size=40))
+    ops = data.draw(st.lists(st.sampled_from(["keep", "cut", "glue", "blank", "garble", "quote"]),
+                             min_size=len(picked), max_size=len(picked)))
+    out = []
+    for line, op in zip(picked, ops, strict=True):
+        if op == "cut":
+            line = line[: data.draw(st.integers(0, len(line)))]
+        elif op == "glue":
+            line += data.draw(st.sampled_from(pool))
+        elif op == "blank":
+            line = " " * data.draw(st.integers(0, 3))
+        elif op == "garble":
+            line = data.draw(st.text(min_size=0, max_size=60).filter(lambda t: "\n" not in t and "\r" not in t))
+        elif op == "quote":
+            line += " prompt: 'x"
+        out.append(line)
+    path = tmp_path / f"fuzz-{chunk}.log"
+    path.write_text("\n".join(out) + data.draw(st.sampled_from(["", "\n"])))
+    parsed = parse_path(path, fmt, tz="UTC", year=2026, chunk_bytes=chunk)
+    assert sum(parsed.census.values()) == physical_lines(path)
