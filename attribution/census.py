@@ -164,7 +164,7 @@ def census(units: pl.DataFrame, row_lines: list[pl.Series], errors: pl.DataFrame
     if units.height == 0:
         return pl.DataFrame(schema=SHAPE_SCHEMA)
     parsed = pl.concat([s.cast(pl.Int64) for s in row_lines]) if row_lines else pl.Series("line", [], pl.Int64)
-    hit = units["line"].is_in(parsed.drop_nulls().unique().implode())
+    hit = units["line"].is_in(parsed.implode())
     out = []
     n_hit = int(hit.sum())
     if n_hit:  # (the common case: nearly every line; counted without copying the lines)
