@@ -138,12 +138,10 @@ def of_result(result: ParseResult, source: str, lines: pl.DataFrame | None, extr
     row_lines = [df["line"] for df in result.tables.values() if "line" in df.columns]
     if result.consumed is not None:
         row_lines.append(result.consumed)
-    if result.records is not None:
-        units = records_units(result.records)
-    elif lines is not None:
-        units = units_from_lines(lines, source)
-        long = [n for n in extra_lines if n is not None]
-        if long:
+    if result.records is not None or lines is not None:
+        units = records_units(result.records) if result.records is not None else units_from_lines(lines, source)
+        long = [n for n in extra_lines if n is not None] if lines is not None else []
+        if long:  # never given to the source (nor to a wrapper): counted here, as `malformed` by their error
             units = pl.concat([units, pl.DataFrame({"line": long, "span": [1] * len(long), "text": None,
                                                     "source": source}, schema=UNITS_SCHEMA)])
     else:

@@ -320,3 +320,32 @@ def test_mutated_and_cut_lines_are_each_counted_once(tmp_path, data, fmt, chunk)
     path.write_text("\n".join(out) + data.draw(st.sampled_from(["", "\n"])))
     parsed = parse_path(path, fmt, tz="UTC", year=2026, chunk_bytes=chunk)
     assert sum(parsed.census.values()) == physical_lines(path)
+
+
+def test_an_over_long_line_is_counted_as_malformed(tmp_path):
+    log = tmp_path / "pod" / "vllm.log"
+    log.parent.mkdir()
+    stats = ("INFO 06-16 10:03:14 [loggers.py:87] Engine 000: Avg prompt throughput: 1254.4 tokens/s, Avg generation "
+             "throughput: 29.2 tokens/s, Running: 10 reqs, Waiting: 4 reqs, GPU KV cache usage: 57.9%, Prefix cache "
+             "hit rate: 40.5%")  # verbatim, formats/engine-logs.md
+    log.write_text("\n".join([stats, "x" * 3_000_000, stats.replace("10:03:14", "10:03:24"), ""]))
+    ingest([str(log)], tmp_path / "s", tz="UTC", year=2026, max_line_bytes=1_000_000, chunk_bytes=100_000)
+    f = _files(tmp_path / "s").row(0, named=True)
+    assert (f["lines"], f["lines_parsed"], f["lines_skipped"], f["lines_unrecognised"]) == (3, 2, 1, 0)
+    row = _shapes(tmp_path / "s").filter(pl.col("class") == "skipped").row(0, named=True)
+    assert row["first_line"] == 2 and row["reason"].startswith("malformed: line of <n> bytes is longer")
+
+
+def test_records_of_a_wrapped_file_are_counted_by_their_spans():
+    """A wrapper (attribution.wrappers) reports records: a record spans the physical lines it was made of."""
+    result = sources.ParseResult()
+    result.add("engine_steps", pl.DataFrame({"line": [1]}))
+    result.add_consumed(pl.Series([6]))
+    result.records = pl.DataFrame({
+        "line": [1, 3, 4, 6], "span": [2, 1, 3, 1],
+        "text": ["a stats line", "", "a made-up message 12", "a folded line"],
+        "source": ["vllm_log", "vllm_log", None, "vllm_log"]})
+    shapes = census.of_result(result, "docker_json", pl.DataFrame({"line": [1], "text": ["raw"]}), [], None)
+    assert census.totals(shapes) == {"parsed": 3, "skipped": 1, "unrecognised": 3}
+    unknown = shapes.filter(pl.col("class") == "unrecognised").row(0, named=True)
+    assert (unknown["shape"], unknown["first_line"], unknown["source"]) == ("a made-up message <n>", 4, None)
