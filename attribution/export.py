@@ -10,7 +10,7 @@ from attribution.errors import UsageError
 from attribution.store import Store
 
 EXPORTED = ["requests", "request_events", "engine_steps", "engine_config", "access_log", "ingest_files",
-            "ingest_errors"]
+            "ingest_errors", "ingest_line_shapes"]
 
 
 def export_duckdb(store: Store, dest: Path) -> dict[str, int]:

@@ -21,10 +21,10 @@ from typing import Any
 
 import polars as pl
 
-from attribution import reader, sources, workers
+from attribution import census, reader, sources, workers
 from attribution.errors import InputError, UsageError
 from attribution.privacy import redact
-from attribution.schema import TABLES, conform, empty
+from attribution.schema import META_TABLES, TABLES, conform, empty
 from attribution.sources.base import ParseContext, ParseResult, Source
 from attribution.store import Staged, Store, Writer, stage
 from attribution.wrappers.layer import BYTE_ESCAPE, WrappedSource
@@ -86,6 +86,18 @@ class FileReport:
     errors: int = 0
     bytes: int = 0
     message: str | None = None
+    kind: str | None = None  # the source's kind (engine / gateway / trace / bench)
+    census: dict[str, int] = field(default_factory=lambda: dict.fromkeys(census.CLASSES, 0))  # lines per class
+    unknown: dict[str, int] = field(default_factory=dict)  # unrecognised shape -> lines (the largest few)
+
+    @property
+    def lines(self) -> int:
+        return sum(self.census.values())
+
+    @property
+    def silent(self) -> bool:
+        """Read, with lines, and neither a row nor a problem: the loss the census exists to show."""
+        return self.status == "read" and self.rows == 0 and self.errors == 0 and self.lines > 0
 
 
 @dataclass
@@ -114,6 +126,11 @@ class ParsedFile:
     @property
     def errors(self) -> pl.DataFrame:
         return self.tables["ingest_errors"]
+
+    @property
+    def census(self) -> dict[str, int]:
+        """Lines (records) per class: parsed, skipped, unrecognised."""
+        return census.totals(self.tables["ingest_line_shapes"])
 
 
 # -- one file ------------------------------------------------------------------------------------------
@@ -159,12 +176,15 @@ def _csv_lines(data: bytes, n: int) -> pl.Series | None:
     return df["text"].fill_null("")  # an empty line is read as null
 
 
-def _finish(result: ParseResult, src: Source, ctx: ParseContext, extra_errors: list[dict[str, Any]]
-            ) -> dict[str, pl.DataFrame]:
-    """Conform a parse result to the canonical tables and fill provenance columns."""
+def _finish(result: ParseResult, src: Source, ctx: ParseContext, extra_errors: list[dict[str, Any]],
+            lines: pl.DataFrame | None = None) -> dict[str, pl.DataFrame]:
+    """Conform a parse result to the canonical tables, fill provenance columns and count the line census of
+    the input `lines` (line, text) it came from; an `extra_errors` line is an input line too (one over the
+    length limit, never given to the source). Without `lines` (a whole file), the source's `records` are
+    counted, else the records it named in rows and errors."""
     out: dict[str, pl.DataFrame] = {}
     for table, df in result.tables.items():
-        if table not in TABLES or table == "ingest_errors":
+        if table not in TABLES or table in META_TABLES:
             raise ValueError(f"source {src.name} produced rows for unknown table {table!r}")
         if df.height == 0:
             continue
@@ -185,7 +205,15 @@ def _finish(result: ParseResult, src: Source, ctx: ParseContext, extra_errors: l
     if errs:
         e = pl.concat(errs).with_columns(pl.lit(ctx.path).alias("file"), pl.lit(src.name).alias("source"))
         out["ingest_errors"] = conform("ingest_errors", e)
+    errors = pl.concat([e.select("line", "reason") for e in errs]) if errs else None
+    shapes = census.of_result(result, src.name, lines, [e["line"] for e in extra_errors], errors)
+    if shapes.height:
+        shapes = shapes.with_columns(pl.lit(ctx.path).alias("file"), pl.col("source").fill_null(src.name))
+        out["ingest_line_shapes"] = conform("ingest_line_shapes", shapes)
     return out
+
+
+_NO_LINES = pl.DataFrame(schema={"line": pl.Int64, "text": pl.Utf8})
 
 
 def parse_units(
@@ -226,12 +254,12 @@ def parse_units(
              "sample": None}
             for ln, size in chunk.long_lines
         ]
-        frame = _lines_frame(chunk, BYTE_ESCAPE if wrapped else "replace")
-        result = src.parse(frame, ctx) if chunk.n_lines else ParseResult()
+        frame = _lines_frame(chunk, BYTE_ESCAPE if wrapped else "replace") if chunk.n_lines else None
+        result = src.parse(frame, ctx) if frame is not None else ParseResult()
         last_line, end = chunk.first_line + chunk.n_lines, chunk.end
         if chunk.tail:
             tail_before = before
-        yield chunk, before, _finish(result, src, ctx, extra)
+        yield chunk, before, _finish(result, src, ctx, extra, frame if frame is not None else _NO_LINES)
     if pieces.truncated:
         err = [{"line": last_line, "reason": pieces.truncated, "sample": None}]
         yield None, copy.deepcopy(ctx.state), _finish(ParseResult(), src, ctx, err)
@@ -279,6 +307,7 @@ def parse_path(
         for t, df in rows.items():
             parts[t].append(df)
     tables = {t: pl.concat(dfs) if dfs else empty(t) for t, dfs in parts.items()}
+    tables["ingest_line_shapes"] = census.per_file(tables["ingest_line_shapes"])  # one row per shape, as stored
     return ParsedFile(src.name, tables)
 
 
@@ -460,6 +489,7 @@ class Plan:
     stage_root: str | None = None  # a worker writes the rows of large chunks into this store's staging area
     stage_min: int = 0  # ... those of at least this many bytes
 
+
     @property
     def to_read(self) -> int:
         return max(self.size - self.offset, 0) if self.offset <= self.size else self.size
@@ -486,7 +516,9 @@ def parse_plan(plan: Plan) -> Iterator[tuple[Any, ...]]:
                                                    len(chunk.data))
             if plan.stage_root and unit is not None and unit.nbytes >= plan.stage_min:
                 # Written here rather than pickled to the ingest process, which would then write them itself.
-                rows = {t: stage(plan.stage_root, t, df) for t, df in rows.items()}
+                # (the census stays a frame: the account counts its lines; it is a few rows per chunk)
+                rows = {t: df if t == "ingest_line_shapes" else stage(plan.stage_root, t, df)
+                        for t, df in rows.items()}
             yield "unit", unit, before, copy.deepcopy(ctx.state), rows
     except InputError as exc:
         yield "failed", str(exc)
@@ -495,6 +527,9 @@ def parse_plan(plan: Plan) -> Iterator[tuple[Any, ...]]:
         yield "failed", f"internal error in the {src.name} parser: {type(exc).__name__}: {exc}"
         return
     yield ("done",)
+
+
+UNKNOWN_KEPT = 20  # unrecognised shapes per file the ingest summary keeps
 
 
 class _Account:
@@ -510,6 +545,14 @@ class _Account:
         self.batch.add(self.key, state, rows, sealed=sealed, nbytes=nbytes, remove=self.remove)
         self.remove = []
         self.state = state
+
+    def _unknown(self, shapes: pl.DataFrame) -> None:
+        """Keep the largest unrecognised shapes for the ingest's closing warning."""
+        seen = self.report.unknown
+        for shape, n in shapes.filter(pl.col("class") == "unrecognised").select("shape", "lines").iter_rows():
+            seen[shape] = seen.get(shape, 0) + n
+        if len(seen) > 4 * UNKNOWN_KEPT:
+            self.report.unknown = dict(sorted(seen.items(), key=lambda kv: -kv[1])[:UNKNOWN_KEPT])
 
     def handle(self, msg: tuple[Any, ...]) -> None:
         if msg[0] == "unit":
@@ -532,11 +575,14 @@ class _Account:
 
     def _unit(self, unit: Unit | None, before: dict[str, Any], after: dict[str, Any],
               rows: dict[str, pl.DataFrame]) -> None:
-        n_rows = sum(df.height for t, df in rows.items() if t != "ingest_errors")
+        n_rows = sum(df.height for t, df in rows.items() if t not in META_TABLES)
         n_err = rows["ingest_errors"].height if "ingest_errors" in rows else 0
+        shapes = rows.get("ingest_line_shapes")
+        counts = census.totals(shapes) if shapes is not None else {}
         new = dict(self.state)
         new["rows"] = self.state["rows"] + n_rows
         new["errors"] = self.state["errors"] + n_err
+        new["census"] = census.plus(self.state.get("census"), counts)
         nbytes = 0
         if self.whole:
             nbytes = self.size if unit is None else unit.nbytes  # a document's batches: its bytes come last
@@ -554,9 +600,14 @@ class _Account:
             nbytes = unit.nbytes
             new.update(offset=unit.end, lines=unit.last_line, state=after)
             sealed = True
+        if not sealed:  # superseded with these rows when the file is read again (see _plan_file)
+            new["unsealed_census"] = census.plus(self.state.get("unsealed_census"), counts)
         self._add(new, rows, sealed=sealed, nbytes=nbytes)
         self.report.rows += n_rows
         self.report.errors += n_err
+        self.report.census = census.plus(self.report.census, counts)
+        if counts.get("unrecognised"):
+            self._unknown(shapes)
         self.report.bytes += nbytes
         self.emit("advance", {"bytes": nbytes, "rows": n_rows})
 
@@ -618,17 +669,19 @@ def _plan_file(path: Path, w: Writer, batch: _Batch, index: dict[str, tuple[str,
     remove: list[str] = []
     if resume and state.get("unsealed_files"):
         gone = [w.snapshot.data[p] for p in state["unsealed_files"] if p in w.snapshot.data]
-        state["rows"] -= sum(e["rows"] for e in gone if e["table"] != "ingest_errors")
+        state["rows"] -= sum(e["rows"] for e in gone if e["table"] not in META_TABLES)
         state["errors"] -= sum(e["rows"] for e in gone if e["table"] == "ingest_errors")
+        state["census"] = census.plus(state.get("census"), state.get("unsealed_census"), sign=-1)
         remove = state["unsealed_files"]
         state["unsealed_files"] = []
+    state["unsealed_census"] = {}
     if src.mode == "whole":
-        state.update(offset=0, lines=0, state={}, rows=0, errors=0)
+        state.update(offset=0, lines=0, state={}, rows=0, errors=0, census={})
     state["status"] = "read"
     ctx = ParseContext(abspath, state["deployment"], state["label"], state["year"], state["tz"], stat.st_mtime,
                        dict(state["options"]), copy.deepcopy(state["state"]))
     plan = Plan(str(path), src, ctx, state["offset"], state["lines"] + 1, opts["chunk_bytes"],
                 opts["max_line_bytes"], stat.st_size)
-    account = _Account(key, state, FileReport(abspath, "read", src.name), batch, emit, src.mode == "whole",
-                       stat.st_size, remove)
+    account = _Account(key, state, FileReport(abspath, "read", src.name, kind=src.kind), batch, emit,
+                       src.mode == "whole", stat.st_size, remove)
     return plan, account

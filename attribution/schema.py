@@ -149,6 +149,19 @@ INGEST_ERRORS: dict[str, pl.DataType] = {
     "sample": pl.Utf8,  # short and redacted: never a prompt or a key
 }
 
+# The line census of each file (attribution.census): lines that made rows (one `parsed` row, no shape) and
+# lines that made none, per class, reason and shape. Stored per chunk; the public view sums them per file.
+INGEST_LINE_SHAPES: dict[str, pl.DataType] = {
+    "file": pl.Utf8,
+    "source": pl.Utf8,  # the format whose rules classed the lines (a wrapped file's inner format)
+    "class": pl.Utf8,  # parsed / skipped / unrecognised
+    "reason": pl.Utf8,  # why skipped: a skip rule's name, or `malformed: <the ingest_errors reason>`
+    "shape": pl.Utf8,  # the line with numbers, ids, hex, IPs and quoted strings masked
+    "lines": pl.Int64,  # lines (records, for wrapped and document files) of this shape
+    "first_line": pl.Int64,
+    "sample": pl.Utf8,  # the first such line, quoted strings masked and keys redacted: never a prompt or a key
+}
+
 TABLES: dict[str, dict[str, pl.DataType]] = {
     "requests": REQUESTS,
     "request_events": REQUEST_EVENTS,
@@ -156,7 +169,10 @@ TABLES: dict[str, dict[str, pl.DataType]] = {
     "engine_config": ENGINE_CONFIG,
     "access_log": ACCESS_LOG,
     "ingest_errors": INGEST_ERRORS,
+    "ingest_line_shapes": INGEST_LINE_SHAPES,
 }
+# Tables the ingest writes about the input itself: not rows of the data, not written by sources.
+META_TABLES = ("ingest_errors", "ingest_line_shapes")
 
 
 def conform(table: str, df: pl.DataFrame) -> pl.DataFrame:

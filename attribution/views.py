@@ -32,13 +32,25 @@ INGEST_FILES_COLUMNS = {
     "status": pl.Utf8,
     "size_bytes": pl.Int64,
     "bytes_read": pl.Int64,
-    "lines": pl.Int64,
+    "lines": pl.Int64,  # lines (records) counted by the census: lines_parsed + lines_skipped + lines_unrecognised
+    "lines_parsed": pl.Int64,
+    "lines_skipped": pl.Int64,
+    "lines_unrecognised": pl.Int64,
     "rows": pl.Int64,
     "errors": pl.Int64,
     "first_ingested": pl.Datetime("us", "UTC"),
     "last_ingested": pl.Datetime("us", "UTC"),
     "rotated": pl.Boolean,
 }
+
+
+# Stored per chunk (a file read in pieces has several rows of a shape): users see one row per file and shape.
+LINE_SHAPES_VIEW = """
+select file, any_value(source) as source, class, reason, shape, sum(lines)::BIGINT as lines,
+       min(first_line) as first_line, arg_min(sample, first_line) as sample
+from raw_ingest_line_shapes
+group by file, class, reason, shape
+"""
 
 
 def _sql_list(paths: list[str]) -> str:
@@ -51,6 +63,7 @@ def ingest_files_frame(snapshot: Snapshot) -> pl.DataFrame:
     for st in snapshot.files.values():
         newest[st["path"]] = max(newest.get(st["path"], -1), st["seq"])
     for st in snapshot.files.values():
+        c = st.get("census")  # None: read before the census existed (then `lines` is the last line read)
         rows.append(
             {
                 "file": st["path"],
@@ -61,7 +74,10 @@ def ingest_files_frame(snapshot: Snapshot) -> pl.DataFrame:
                 "status": st.get("status"),
                 "size_bytes": st.get("size"),
                 "bytes_read": st.get("offset"),
-                "lines": st.get("lines"),
+                "lines": sum(c.values()) if c else (None if st.get("status") == "unrecognised" else st.get("lines")),
+                "lines_parsed": c.get("parsed") if c else None,
+                "lines_skipped": c.get("skipped") if c else None,
+                "lines_unrecognised": c.get("unrecognised") if c else None,
                 "rows": st.get("rows", 0),
                 "errors": st.get("errors", 0),
                 "first_ingested": st.get("first_ingested"),
@@ -92,6 +108,8 @@ def connect(store: Store, snapshot: Snapshot) -> duckdb.DuckDBPyConnection:
     for table in TABLES:
         if table in STAGED:
             con.execute(f"create view {table} as {queries.load(STAGED[table]).sql}")
+        elif table == "ingest_line_shapes":
+            con.execute(f"create view {table} as {LINE_SHAPES_VIEW}")
         else:
             con.execute(f"create view {table} as select * from raw_{table}")
     con.register("_ingest_files", ingest_files_frame(snapshot).to_arrow())

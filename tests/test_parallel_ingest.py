@@ -92,7 +92,7 @@ def test_a_worker_stages_the_rows_of_large_chunks_as_parquet(tmp_path):
             continue
         assert a[1:4] == b[1:4] and set(a[4]) == set(b[4])
         for table, df in a[4].items():
-            if a[1].nbytes >= 8192:
+            if a[1].nbytes >= 8192 and table != "ingest_line_shapes":  # the census stays a frame: it is counted
                 assert isinstance(b[4][table], Staged) and b[4][table].rows == df.height
                 assert pl.read_parquet(tmp_path / "s" / "_tmp" / b[4][table].name).equals(df)
                 n_staged += 1

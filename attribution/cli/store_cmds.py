@@ -7,6 +7,7 @@ from typing import Annotated
 
 import duckdb
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
 
 from attribution import render
@@ -53,7 +54,7 @@ def _print_summary(s: IngestSummary) -> None:
     if s.rows:
         names = {"engine_config": "engine_config (startup facts)"}
         e.print("rows added: " + ", ".join(f"{names.get(t, t)} {n:,}" for t, n in sorted(s.rows.items())
-                                           if t != "ingest_errors"))
+                                           if t not in ("ingest_errors", "ingest_line_shapes")))
     if s.errors:
         e.print(f"[yellow]{s.errors:,} problems recorded[/] (see `attribution status` or the ingest_errors table)")
     bad = [f for f in s.files if f.status in ("unrecognised", "failed")]
@@ -61,6 +62,33 @@ def _print_summary(s: IngestSummary) -> None:
         e.print(f"  [yellow]{f.status}[/] {f.path}: {f.message}", highlight=False)
     if len(bad) > 10:
         e.print(f"  ... and {len(bad) - 10} more (see `attribution status`)")
+    _print_census(s)
+
+
+def _print_census(s: IngestSummary) -> None:
+    """Lines by class; a warning for files read with lines but no row and no problem, and for engine files
+    with unrecognised lines (their most frequent shapes)."""
+    e = render.err
+    read = [f for f in s.files if f.status == "read"]
+    total = {c: sum(f.census.get(c, 0) for f in read) for c in ("parsed", "skipped", "unrecognised")}
+    if sum(total.values()):
+        e.print(f"lines read: {sum(total.values()):,} ({total['parsed']:,} parsed, {total['skipped']:,} skipped, "
+                f"{total['unrecognised']:,} unrecognised)")
+    for f in [f for f in read if f.silent][:10]:
+        e.print(f"  [yellow]no rows[/] {f.path}: {f.lines:,} lines read as {f.format}, no row and no problem "
+                "(see `attribution status`)", highlight=False)
+    engine = [f for f in read if f.kind == "engine" and f.census.get("unrecognised")]
+    if not engine:
+        return
+    n = sum(f.census["unrecognised"] for f in engine)
+    e.print(f"[yellow]warning:[/] {n:,} unrecognised lines in {len(engine)} engine log(s); most frequent shapes:")
+    shapes: dict[str, int] = {}
+    for f in engine:
+        for shape, k in f.unknown.items():
+            shapes[shape] = shapes.get(shape, 0) + k
+    for shape, k in sorted(shapes.items(), key=lambda kv: -kv[1])[:5]:
+        e.print(f"  {k:>8,}  {shape}", highlight=False, markup=False)
+    e.print("  (all of them: `attribution query \"select * from ingest_line_shapes where class = 'unrecognised'\"`)")
 
 
 @app.command("ingest")
@@ -90,6 +118,9 @@ def ingest_cmd(
     _print_summary(summary)
 
 
+COVERAGE_ROWS = 40
+
+
 @app.command("status")
 def status_cmd(store: StoreOpt = None, fmt: FormatOpt = Format.table) -> None:
     """What the store holds: files, rows per table, time range per deployment, errors.
@@ -114,12 +145,24 @@ def status_cmd(store: StoreOpt = None, fmt: FormatOpt = Format.table) -> None:
         render.out.print(render.table(pl.DataFrame(st["joins"]), "engine <-> gateway matching per source"))
     if st["errors"]:
         render.out.print(render.table(pl.DataFrame(st["errors"]), f"problems ({st['error_count']:,} in all)"))
+    if st["coverage"]:
+        cov = pl.DataFrame(st["coverage"], infer_schema_length=None).drop("skipped_pct")
+        lines = st["lines"]
+        title = (f"line coverage per file ({sum(lines.values()):,} lines: {lines.get('parsed', 0):,} parsed, "
+                 f"{lines.get('skipped', 0):,} skipped, {lines.get('unrecognised', 0):,} unrecognised)")
+        if cov.height > COVERAGE_ROWS:  # most unrecognised first; --format json has every file
+            title += f"; {COVERAGE_ROWS} of {cov.height} files shown"
+        render.out.print(render.table(cov.head(COVERAGE_ROWS), title))
+    if st["unrecognised_shapes"]:
+        shapes = pl.DataFrame(st["unrecognised_shapes"], infer_schema_length=None).drop("source", "sample")
+        shapes = shapes.with_columns(pl.col("shape").map_elements(escape, return_dtype=pl.Utf8))  # `[file.py:<n>]`
+        render.out.print(render.table(shapes, "most frequent unrecognised lines (numbers, ids and strings masked)"))
 
 
 @app.command("query")
 def query_cmd(
     sql: Annotated[str, typer.Argument(help="SQL over requests, engine_steps, engine_config, access_log, "
-                                            "ingest_files, ingest_errors.")],
+                                            "ingest_files, ingest_line_shapes, ingest_errors.")],
     store: StoreOpt = None,
     fmt: FormatOpt = Format.table,
 ) -> None:

@@ -72,10 +72,16 @@ class Source:
     kind: ClassVar[str]  # engine / gateway / trace / bench
     mode: ClassVar[str] = "lines"  # or "whole"
     description: ClassVar[str] = ""
-    # Lines that are known and carry nothing for us (banners, weight loading, progress bars, warnings,
-    # tracebacks): (reason, regex searched in the line's text). The line census counts a line that made no
-    # row and matches one of these as `skipped` with that reason, any other as `unrecognised`.
-    skip_rules: ClassVar[tuple[tuple[str, str], ...]] = ()
+
+    @property
+    def skip_rules(self) -> tuple[tuple[str, str], ...]:
+        """Lines that are known and carry nothing for us (banners, weight loading, progress bars, warnings,
+        tracebacks): (reason, regex searched in the line's text), from `sources/skip_rules.toml` (this
+        source's section, then `common`). The line census counts a line that made no row and matches one of
+        these as `skipped` with that reason, any other as `unrecognised`. A subclass may override it."""
+        from attribution.census import rules_for
+
+        return rules_for(self.name)
 
     def sniff(self, head: str, path: str) -> float:
         """Confidence 0..1 that the file whose first ~64 KiB decode to `head` is in this format."""

@@ -22,6 +22,7 @@ from zoneinfo import ZoneInfo
 
 import polars as pl
 
+from attribution.census import doc_records
 from attribution.privacy import redact_expr
 from attribution.sources.base import ParseContext, ParseResult, Source
 from attribution.sources.traces import after_start, file_stem, trace_start
@@ -59,10 +60,13 @@ def split_documents(text: str) -> pl.DataFrame:
     )
 
 
-def _runs(data: bytes, out: ParseResult) -> list[tuple[int, dict]]:
-    """The run objects of a file, in order; unreadable documents become errors."""
+def _runs(data: bytes, out: ParseResult, source: str) -> list[tuple[int, dict]]:
+    """The run objects of a file, in order; unreadable documents become errors. Each document is a record of
+    the line census."""
     runs: list[tuple[int, dict]] = []
-    for line, text in split_documents(data.decode("utf-8", errors="replace")).iter_rows():
+    docs = split_documents(data.decode("utf-8", errors="replace"))
+    out.records = doc_records(docs, source)
+    for line, text in docs.iter_rows():
         try:
             obj = json.loads(text)
         except ValueError as exc:
@@ -185,7 +189,7 @@ class VllmBench(Source):
 
     def parse_whole(self, data: bytes, ctx: ParseContext) -> ParseResult:
         out = ParseResult()
-        runs = _runs(data, out)
+        runs = _runs(data, out, self.name)
         starts = [_vllm_run_start(run, ctx) for _, run in runs]
         # --start names when the first run began; later runs keep their spacing from their `date` keys.
         known = [s for s in starts if s is not None]
@@ -230,7 +234,7 @@ class SglangBench(Source):
     def parse_whole(self, data: bytes, ctx: ParseContext) -> ParseResult:
         out = ParseResult()
         stem, seq = file_stem(ctx.path), 1
-        for line, run in _runs(data, out):
+        for line, run in _runs(data, out, self.name):
             df = _request_frame(run, line, out)
             if df is None:
                 continue

@@ -22,6 +22,7 @@ import json
 
 import polars as pl
 
+from attribution.census import doc_records
 from attribution.db import scratch
 from attribution.sources.access_log import (
     finish,
@@ -203,7 +204,9 @@ class LiteLLMPayloadJSON(Source):
         finally:
             con.close()
         # `line` is the 1-based index of the record in the array (schema.PROVENANCE).
-        out.add("requests", _payload_rows(pl.from_arrow(rows), out))
+        records = pl.from_arrow(rows)
+        out.records = doc_records(records, self.name)
+        out.add("requests", _payload_rows(records, out))
         return out
 
 
@@ -251,6 +254,12 @@ class LiteLLMSpendLogs(Source):
     def parse_whole(self, data: bytes, ctx: ParseContext) -> ParseResult:
         out = ParseResult()
         df = _spend_frame(data)
+        # Census records: the export's rows (and a CSV's header line), named by request id, never by content.
+        recs = df.select("line", pl.concat_str(pl.lit("request_id="), pl.col("request_id").fill_null("")).alias("text"))
+        if data[:4] != b"PAR1":
+            header = data.split(b"\n", 1)[0].decode("utf-8", errors="replace").lstrip("\ufeff")
+            recs = pl.concat([pl.DataFrame({"line": [1], "text": [header]}, schema=recs.schema), recs])
+        out.records = doc_records(recs, self.name)
         if df.height and (df["request_id"].null_count() == df.height or df["startTime"].null_count() == df.height):
             out.add_errors(_file_error(1, "not a LiteLLM_SpendLogs export: no request_id or startTime values"))
             return out

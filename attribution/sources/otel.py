@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from attribution.census import doc_records
 from attribution.privacy import redact_expr
 from attribution.schema import TS
 from attribution.sources.base import ParseContext, ParseResult, Source
@@ -118,6 +119,7 @@ class OtelSpans(Source):
     def parse_whole(self, data: bytes, ctx: ParseContext) -> ParseResult:
         out = ParseResult()
         docs = split_documents(data.decode("utf-8", errors="replace"))
+        out.records = doc_records(docs, self.name)
         # Other OTLP signals (resourceMetrics, resourceLogs) may share a collector file: not ours, skipped.
         docs = docs.filter(pl.col("text").str.contains('"resourceSpans"', literal=True))
         if docs.height == 0:

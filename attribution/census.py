@@ -1,0 +1,237 @@
+"""The line census: every input line (or record) of a file counted once, as `parsed` (it made a row, or went
+into one), `skipped` (a known line that carries nothing for us, with the reason) or `unrecognised`, and the
+shapes (numbers, ids and quoted strings masked) of the lines that made no row, for `ingest_line_shapes`.
+Skip rules are data: `sources/skip_rules.toml`, keyed by source name."""
+
+from __future__ import annotations
+
+import tomllib
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from attribution.privacy import SECRET_RE, redact
+
+if TYPE_CHECKING:
+    from attribution.sources.base import ParseResult
+
+RULES_FILE = Path(__file__).parent / "sources" / "skip_rules.toml"
+SHAPES_MAX = 200  # shapes kept per file and chunk; the rest are counted under one OTHER row per class
+OTHER = "<other shapes>"
+SHAPE_CHARS = 200
+CLASSES = ("parsed", "skipped", "unrecognised")
+SHAPE_SCHEMA: dict[str, pl.DataType] = {
+    "source": pl.Utf8, "class": pl.Utf8, "reason": pl.Utf8, "shape": pl.Utf8, "lines": pl.Int64,
+    "first_line": pl.Int64, "sample": pl.Utf8,
+}
+UNITS_SCHEMA: dict[str, pl.DataType] = {"line": pl.Int64, "span": pl.Int64, "text": pl.Utf8, "source": pl.Utf8}
+
+# Masks in order. Quoted strings go first, so a prompt never reaches a later step, a shape or a sample;
+# a quote opened after `:`, `=`, `(`, `[` or `,` and never closed (a cut line) masks the rest of the line.
+# Short identifier-like keys of JSON/dict text are kept (`{"model": <str>}`), so JSON shapes stay readable.
+_KEY = "\x02"
+_ANSI = r"\x1b\[[0-9;?]*[A-Za-z]"
+_QUOTES = [
+    (_ANSI, ""),  # ANSI colours: the same line with or without them has one shape
+    (r'"([A-Za-z_][A-Za-z0-9_.\-]{0,63})"(\s*:)', _KEY + "${1}" + _KEY + "${2}"),
+    (r"'([A-Za-z_][A-Za-z0-9_.\-]{0,63})'(\s*:)", _KEY + "${1}" + _KEY + "${2}"),
+    (r'"(?:[^"\\]|\\.)*"', "<str>"),
+    (r"(^|[^A-Za-z0-9])'(?:[^'\\]|\\.)*'", "${1}<str>"),  # not an apostrophe (vLLM's, don't)
+    (r"""([:=(\[,]\s*)["'].*$""", "${1}<str>"),
+    # The value of a key-like field, whatever it looks like (a raw key need not start with sk-).
+    (r"""(?i)\b((?:api[_-]?key|x-api-key|access[_-]?token|auth[_-]?token|token|secret|password|passwd|authorization)"""
+     r"""["']?\s*[=:]\s*)(?:bearer\s+)?[^\s,;'"})\]]+""", "${1}<secret>"),
+    # Token ids are text too (a prompt or an answer, encoded): lists of numbers go, cut-off ones included.
+    (r"(_ids\W{0,3}\s*[:=]\s*)\[[^\]]*(?:\]|$)", "${1}[<ids>]"),
+    (r"\[\s*-?\d+(?:\s*,\s*-?\d+)*\s*(?:,\s*\.\.\.)?\]", "[<ids>]"),
+]
+_IDS = [
+    (r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b", "<uuid>"),
+    (r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b", "<ip>"),
+    (r"\b0[xX][0-9a-fA-F]+\b", "<hex>"),
+    (r"\b\d+(?:\.\d+)?[eE][-+]?\d+\b", "<n>"),  # 1.5e3 is a number, not hex
+    # hex words holding both a digit and a letter (hashes, request ids); pure words and numbers are not hex
+    (r"\b(?:[0-9a-fA-F]*[0-9][0-9a-fA-F]*[a-fA-F]|[0-9a-fA-F]*[a-fA-F][0-9a-fA-F]*[0-9])[0-9a-fA-F]*\b", "<hex>"),
+    (r"\|[\s\u2588-\u258f]*\|", "|<bar>|"),  # tqdm progress bars
+    (r"\d+(?:[.,]\d+)*(?:[eE][-+]?\d+)?", "<n>"),
+    (r"<n>(?:,\s*<n>){2,}", "<n>, ..."),  # token id lists and the like: one shape whatever their length
+]
+
+
+def quote_masked(text: pl.Expr) -> pl.Expr:
+    for pattern, repl in _QUOTES:
+        text = text.str.replace_all(pattern, repl)
+    return text.str.replace_all(_KEY, '"', literal=True)
+
+
+def shape_expr(text: pl.Expr) -> pl.Expr:
+    """The shape of a line: quoted strings, UUIDs, IPs, hex ids and numbers masked; at most SHAPE_CHARS."""
+    text = quote_masked(text).str.replace_all(SECRET_RE, "<secret>")
+    for pattern, repl in _IDS:
+        text = text.str.replace_all(pattern, repl)
+    return text.str.strip_chars_end().str.slice(0, SHAPE_CHARS)
+
+
+def shape(text: str) -> str:
+    return pl.select(shape_expr(pl.lit(text, pl.Utf8))).item()
+
+
+@cache
+def skip_rules() -> dict[str, tuple[tuple[str, str], ...]]:
+    """Source name -> (reason, regex) pairs, the `common` ones (blank lines, ...) after each source's own."""
+    doc = tomllib.loads(RULES_FILE.read_text())
+    common = tuple((r["reason"], r["match"]) for r in doc.pop("common", {}).get("rules", []))
+    out = {name: tuple((r["reason"], r["match"]) for r in sec.get("rules", [])) + common for name, sec in doc.items()}
+    out[""] = common
+    return out
+
+
+def rules_for(source: str | None) -> tuple[tuple[str, str], ...]:
+    """The rules of the file; the `common` ones for a source without a section (or no source)."""
+    rules = skip_rules()
+    return rules.get(source or "", rules[""])
+
+
+def _source_rules(source: str | None) -> tuple[tuple[str, str], ...]:
+    from attribution import sources  # (sources import this module)
+
+    src = sources.registry().get(source) if source else None
+    return src.skip_rules if src is not None else rules_for(source)
+
+
+def _skip_reason(units: pl.DataFrame) -> pl.Expr:
+    """The reason of the first skip rule of the line's source that matches it, else null."""
+    chain = None
+    names = units["source"].unique().to_list()
+    for src in names:
+        of_src = pl.col("source").is_null() if src is None else pl.col("source") == src
+        for reason, rx in _source_rules(src):
+            cond = pl.col("text").str.contains(rx)
+            if len(names) > 1:
+                cond = of_src & cond
+            chain = pl.when(cond).then(pl.lit(reason)) if chain is None else chain.when(cond).then(pl.lit(reason))
+    return pl.lit(None, pl.Utf8) if chain is None else chain.otherwise(pl.lit(None, pl.Utf8))
+
+
+def units_from_lines(lines: pl.DataFrame, source: str) -> pl.DataFrame:
+    return lines.select("line", pl.lit(1, pl.Int64).alias("span"), "text", pl.lit(source, pl.Utf8).alias("source"))
+
+
+def records_units(records: pl.DataFrame) -> pl.DataFrame:
+    return records.select(pl.col(c).cast(t) for c, t in UNITS_SCHEMA.items())
+
+
+def doc_records(docs: pl.DataFrame, source: str) -> pl.DataFrame:
+    """The census records of a whole-file source: one per document or entry (`line`, `text`), span 1, its text
+    cut to a head (enough for a shape: a run's or a span's keys come first)."""
+    return docs.select(pl.col("line").cast(pl.Int64), pl.lit(1, pl.Int64).alias("span"),
+                       pl.col("text").cast(pl.Utf8).str.slice(0, 2000), pl.lit(source, pl.Utf8).alias("source"))
+
+
+def of_result(result: ParseResult, source: str, lines: pl.DataFrame | None, extra_lines: list[int | None],
+              errors: pl.DataFrame | None) -> pl.DataFrame:
+    """The census of one parse result: of its `records` when the source set them (wrapped files, documents),
+    else of the input `lines` (line, text) plus `extra_lines` (over-long lines the source never saw), else
+    (a whole file whose source lists no records) of the records its rows and errors name."""
+    row_lines = [df["line"] for df in result.tables.values() if "line" in df.columns]
+    if result.consumed is not None:
+        row_lines.append(result.consumed)
+    if result.records is not None or lines is not None:
+        units = records_units(result.records) if result.records is not None else units_from_lines(lines, source)
+        long = [n for n in extra_lines if n is not None] if lines is not None else []
+        if long:  # never given to the source (nor to a wrapper): counted here, as `malformed` by their error
+            units = pl.concat([units, pl.DataFrame({"line": long, "span": [1] * len(long), "text": None,
+                                                    "source": source}, schema=UNITS_SCHEMA)])
+    else:
+        named = row_lines + ([errors["line"]] if errors is not None else [])
+        if not named:
+            return pl.DataFrame(schema=SHAPE_SCHEMA)
+        seen = pl.concat([s.cast(pl.Int64) for s in named]).drop_nulls().unique().sort()
+        units = pl.DataFrame({"line": seen, "span": 1, "text": None, "source": source}, schema=UNITS_SCHEMA)
+    return census(units, row_lines, errors)
+
+
+def census(units: pl.DataFrame, row_lines: list[pl.Series], errors: pl.DataFrame | None) -> pl.DataFrame:
+    """Count `units` (line, span, text, source: one per input line or record) by class.
+
+    `row_lines`: the `line`s of the rows made and the lines consumed into them (parsed). `errors` (line,
+    reason): a line reported without a row is skipped as `malformed: <reason>`. Returns SHAPE_SCHEMA rows:
+    one `parsed` row (no shape), then skipped and unrecognised lines per (source, class, reason, shape)."""
+    if units.height == 0:
+        return pl.DataFrame(schema=SHAPE_SCHEMA)
+    parsed = pl.concat([s.cast(pl.Int64) for s in row_lines]) if row_lines else pl.Series("line", [], pl.Int64)
+    hit = units["line"].is_in(parsed.implode())
+    out = []
+    n_hit = int(hit.sum())
+    if n_hit:  # (the common case: nearly every line; counted without copying the lines)
+        n_lines = n_hit if units["span"].max() == 1 else int(units["span"].filter(hit).sum())
+        out.append(pl.DataFrame(
+            {"source": [None], "class": ["parsed"], "reason": [None], "shape": [None],
+             "lines": [n_lines], "first_line": [int(units["line"].filter(hit).min())], "sample": [None]},
+            schema=SHAPE_SCHEMA))
+    if n_hit == units.height:
+        return out[0]
+    rest = units.filter(~hit)
+    if rest.height:
+        out.append(_shapes(rest, errors))
+    return pl.concat(out) if out else pl.DataFrame(schema=SHAPE_SCHEMA)
+
+
+def _shapes(rest: pl.DataFrame, errors: pl.DataFrame | None) -> pl.DataFrame:
+    if errors is not None and errors.height:
+        errs = (errors.filter(pl.col("line").is_not_null())
+                .select(pl.col("line").cast(pl.Int64), pl.col("reason").cast(pl.Utf8))
+                .unique("line", keep="first", maintain_order=True))
+        # Reasons name sizes and values: masked so that one kind of problem is one row.
+        errs = errs.with_columns(("malformed: " + shape_expr(pl.col("reason"))).alias("err"))
+        rest = rest.join(errs.select("line", "err"), on="line", how="left")
+    else:
+        rest = rest.with_columns(pl.lit(None, pl.Utf8).alias("err"))
+    # Rules see the line without colours and without a `\r` (a console log keeps both).
+    rest = rest.with_columns(pl.col("text").fill_null("").alias("raw"))
+    rest = rest.with_columns(pl.col("raw").str.replace_all(_ANSI, "").str.strip_chars_end("\r").alias("text"))
+    rest = rest.with_columns(pl.coalesce("err", _skip_reason(rest)).alias("reason"))
+    rest = rest.with_columns(
+        pl.when(pl.col("reason").is_null()).then(pl.lit("unrecognised")).otherwise(pl.lit("skipped")).alias("class"),
+        shape_expr(pl.col("text")).alias("shape"),
+    )
+    g = (rest.group_by("source", "class", "reason", "shape")
+         .agg(pl.col("span").sum().alias("lines"), pl.col("line").min().alias("first_line"),
+              pl.col("raw").sort_by("line").first().alias("sample"))
+         .sort(["lines", "first_line"], descending=[True, False]))
+    if g.height > SHAPES_MAX:
+        other = (g.slice(SHAPES_MAX).group_by("source", "class", "reason")
+                 .agg(pl.col("lines").sum(), pl.col("first_line").min())
+                 .with_columns(pl.lit(OTHER).alias("shape"), pl.lit(None, pl.Utf8).alias("sample")))
+        g = pl.concat([g.head(SHAPES_MAX), other.select(g.columns)])
+    # A sample is the line with its quoted strings masked first (never a prompt), then keys redacted.
+    g = g.with_columns(quote_masked(pl.col("sample")).alias("sample"))
+    g = g.with_columns(pl.col("sample").map_elements(redact, return_dtype=pl.Utf8))
+    return g.select(pl.col(c).cast(t) for c, t in SHAPE_SCHEMA.items())
+
+
+def per_file(shapes: pl.DataFrame) -> pl.DataFrame:
+    """Census rows of chunks summed per file and shape (what the `ingest_line_shapes` view shows)."""
+    keys = ["file", "class", "reason", "shape"]
+    return (shapes.sort("first_line")
+            .group_by(keys, maintain_order=True)
+            .agg(pl.col("source").first(), pl.col("lines").sum(), pl.col("first_line").min(),
+                 pl.col("sample").first())
+            .select(shapes.columns)
+            .sort(["file", "class", "lines", "first_line"], descending=[False, False, True, False]))
+
+
+def plus(a: dict[str, int] | None, b: dict[str, int] | None, sign: int = 1) -> dict[str, int]:
+    """Census counts a + sign * b (either may be missing: a file state written before the census)."""
+    return {c: (a or {}).get(c, 0) + sign * (b or {}).get(c, 0) for c in CLASSES}
+
+
+def totals(shapes: pl.DataFrame) -> dict[str, int]:
+    """Lines per class of census rows."""
+    out = dict.fromkeys(CLASSES, 0)
+    if shapes.height:
+        for cls, n in shapes.group_by("class").agg(pl.col("lines").sum()).iter_rows():
+            out[cls] = int(n)
+    return out
