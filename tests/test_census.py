@@ -114,7 +114,10 @@ def _census_of(store: Path) -> tuple[dict, pl.DataFrame]:
 
 
 def test_in_chunks_resumed_and_with_an_unterminated_tail_every_line_counts_once(tmp_path):
-    data = shared("traces", "vllm_server_logs", "01_2026_05_09_vllm_log_dump.txt").read_bytes()
+    real = shared("traces", "vllm_server_logs", "01_2026_05_09_vllm_log_dump.txt").read_bytes().split(b"\n")
+    # every 150th line an engine message nobody knows, so that unrecognised lines cross the chunk cuts too
+    data = b"\n".join(ln + (b"\n(APIServer pid=1) INFO 05-07 20:50:03 [x.py:1] Mystery gauge: %d" % i if i % 150 == 0 else b"")
+                      for i, ln in enumerate(real))
     log = tmp_path / "pod" / "vllm.log"
     log.parent.mkdir()
     log.write_bytes(data)
@@ -152,14 +155,15 @@ def test_a_whole_file_read_again_replaces_its_census(tmp_path):
 
 
 def test_an_injected_unknown_message_shows_up_with_its_count(tmp_path):
-    lines = shared("traces", "real_logs", "vllm_repo-NnamdiOdozi-mlops-assignment.log").read_text().split("\n")
+    # bytes, not text: read_text() would turn the progress bars' bare `\r` into line breaks
+    lines = shared("traces", "real_logs", "vllm_repo-NnamdiOdozi-mlops-assignment.log").read_bytes().decode().split("\n")
     at = [40, 41, 300, 650, 651, 652, 900]
     for i in reversed(at):
         k = at.index(i)
         lines.insert(i, MADE_UP.format(s=k, n=10 ** k, t=f"{k}.{k}5"))
     log = tmp_path / "engine" / "vllm.log"
     log.parent.mkdir()
-    log.write_text("\n".join(lines))
+    log.write_bytes("\n".join(lines).encode())
     plain = parse_path(shared("traces", "real_logs", "vllm_repo-NnamdiOdozi-mlops-assignment.log"), tz="UTC")
     ingest([str(log)], tmp_path / "s", tz="UTC", year=2026, chunk_bytes=8 << 10)
     shapes = _shapes(tmp_path / "s")

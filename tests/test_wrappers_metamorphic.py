@@ -86,6 +86,8 @@ def comparable(tables: dict[str, pl.DataFrame], name: str, also: set[str] = froz
     drop = PROVENANCE | also | ({"deployment"} if name in NAMES_DEPLOYMENT else set())
     out = {}
     for t, df in tables.items():
+        if t == "ingest_line_shapes":  # physical lines differ (split records); the census has its own tests below
+            continue
         d = drop | ({"source"} if t == "ingest_errors" else set())  # errors name the wrapper that read the file
         out[t] = sorted(repr(r) for r in df.select([c for c in df.columns if c not in d]).rows())
     return out

@@ -14,7 +14,6 @@ from attribution.privacy import redact_expr
 from attribution.sources._sglang_config import parse_memory, parse_server_args, start_lines
 from attribution.sources._sglang_header import headed
 from attribution.sources._sglang_requests import parse_requests
-from attribution.sources._sglang_skip import SKIP_RULES
 from attribution.sources._sglang_steps import parse_steps
 from attribution.sources.base import ParseContext, ParseResult, Source
 
@@ -143,7 +142,6 @@ class SGLangLog(Source):
     name = "sglang_log"
     kind = "engine"
     description = "SGLang server console log (scheduler batch lines, start-up, --log-requests, access lines)"
-    skip_rules = SKIP_RULES
 
     def sniff(self, head: str, path: str) -> float:
         if any(s in head for s in _STRONG):
