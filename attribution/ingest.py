@@ -71,7 +71,8 @@ def default_deployment(path: Path) -> str:
     name = re.sub(r"(\.\d+)+$", "", name)
     name = re.sub(r"\.(log|txt|jsonl|ndjson|json|csv|out|err|parquet)$", "", name)
     name = re.sub(r"[-_.]\d{8}(?:[-_T]?\d{2,6})?$", "", name)
-    if not name or name.lower() in _GENERIC_STEMS:
+    name = re.sub(r"\.(log|txt|jsonl|ndjson|json|out|err)$", "", name)  # `0.log.20260501-120000`
+    if not name or name.lower() in _GENERIC_STEMS or name.isdigit():  # `0.log`: a restart count, not a name
         parent = path.resolve().parent.name
         return parent or name or "default"
     return name

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -146,13 +147,22 @@ def status_cmd(store: StoreOpt = None, fmt: FormatOpt = Format.table) -> None:
     if st["errors"]:
         render.out.print(render.table(pl.DataFrame(st["errors"]), f"problems ({st['error_count']:,} in all)"))
     if st["coverage"]:
-        cov = pl.DataFrame(st["coverage"], infer_schema_length=None).drop("skipped_pct")
+        cov = pl.DataFrame(st["coverage"], infer_schema_length=None)
+        # Paths relative to the folder all files share, and the counts that matter, so that the table stays
+        # readable in a terminal (--format json has every column and the full paths).
+        common = os.path.commonpath(cov["file"].to_list()) if cov.height > 1 else os.path.dirname(cov["file"][0])
+        cov = cov.select(
+            pl.col("file").map_elements(lambda f: os.path.relpath(f, common), return_dtype=pl.Utf8),
+            "format", "lines", "parsed_pct", "skipped", "unrecognised", "flag",
+        )
+        if cov["flag"].null_count() == cov.height:
+            cov = cov.drop("flag")
         lines = st["lines"]
         title = (f"line coverage per file ({sum(lines.values()):,} lines: {lines.get('parsed', 0):,} parsed, "
                  f"{lines.get('skipped', 0):,} skipped, {lines.get('unrecognised', 0):,} unrecognised)")
         if cov.height > COVERAGE_ROWS:  # most unrecognised first; --format json has every file
             title += f"; {COVERAGE_ROWS} of {cov.height} files shown"
-        render.out.print(render.table(cov.head(COVERAGE_ROWS), title))
+        render.out.print(render.table(cov.head(COVERAGE_ROWS), title + f" (files under {common})"))
     if st["unrecognised_shapes"]:
         shapes = pl.DataFrame(st["unrecognised_shapes"], infer_schema_length=None).drop("source", "sample")
         shapes = shapes.with_columns(pl.col("shape").map_elements(escape, return_dtype=pl.Utf8))  # `[file.py:<n>]`
