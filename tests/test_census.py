@@ -14,7 +14,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import SAMPLE, shared
+from conftest import shared
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_cases import _RESERVED, _cases
@@ -94,12 +94,12 @@ def test_every_real_log_and_trace_is_counted_and_known(path: Path):
         assert parsed.census["skipped"] > 0  # banners, routes, weights, compilation: named reasons
 
 
-def test_sample_logs_through_a_real_ingest(tmp_path):
-    truth = json.loads((SAMPLE / "ground_truth.json").read_text())
-    ingest([str(SAMPLE)], tmp_path / "s", year=truth["year"], tz=truth.get("tz", "UTC"), chunk_bytes=64 << 10)
-    files = _files(tmp_path / "s").filter(pl.col("status") == "read")
+def test_sample_logs_through_a_real_ingest(sample_store):
+    # The session's shared sample store (one ingest for the whole suite); chunk boundaries are covered by
+    # test_in_chunks_resumed_and_with_an_unterminated_tail_every_line_counts_once.
+    files = _files(sample_store).filter(pl.col("status") == "read")
     assert files.height >= 5
-    per_file = _shapes(tmp_path / "s").group_by("file").agg(pl.col("lines").sum().alias("shape_lines"))
+    per_file = _shapes(sample_store).group_by("file").agg(pl.col("lines").sum().alias("shape_lines"))
     for f in files.join(per_file, on="file").iter_rows(named=True):
         assert f["lines"] == physical_lines(Path(f["file"])), f["file"]
         assert f["lines"] == f["lines_parsed"] + f["lines_skipped"] + f["lines_unrecognised"] == f["shape_lines"]

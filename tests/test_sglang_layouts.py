@@ -68,6 +68,8 @@ def test_real_log_in_every_layout_gives_the_same_rows(name, plain, tmp_path):
             continue
         drop = [c for c in ("file", "source_file") if c in want.columns]
         a, b = want.drop(drop), got[table].drop(drop)
+        if table == "ingest_line_shapes":  # a shape is the whole line, prefix included: compare the classes
+            a, b = (df.group_by("class").agg(pl.col("lines").sum()).sort("class") for df in (a, b))
         assert a.equals(b), f"{name}: {table} differs"
     assert got["engine_steps"].height == 113
     errors = got["ingest_errors"]
@@ -179,8 +181,9 @@ def test_real_log_lines_are_rows_folded_skipped_or_few_unknown():
     rules = [re.compile(rx) for _, rx in SRC.skip_rules]
     unknown = [ln for i, ln in enumerate(raw, 1) if i not in used and not any(r.search(ln) for r in rules)]
     skipped = len(raw) - len(used) - len(unknown)
-    # 221 lines give rows or fold into them, 164 are known noise (weight loading, progress bars, warnings, ...)
-    assert (len(used), skipped, len(unknown)) == (221, 164, 12)
+    # 221 lines give rows or fold into them, 175 are known noise (weight loading, progress bars, warnings,
+    # start-up notices, ...: sources/skip_rules.toml); the one left is the user's own `START hh:mm:ss` echo
+    assert (len(used), skipped, len(unknown)) == (221, 175, 1)
     # what stays unknown is informational prose, never an engine message that a table holds
     assert not any(re.search(r"batch[.,]|KV Cache|max_total_num_tokens|Receive:|Finish:|HTTP/", ln) for ln in unknown)
 
