@@ -12,11 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import shared
 
 from attribution.ingest import ingest
 from attribution.memsplit import memsplit
 from attribution.store import Store
-from tests.conftest import shared
 
 GIB = 1 << 30
 B_BF16, S_QWEN35 = 20_480, 64_389_120  # memory-and-thresholds.md A3.1

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from conftest import shared
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attribution.ingest import parse_path
 from attribution.sources.base import ParseContext
 from attribution.sources.sglang_log import NO_TIME, RAY_DEDUP, SOURCES
-from tests.conftest import shared
 
 SRC = SOURCES[0]
 CASES = Path(__file__).resolve().parent / "cases" / "sglang_log"

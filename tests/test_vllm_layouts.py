@@ -11,11 +11,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from conftest import shared
 
 from attribution import schema
 from attribution.sources.base import ParseContext
 from attribution.sources.vllm_log import VllmLog
-from tests.conftest import shared
 
 SRC = VllmLog()
 CASES = Path(__file__).resolve().parent / "cases" / "vllm_log"

@@ -10,16 +10,16 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from conftest import REPO, shared
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from wrappers_platforms_expected import ACC, CASES, SG, SGP, TB, TB_FILE, V1, ts
+from wrapping_platforms import CONTAINER, LOSSY, NAMESPACE, NODE, POD, STREAM, WRAP
 
 from attribution.wrappers import registry
 from attribution.wrappers import sniff as sniff_any
 from attribution.wrappers._platforms import iter_line_chunks
 from attribution.wrappers.base import RECORD_SCHEMA
-from tests.conftest import REPO, shared
-from tests.wrappers_platforms_expected import ACC, CASES, SG, SGP, TB, TB_FILE, V1, ts
-from tests.wrapping_platforms import CONTAINER, LOSSY, NAMESPACE, NODE, POD, STREAM, WRAP
 
 FIX = Path(__file__).parent / "fixtures" / "wrappers_platforms"
 STATE = {"year": None, "tz": "UTC", "file_mtime": datetime(2026, 1, 20, tzinfo=UTC).timestamp()}
