@@ -216,6 +216,13 @@ def head_lines(head: str, n: int = 20) -> list[str]:
     return [ln.rstrip("\r") for ln in lines if ln.strip()][:n]
 
 
+def document_sniff(head: str, pattern: re.Pattern[str]) -> float:
+    """A JSON document (a top-level object) whose head holds the wrapper's own keys: 0.98, else 0."""
+    if not head.lstrip().startswith("{"):
+        return 0.0
+    return 0.98 if pattern.search(head[:65536]) else 0.0
+
+
 def share(lines: list[str], pattern: re.Pattern[str]) -> float:
     """Fraction of `lines` matching `pattern` (0 for none)."""
     return sum(1 for ln in lines if pattern.match(ln)) / len(lines) if lines else 0.0

@@ -14,6 +14,7 @@ import polars as pl
 
 from attribution.wrappers._platforms import (
     DocumentError,
+    document_sniff,
     error_record,
     extract_groups_unique,
     head_lines,
@@ -154,9 +155,7 @@ class ElasticSearch(Wrapper):
     BATCH = 20_000
 
     def sniff(self, head: str, path: str) -> float:
-        if not head.lstrip().startswith("{"):
-            return 0.0
-        return 0.98 if self.SNIFF.search(head[:65536]) else 0.0
+        return document_sniff(head, self.SNIFF)
 
     def records(self, pieces: Iterable[bytes], state: dict) -> Iterator[pl.DataFrame]:
         # several responses (scroll pages) concatenated in one file are read one after the other

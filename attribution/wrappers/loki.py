@@ -11,6 +11,7 @@ import polars as pl
 
 from attribution.wrappers._platforms import (
     DocumentError,
+    document_sniff,
     epoch_ts,
     error_record,
     head_lines,
@@ -153,9 +154,7 @@ class LokiApi(Wrapper):
     BATCH = 20_000
 
     def sniff(self, head: str, path: str) -> float:
-        if not head.lstrip().startswith("{"):
-            return 0.0
-        return 0.98 if self.SNIFF.search(head[:65536]) else 0.0
+        return document_sniff(head, self.SNIFF)
 
     def records(self, pieces: Iterable[bytes], state: dict) -> Iterator[pl.DataFrame]:
         # one pass over ijson events: a stream's labels and its values arrive in either key order, so
