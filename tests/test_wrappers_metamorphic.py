@@ -133,39 +133,18 @@ def test_real_logs_wrapped(name, log):
     check_parse(shared("traces", "real_logs", log), name, {}, chunk_bytes=4096)
 
 
-# Known gaps (issue 14 stays open for them): gateway and trace JSON lines, and a few engine cases, behind the
-# text-prefix platform layouts. Each entry is a (wrapper, case) pair whose wrapped file does not yet give the
-# plain file's rows; the test fails when one of them starts to pass (remove it here) or another one breaks.
-KNOWN_GAPS = {
-    ("cloudwatch_s3", "sglang_metrics/synthetic_keys_v059_v0523.jsonl"),
-    ("docker_t", "sglang_metrics/synthetic_keys_v059_v0523.jsonl"),
-    ("github_actions", "sglang_metrics/synthetic_keys_v059_v0523.jsonl"),
-    ("compose", "vllm_log/dynamo.log"),
-    *(("cloudwatch_tail", c) for c in (
-        "litellm/slp_epoch_floats.jsonl", "litellm/slp_failure_and_cache_hit.jsonl", "litellm/slp_malformed.jsonl",
-        "litellm/slp_streamed_ttft.jsonl", "litellm/slp_string_times.jsonl", "mooncake_trace/conversation_head.jsonl",
-        "mooncake_trace/malformed.jsonl", "mooncake_trace/start_option.jsonl", "sglang_log/log_requests_json.log",
-        "sglang_metrics/synthetic_keys_v059_v0523.jsonl", "sglang_metrics/synthetic_no_metrics_bad_line.jsonl",
-        "vllm_log/uvicorn_access.log")),
-    *(("loki_logcli", c) for c in (
-        "litellm/slp_epoch_floats.jsonl", "litellm/slp_failure_and_cache_hit.jsonl", "litellm/slp_streamed_ttft.jsonl",
-        "litellm/slp_string_times.jsonl", "mooncake_trace/conversation_head.jsonl", "mooncake_trace/start_option.jsonl",
-        "sglang_log/log_requests_json.log", "sglang_metrics/synthetic_keys_v059_v0523.jsonl")),
-}
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(WRAP))
 def test_every_case_and_real_log_every_wrapper(name):
     # Every case file and every real log in the ingest's default chunk (test_every_case_file_wrapped and
-    # test_real_logs_wrapped read them in small chunks); what fails must be exactly the known gaps.
+    # test_real_logs_wrapped read them in small chunks); every one gives the plain file's rows.
     failing = set()
     for plain, opts in LINE_CASES + [(p, {}) for p in REAL]:
         try:
             check_parse(plain, name, opts, chunk_bytes=reader.DEFAULT_CHUNK_BYTES)
         except (AssertionError, InputError):
             failing.add((name, f"{plain.parent.name}/{plain.name}"))
-    assert failing == {g for g in KNOWN_GAPS if g[0] == name}
+    assert failing == set()
 
 
 def _store_tables(store: Path) -> dict[str, pl.DataFrame]:

@@ -10,7 +10,7 @@ from functools import cache
 
 from attribution.wrappers.base import RECORD_SCHEMA, Wrapper, records_frame
 
-__all__ = ["RECORD_SCHEMA", "Wrapper", "records_frame", "registry", "get", "sniff"]
+__all__ = ["RECORD_SCHEMA", "Wrapper", "records_frame", "registry", "get", "sniff", "candidates"]
 
 _HELPERS = {"base", "layer"}
 
@@ -33,11 +33,15 @@ def get(name: str) -> Wrapper | None:
     return registry().get(name)
 
 
+def candidates(head: str, path: str) -> list[Wrapper]:
+    """The wrappers that score at least 0.5 on a file head, most confident first (registry order on ties).
+    Several text layouts can match the same prefix; the layer takes the first whose unwrapped text is a
+    known format."""
+    scored = [(w.sniff(head, path), i, w) for i, w in enumerate(registry().values())]
+    return [w for score, _, w in sorted((s for s in scored if s[0] >= 0.5), key=lambda s: (-s[0], s[1]))]
+
+
 def sniff(head: str, path: str) -> Wrapper | None:
     """The most confident wrapper for a file head, or None when none scores at least 0.5."""
-    best: tuple[float, Wrapper] | None = None
-    for w in registry().values():
-        score = w.sniff(head, path)
-        if score >= 0.5 and (best is None or score > best[0]):
-            best = (score, w)
-    return best[1] if best else None
+    found = candidates(head, path)
+    return found[0] if found else None

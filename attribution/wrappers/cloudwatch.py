@@ -137,8 +137,9 @@ class CloudWatchTail(_Prefixed):
         lines, frac = self._shares(head)
         if not lines or not self.LINE.match(lines[0]) or frac < 0.5:
             return 0.0
-        # journalctl short-iso in UTC has the same time: there every line names a `ident[pid]:`
-        return 0.0 if share(lines, JournaldIso.LINE) >= 0.5 else 0.97
+        # journalctl short-iso in UTC has the same time: there (nearly) every line names a `ident[pid]:`, as
+        # journald's own sniff decides; a few `INFO:     ...` lines (uvicorn's access lines) do not make one
+        return 0.0 if JournaldIso().sniff(head, path) else 0.97
 
 
 class CloudWatchS3(_Prefixed):

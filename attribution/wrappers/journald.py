@@ -93,7 +93,8 @@ class JournaldJson(Wrapper):
 
 class _TextSyslog(Wrapper):
     """Shared decoding of `<time> <host> <ident>[<pid>]: <message>` lines; subclasses give the regex (named
-    groups ts or month+day, host, ident, msg) and how its time becomes UTC."""
+    groups ts or month+day, host, ident, msg) and how its time becomes UTC. An ident has no quotes or braces:
+    `<time> <stream> {"id": ...}` (a JSON line behind `aws logs tail`) is not `ident: msg`."""
 
     LINE: re.Pattern[str]
 
@@ -135,7 +136,7 @@ class JournaldShort(_TextSyslog):
     LINE = re.compile(
         r"^(?:<\d{1,3}>)?(?P<month>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) "
         r"(?P<rest>[ \d]\d \d\d:\d\d:\d\d(?:\.\d{1,6})?) (?P<host>\S+) "
-        r"(?P<ident>[^\s\[\]:]+)(?:\[\d+\])?:(?: (?P<msg>.*))?$"
+        r'(?P<ident>[^\s\[\]:"{}]+)(?:\[\d+\])?:(?: (?P<msg>.*))?$'
     )
 
     def _ts(self, g: pl.DataFrame, state: dict) -> pl.Series:
@@ -147,7 +148,8 @@ class JournaldIso(_TextSyslog):
     description = "journalctl -o short-iso / short-iso-precise and rsyslog RFC 3339 lines"
     LINE = re.compile(
         r"^(?:<\d{1,3}>)?(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:?\d\d)) "
-        r"(?P<host>\S+) (?P<ident>[^\s\[\]:]+)(?:\[\d+\])?:(?: (?P<msg>.*))?$"
+        r"(?P<host>\S+) "
+        r'(?P<ident>[^\s\[\]:"{}]+)(?:\[\d+\])?:(?: (?P<msg>.*))?$'
     )
 
 

@@ -93,14 +93,17 @@ def sniff_inner(head: str, path: str, depth: int) -> str | None:
 
 def sniff_wrapped(head: str, path: str, depth: int = 0, mtime: float = 0.0) -> WrappedSource | None:
     """A WrappedSource when a wrapper recognises the head and (line wrappers) the unwrapped head is a known
-    format, else None. A document wrapper's head is a fragment of one document: its own sniff decides."""
+    format, else None; the most confident such wrapper wins. A document wrapper's head is a fragment of one
+    document: its own sniff decides."""
     from attribution import wrappers
 
-    w = wrappers.sniff(head, path)
-    if w is None:
-        return None
-    if w.mode == "document":
-        return wrapped(w.name, depth)
+    for w in wrappers.candidates(head, path):
+        if w.mode == "document" or _inner_known(w, head, path, depth, mtime):
+            return wrapped(w.name, depth)
+    return None
+
+
+def _inner_known(w: wbase.Wrapper, head: str, path: str, depth: int, mtime: float) -> bool:
     lines = head.split("\n")
     if len(head) >= reader.HEAD_BYTES and len(lines) > 1:
         lines = lines[:-1]  # cut off by the head's size
@@ -108,12 +111,10 @@ def sniff_wrapped(head: str, path: str, depth: int = 0, mtime: float = 0.0) -> W
     try:
         recs = wbase.records_frame(w.decode(frame, _wstate({}, None, "UTC", mtime)))
     except Exception:  # a sniff must never fail the ingest
-        return None
+        return False
     ok = recs.filter("ok")  # partial pieces joined (streams not told apart: a sniff needs no more)
     inner_text = "".join(t + ("" if p else "\n") for t, p in zip(ok["text"].fill_null(""), ok["partial"], strict=True))
-    if sniff_inner(inner_text, path, depth) is None:
-        return None
-    return wrapped(w.name, depth)
+    return sniff_inner(inner_text, path, depth) is not None
 
 
 def _wstate(state: dict, year: int | None, tz: str, mtime: float) -> dict:

@@ -24,7 +24,9 @@ _BRACKET = rf"\[{_DATE}(?:\.\d{{1,9}})?{_ZONE}\]"
 TS_RE = rf"^(?:({_BARE})|\[({_DATE}(?:\.\d{{1,9}})?{_ZONE})\]) (.*)$"
 KUBECTL_RE = rf"^\[pod/([^/\]\s]+)/([^\]\s]+)\] (?:({_BARE}) )?(.*)$"
 _ANSI = r"(?:\x1b\[[0-9;]*m)*"
-COMPOSE_RE = rf"^{_ANSI}([A-Za-z0-9][\w.-]*)\s+\|{_ANSI}(?: (?:({_DATE}(?:\.\d{{1,9}})?{_ZONE}) )?(.*))?$"
+# `compose logs --timestamps` prints Go's RFC3339NanoFixed (9 digits) after `| `: an engine's own leading time
+# (Dynamo's 6-digit `...123456Z`) is part of the line, not compose's.
+COMPOSE_RE = rf"^{_ANSI}([A-Za-z0-9][\w.-]*)\s+\|{_ANSI}(?: (?:({_DATE}\.\d{{9}}{_ZONE}) )?(.*))?$"
 
 
 def _share(head: str, pattern: str, least: float = 0.8) -> float:
