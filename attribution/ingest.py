@@ -177,6 +177,20 @@ def _csv_lines(data: bytes, n: int) -> pl.Series | None:
     return df["text"].fill_null("")  # an empty line is read as null
 
 
+def _strip_nul(frame: pl.DataFrame | None) -> tuple[pl.DataFrame | None, pl.DataFrame | None]:
+    """The lines with their NUL bytes removed (a log written through a crash or `copytruncate` has runs of
+    them; a regex over the line would miss its message), and a note per line that had any."""
+    if frame is None:
+        return None, None
+    n = pl.col("text").str.count_matches("\x00", literal=True)
+    hit = frame.filter(n > 0).select("line", n.alias("n"))
+    if hit.height == 0:
+        return frame, None
+    note = hit.select("line", pl.format("{} NUL byte(s) removed from the line", "n").alias("reason"),
+                      pl.lit(None, pl.Utf8).alias("sample"))
+    return frame.with_columns(pl.col("text").str.replace_all("\x00", "", literal=True)), note
+
+
 def _finish(result: ParseResult, src: Source, ctx: ParseContext, extra_errors: list[dict[str, Any]],
             lines: pl.DataFrame | None = None) -> dict[str, pl.DataFrame]:
     """Conform a parse result to the canonical tables, fill provenance columns and count the line census of
@@ -212,6 +226,17 @@ def _finish(result: ParseResult, src: Source, ctx: ParseContext, extra_errors: l
         shapes = shapes.with_columns(pl.lit(ctx.path).alias("file"), pl.col("source").fill_null(src.name))
         out["ingest_line_shapes"] = conform("ingest_line_shapes", shapes)
     return out
+
+
+def forced_mismatch(fmt: str | None, rows: int, counts: dict[str, int] | None) -> str | None:
+    """Why a file read with `--format fmt` is not a file of that format (no line of it gave a row), or None.
+    Without this, forcing the wrong format reads a file into nothing without a word."""
+    counts = counts or {}
+    lines = sum(counts.values())
+    if not fmt or rows or counts.get("parsed", 0) or not lines:
+        return None
+    return (f"--format {fmt}: no line gave a {fmt} row ({lines:,} lines: {counts.get('skipped', 0):,} skipped, "
+            f"{counts.get('unrecognised', 0):,} unrecognised); not a {fmt} file?")
 
 
 _NO_LINES = pl.DataFrame(schema={"line": pl.Int64, "text": pl.Utf8})
@@ -256,7 +281,10 @@ def parse_units(
             for ln, size in chunk.long_lines
         ]
         frame = _lines_frame(chunk, BYTE_ESCAPE if wrapped else "replace") if chunk.n_lines else None
+        frame, nul = _strip_nul(frame) if b"\x00" in chunk.data else (frame, None)
         result = src.parse(frame, ctx) if frame is not None else ParseResult()
+        if nul is not None:
+            result.add_errors(nul)
         last_line, end = chunk.first_line + chunk.n_lines, chunk.end
         if chunk.tail:
             tail_before = before
@@ -309,6 +337,11 @@ def parse_path(
             parts[t].append(df)
     tables = {t: pl.concat(dfs) if dfs else empty(t) for t, dfs in parts.items()}
     tables["ingest_line_shapes"] = census.per_file(tables["ingest_line_shapes"])  # one row per shape, as stored
+    rows = sum(df.height for t, df in tables.items() if t not in META_TABLES)
+    if reason := forced_mismatch(fmt, rows, census.totals(tables["ingest_line_shapes"])):
+        err = pl.DataFrame({"file": [str(p)], "line": [None], "source": [src.name], "reason": [reason],
+                            "sample": [None]}, schema_overrides={"line": pl.Int64, "sample": pl.Utf8})
+        tables["ingest_errors"] = pl.concat([tables["ingest_errors"], conform("ingest_errors", err)])
     return ParsedFile(src.name, tables)
 
 
@@ -540,6 +573,7 @@ class _Account:
                  whole: bool, size: int, remove: list[str]):
         self.key, self.state, self.report, self.batch, self.emit = key, state, report, batch, emit
         self.whole, self.size, self.remove = whole, size, remove
+        self.forced: str | None = None  # the --format the file is read with, if one was given
 
     def _add(self, state: dict[str, Any], rows: dict[str, pl.DataFrame], *, sealed: bool, nbytes: int) -> None:
         # Superseded rows leave in the same commit as this file's first new state.
@@ -560,7 +594,17 @@ class _Account:
             self._unit(*msg[1:])
         elif msg[0] == "done":
             # Only a file read to its end may later be skipped as unchanged (a killed run stops short of this).
-            self._add(dict(self.state, complete=True), {}, sealed=True, nbytes=0)
+            reason = forced_mismatch(self.forced, self.state["rows"], self.state.get("census"))
+            if reason:  # unsealed: a later read of the grown file decides again
+                err = conform("ingest_errors", pl.DataFrame(
+                    {"file": [self.report.path], "line": [None], "source": [self.report.format],
+                     "reason": [reason], "sample": [None]}, schema_overrides={"line": pl.Int64, "sample": pl.Utf8}))
+                self._add(dict(self.state, complete=True, errors=self.state["errors"] + 1), {"ingest_errors": err},
+                          sealed=False, nbytes=0)
+                self.report.errors += 1
+                self.report.message = reason
+            else:
+                self._add(dict(self.state, complete=True), {}, sealed=True, nbytes=0)
             self.emit("file_done", {"path": self.report.path, "status": self.report.status})
         else:
             self.report.status, self.report.message = "failed", msg[1]
@@ -685,4 +729,5 @@ def _plan_file(path: Path, w: Writer, batch: _Batch, index: dict[str, tuple[str,
                 opts["max_line_bytes"], stat.st_size)
     account = _Account(key, state, FileReport(abspath, "read", src.name, kind=src.kind), batch, emit,
                        src.mode == "whole", stat.st_size, remove)
+    account.forced = opts["fmt"]
     return plan, account

@@ -58,7 +58,7 @@ def _print_summary(s: IngestSummary) -> None:
                                            if t not in ("ingest_errors", "ingest_line_shapes")))
     if s.errors:
         e.print(f"[yellow]{s.errors:,} problems recorded[/] (see `attribution status` or the ingest_errors table)")
-    bad = [f for f in s.files if f.status in ("unrecognised", "failed")]
+    bad = [f for f in s.files if f.status in ("unrecognised", "failed") or (f.status == "read" and f.message)]
     for f in bad[:10]:
         e.print(f"  [yellow]{f.status}[/] {f.path}: {f.message}", highlight=False)
     if len(bad) > 10:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 
 import polars as pl
 
@@ -95,6 +96,25 @@ def _document_error(text: str) -> pl.DataFrame:
     except ValueError as e:
         return _file_error(getattr(e, "lineno", 1), f"malformed JSON document: {e}")
     return _file_error(1, "malformed JSON document")
+
+
+# A stray comma: one after `[` or another comma (`[,{...}`, `{...},,{...}`) or before `]`. Strings are matched
+# as whole tokens first, so a comma inside one is never touched.
+_STRAY_COMMA = re.compile(r'"(?:[^"\\]|\\.)*"|(?<=[\[,])\s*,|,(?=\s*\])')
+
+
+def _without_empty_elements(text: str) -> tuple[str, int]:
+    """A JSON text with its stray commas removed, and how many there were (only tried on invalid JSON)."""
+    n = 0
+
+    def drop(m: re.Match[str]) -> str:
+        nonlocal n
+        if m.group(0).startswith('"'):
+            return m.group(0)
+        n += 1
+        return ""
+
+    return _STRAY_COMMA.sub(drop, text), n
 
 
 def _common(df: pl.DataFrame) -> pl.DataFrame:
@@ -197,8 +217,12 @@ class LiteLLMPayloadJSON(Source):
         con = scratch()
         try:
             if not con.sql("select json_valid(?)", params=[text]).fetchall()[0][0]:
-                out.add_errors(_document_error(text))
-                return out
+                fixed, n = _without_empty_elements(text)
+                if not n or not con.sql("select json_valid(?)", params=[fixed]).fetchall()[0][0]:
+                    out.add_errors(_document_error(text))
+                    return out
+                text = fixed
+                out.add_errors(_file_error(1, f"{n} empty array element(s) (stray commas) ignored: every record kept"))
             rows = con.sql("select generate_subscripts(l, 1)::BIGINT as line, unnest(l)::VARCHAR as text "
                            "from (select json_extract(?::VARCHAR, '$[*]') as l)", params=[text]).to_arrow_table()
         finally:
