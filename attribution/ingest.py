@@ -21,7 +21,7 @@ from typing import Any
 
 import polars as pl
 
-from attribution import census, reader, sources, workers
+from attribution import census, detect, reader, sources, workers
 from attribution.errors import InputError, UsageError
 from attribution.privacy import redact
 from attribution.schema import META_TABLES, TABLES, conform, empty
@@ -142,7 +142,11 @@ def _choose_source(path: Path, head: bytes, fmt: str | None) -> Source | None:
         return sources.get(fmt)
     if reader.DOC_NAME_RE.search(path.name):  # documentation quotes log lines; --format still reads it
         return None
-    return sources.sniff(head.decode("utf-8", errors="replace"), str(path), path.stat().st_mtime)
+    mtime = path.stat().st_mtime
+    found = sources.sniff(head.decode("utf-8", errors="replace"), str(path), mtime)
+    if found is None and len(head) >= reader.HEAD_BYTES:  # noise first (pip output): look further in
+        found = detect.sniff_past_noise(path, mtime)
+    return found
 
 
 def _lines_frame(chunk: reader.Chunk, errors: str = "replace") -> pl.DataFrame:
@@ -273,6 +277,9 @@ def parse_units(
         return
     pieces = reader.Pieces(path, start)
     last_line, end, tail_before = first_line, start, None
+    # A sniffed plain line format hands the lines it cannot read to the file's other formats; a forced one
+    # reads every line itself (and says so when it reads none: forced_mismatch).
+    mixing = not wrapped and not ctx.options.get("_forced")
     for chunk in reader.chunks(path, start, first_line, chunk_bytes, max_line_bytes, pieces=pieces):
         before = copy.deepcopy(ctx.state)
         extra = [
@@ -282,13 +289,22 @@ def parse_units(
         ]
         frame = _lines_frame(chunk, BYTE_ESCAPE if wrapped else "replace") if chunk.n_lines else None
         frame, nul = _strip_nul(frame) if b"\x00" in chunk.data else (frame, None)
-        result = src.parse(frame, ctx) if frame is not None else ParseResult()
+        if frame is None:
+            parts = [(src, ParseResult(), _NO_LINES)]
+        elif mixing:
+            parts = detect.parse_mixed(src, frame, ctx)
+        else:
+            parts = [(src, src.parse(frame, ctx), frame)]
         if nul is not None:
-            result.add_errors(nul)
+            parts[0][1].add_errors(nul)
         last_line, end = chunk.first_line + chunk.n_lines, chunk.end
         if chunk.tail:
             tail_before = before
-        yield chunk, before, _finish(result, src, ctx, extra, frame if frame is not None else _NO_LINES)
+        rows = _finish(parts[0][1], src, ctx, extra, parts[0][2])
+        for other, res, lines in parts[1:]:  # lines of other formats in the same file
+            for t, df in _finish(res, other, ctx, [], lines).items():
+                rows[t] = pl.concat([rows[t], df]) if t in rows else df
+        yield chunk, before, rows
     if pieces.truncated:
         err = [{"line": last_line, "reason": pieces.truncated, "sample": None}]
         yield None, copy.deepcopy(ctx.state), _finish(ParseResult(), src, ctx, err)
@@ -330,7 +346,7 @@ def parse_path(
         known = ", ".join(sorted([*sources.registry(), *wrappers.registry()]))
         raise InputError(f"{p}: not a recognised format (use --format; known: {known})")
     ctx = ParseContext(str(p), deployment or default_deployment(p), label, year, tz, p.stat().st_mtime,
-                       dict(options or {}), {})
+                       dict(options or {}, _forced=bool(fmt)), {})
     parts: dict[str, list[pl.DataFrame]] = {t: [] for t in TABLES}
     for _chunk, _before, rows in parse_units(p, src, ctx, chunk_bytes=chunk_bytes or reader.DEFAULT_CHUNK_BYTES):
         for t, df in rows.items():
@@ -724,7 +740,7 @@ def _plan_file(path: Path, w: Writer, batch: _Batch, index: dict[str, tuple[str,
         state.update(offset=0, lines=0, state={}, rows=0, errors=0, census={})
     state["status"] = "read"
     ctx = ParseContext(abspath, state["deployment"], state["label"], state["year"], state["tz"], stat.st_mtime,
-                       dict(state["options"]), copy.deepcopy(state["state"]))
+                       dict(state["options"], _forced=bool(opts["fmt"])), copy.deepcopy(state["state"]))
     plan = Plan(str(path), src, ctx, state["offset"], state["lines"] + 1, opts["chunk_bytes"],
                 opts["max_line_bytes"], stat.st_size)
     account = _Account(key, state, FileReport(abspath, "read", src.name, kind=src.kind), batch, emit,
