@@ -23,7 +23,6 @@ import polars as pl
 
 from attribution import census, domains, reader, sources, workers
 from attribution.errors import InputError, UsageError
-from attribution.privacy import redact
 from attribution.schema import META_TABLES, TABLES, conform, empty
 from attribution.sources.base import ParseContext, ParseResult, Source
 from attribution.store import Staged, Store, Writer, stage
@@ -205,7 +204,8 @@ def _finish(result: ParseResult, src: Source, ctx: ParseContext, extra_errors: l
         out[table] = conform(table, df)
     errs = []
     if result.errors is not None and result.errors.height:
-        errs.append(result.errors.with_columns(pl.col("sample").map_elements(redact, return_dtype=pl.Utf8)))
+        # By position: the part before the content (prompt, messages, token ids), else the line's shape.
+        errs.append(result.errors.with_columns(census.error_sample_expr(pl.col("sample")).alias("sample")))
     errs += value_errors
     if extra_errors:
         errs.append(pl.DataFrame(extra_errors, schema={"line": pl.Int64, "reason": pl.Utf8, "sample": pl.Utf8}))
