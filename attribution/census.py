@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from attribution.privacy import SECRET_RE, redact
+from attribution.privacy import SAMPLE_CHARS, SECRET_RE, before_content, redact
 
 if TYPE_CHECKING:
     from attribution.sources.base import ParseResult
@@ -72,6 +72,15 @@ def shape_expr(text: pl.Expr) -> pl.Expr:
     for pattern, repl in _IDS:
         text = text.str.replace_all(pattern, repl)
     return text.str.strip_chars_end().str.slice(0, SHAPE_CHARS)
+
+
+def error_sample_expr(text: pl.Expr) -> pl.Expr:
+    """The `ingest_errors.sample` of a line: the part before its content (prompt, messages, token ids) with
+    quoted strings and keys masked, else (no content marker: the content cannot be located) its shape."""
+    cut = before_content(text.str.slice(0, SAMPLE_CHARS * 8))
+    kept = quote_masked(cut).str.replace_all(SECRET_RE, "<secret>").str.replace(r"<str> <removed>$", "<removed>")
+    return pl.when(text.is_null()).then(None).otherwise(
+        pl.coalesce(kept, shape_expr(text.str.slice(0, SAMPLE_CHARS * 8)))).str.slice(0, SAMPLE_CHARS)
 
 
 def shape(text: str) -> str:

@@ -43,6 +43,7 @@ class Settings:
     drift_threshold: float = 0.1        # distance between length distributions reported as drift
     gap_minutes: float = 120.0          # silence in a pod's logs reported as a gap
     whatif: bool = False                # replay the arrivals under the recommended memory split (slow)
+    max_future: str = "1d"              # ingest: latest admissible timestamp, this span after the ingest's clock
     catalogue: tuple[str, ...] = ()     # more feature catalogue TOML files
     thresholds: tuple[str, ...] = ()    # more or changed feature thresholds ("name: quantity > N")
     config_file: str | None = None      # the file the settings were read from, if any
@@ -130,11 +131,26 @@ def _coerce(key: str, value: Any, where: str, base: Path | None) -> Any:
             if text not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
                 raise ValueError("true or false")
             return text in ("1", "true", "yes", "on")
+        if key == "max_future":
+            span_seconds(str(value))
+            return str(value).strip()
         if key in _PATH_KEYS:
             return _path(str(value), base)
         return str(value)
     except (TypeError, ValueError) as exc:
         raise UsageError(f"{where}: {key} = {value!r} is not valid ({exc})") from None
+
+
+_SPAN_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h|d|w)?\s*$", re.IGNORECASE)
+_SPAN_UNITS = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def span_seconds(text: str) -> float:
+    """`1d`, `12h`, `30m`, `90s` or a number of seconds -> seconds."""
+    m = _SPAN_RE.match(text)
+    if not m:
+        raise ValueError("a span such as 1d, 12h, 30m or a number of seconds")
+    return float(m.group(1)) * _SPAN_UNITS[(m.group(2) or "s").lower()]
 
 
 def _path(text: str, base: Path | None) -> str:

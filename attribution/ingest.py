@@ -21,9 +21,8 @@ from typing import Any
 
 import polars as pl
 
-from attribution import census, detect, reader, sources, workers
+from attribution import census, detect, domains, reader, sources, workers
 from attribution.errors import InputError, UsageError
-from attribution.privacy import redact
 from attribution.schema import META_TABLES, TABLES, conform, empty
 from attribution.sources.base import ParseContext, ParseResult, Source
 from attribution.store import Staged, Store, Writer, stage
@@ -202,6 +201,8 @@ def _finish(result: ParseResult, src: Source, ctx: ParseContext, extra_errors: l
     length limit, never given to the source). Without `lines` (a whole file), the source's `records` are
     counted, else the records it named in rows and errors."""
     out: dict[str, pl.DataFrame] = {}
+    ts_hi = domains.ts_max(ctx.max_ts, 0.0) if ctx.max_ts is not None else domains.ts_max()
+    value_errors: list[pl.DataFrame] = []  # values out of their column's domain: nulled, the rows kept
     for table, df in result.tables.items():
         if table not in TABLES or table in META_TABLES:
             raise ValueError(f"source {src.name} produced rows for unknown table {table!r}")
@@ -215,10 +216,15 @@ def _finish(result: ParseResult, src: Source, ctx: ParseContext, extra_errors: l
             cols.append(pl.lit(ctx.deployment, pl.Utf8).alias("deployment"))
         if "request_id" in TABLES[table] and "request_key" not in df.columns and "request_id" in df.columns:
             cols.append(pl.col("request_id").alias("request_key"))
-        out[table] = conform(table, df.with_columns(cols))
+        df, bad = domains.validate(table, df.with_columns(cols), ts_hi)
+        if bad.height:
+            value_errors.append(bad)
+        out[table] = conform(table, df)
     errs = []
     if result.errors is not None and result.errors.height:
-        errs.append(result.errors.with_columns(pl.col("sample").map_elements(redact, return_dtype=pl.Utf8)))
+        # By position: the part before the content (prompt, messages, token ids), else the line's shape.
+        errs.append(result.errors.with_columns(census.error_sample_expr(pl.col("sample")).alias("sample")))
+    errs += value_errors
     if extra_errors:
         errs.append(pl.DataFrame(extra_errors, schema={"line": pl.Int64, "reason": pl.Utf8, "sample": pl.Utf8}))
     if errs:
@@ -440,14 +446,20 @@ def ingest(
     paths: list[str], store: str | os.PathLike[str], *, fmt: str | None = None, deployment: str | None = None,
     label: str | None = None, year: int | None = None, tz: str | None = None,
     options: dict[str, Any] | None = None, chunk_bytes: int | None = None, max_line_bytes: int | None = None,
-    progress: Progress | None = None, jobs: int | None = None,
+    progress: Progress | None = None, jobs: int | None = None, max_future: float | None = None,
 ) -> IngestSummary:
     """Ingest files, directories and globs into the store at `store` (created if needed).
 
     With several files to read (at least PARALLEL_MIN_BYTES in all), they are parsed in `jobs` worker
     processes (default: `$ATTRIBUTION_JOBS`, else one per CPU; 1 reads in this process); the rows, offsets and
-    commits are the same as a sequential read's, only the order of files in the commits differs."""
+    commits are the same as a sequential read's, only the order of files in the commits differs.
+    A timestamp later than `max_future` seconds after now (default: the `max_future` setting, 1 day) is out
+    of its domain (attribution.domains)."""
     t0 = time.time()
+    if max_future is None:
+        from attribution.config import load_settings, span_seconds
+
+        max_future = span_seconds(load_settings().max_future)
     if fmt:
         sources.get(fmt)
     tz = tz or local_tz()
@@ -466,13 +478,13 @@ def ingest(
     with workers.Pool(min(jobs, len(files)) if early else 0) as pool:
         return _ingest(files, store, pool, jobs, t0, fmt=fmt, deployment=deployment, label=label, year=year,
                        tz=tz, options=options, chunk_bytes=chunk_bytes, max_line_bytes=max_line_bytes,
-                       progress=progress)
+                       progress=progress, max_ts=t0 + max_future)
 
 
 def _ingest(files: list[Path], store: str | os.PathLike[str], pool: workers.Pool, jobs: int, t0: float, *,
             fmt: str | None, deployment: str | None, label: str | None, year: int | None, tz: str,
-            options: dict[str, Any] | None, chunk_bytes: int, max_line_bytes: int, progress: Progress | None
-            ) -> IngestSummary:
+            options: dict[str, Any] | None, chunk_bytes: int, max_line_bytes: int, progress: Progress | None,
+            max_ts: float | None = None) -> IngestSummary:
     st = Store.open(store, create=True)
     summary = IngestSummary(store=str(st.root))
     emit = progress or (lambda _e, _d: None)
@@ -485,7 +497,7 @@ def _ingest(files: list[Path], store: str | os.PathLike[str], pool: workers.Pool
                 by_fp.setdefault(s["fp_len"], {})[s["fp"]] = k
         batch = _Batch(w, chunk_bytes, summary)
         opts = dict(fmt=fmt, deployment=deployment, label=label, year=year, tz=tz, options=options or {},
-                    chunk_bytes=chunk_bytes, max_line_bytes=max_line_bytes)
+                    chunk_bytes=chunk_bytes, max_line_bytes=max_line_bytes, max_ts=max_ts)
         plans: list[Plan] = []
         accounts: list[_Account] = []
         for path in files:
@@ -740,7 +752,8 @@ def _plan_file(path: Path, w: Writer, batch: _Batch, index: dict[str, tuple[str,
         state.update(offset=0, lines=0, state={}, rows=0, errors=0, census={})
     state["status"] = "read"
     ctx = ParseContext(abspath, state["deployment"], state["label"], state["year"], state["tz"], stat.st_mtime,
-                       dict(state["options"], _forced=bool(opts["fmt"])), copy.deepcopy(state["state"]))
+                       dict(state["options"], _forced=bool(opts["fmt"])), copy.deepcopy(state["state"]),
+                       opts.get("max_ts"))
     plan = Plan(str(path), src, ctx, state["offset"], state["lines"] + 1, opts["chunk_bytes"],
                 opts["max_line_bytes"], stat.st_size)
     account = _Account(key, state, FileReport(abspath, "read", src.name, kind=src.kind), batch, emit,

@@ -1,5 +1,6 @@
 """Secrets never reach the store: API keys become sha256 hex (what LiteLLM stores as `hashed_token`), and
-text samples kept for error messages are short and have keys replaced."""
+text samples kept for error messages are short, have keys replaced and stop where content starts (the
+positions the parsers anchor on: vLLM `prompt: '` and `prompt_token_ids`, SGLang `text=`, JSON `"messages"`)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,18 @@ SECRET_FLAG_RE = re.compile(
 )
 NOT_SECRET_FLAG_RE = re.compile(r"(?i)^(?:max|num)[_-]|(?:[_-]tokens|token[_-]ids)$")
 SAMPLE_CHARS = 160
+# Where content (prompt or answer text, messages, token ids, request/response bodies) starts in a line of
+# any format the parsers read: a sample keeps only what comes before the first of these. vLLM
+# `Received request ...: prompt: '...', params: ..., prompt_token_ids: [...]`; SGLang `Receive:
+# obj=GenerateReqInput(text='...', input_ids=[...])` and `Finish: ... out={'text': ...}`; LiteLLM, OTel and
+# gateway JSON keys (`"messages"`, `"prompt"`, `"response"`, `gen_ai.prompt`, `"input"`, `"body"`, ...).
+CONTENT_RE = (
+    r"(?i)(?:\bprompt(?:_token_ids|_embeds)?\s*[:=]|\b(?:text|input_ids|output_ids|input_embeds|messages|"
+    r"input|output|out|content|completion|response|body|request_body|response_body)\s*=|"
+    r"[\"'](?:messages|prompt|prompts|input|inputs|content|text|completion|response|choices|output|"
+    r"proxy_server_request|request_body|response_body|body|gen_ai\.[a-z_.]*(?:prompt|completion|messages)[a-z_.]*)"
+    r"[\"']\s*:|\bgen_ai\.[a-z_.]*(?:prompt|completion|messages)\b)"
+)
 
 
 def is_secret_flag(name: str) -> bool:
@@ -64,6 +77,13 @@ def redact(text: str | None, limit: int = SAMPLE_CHARS) -> str | None:
         return None
     text = re.sub(SECRET_RE, lambda m: "sha256:" + hash_key(m.group(0))[:16], text[: limit * 4])
     return text[:limit]
+
+
+def before_content(expr: pl.Expr) -> pl.Expr:
+    """The text before the first content marker (CONTENT_RE), the marker kept and the rest replaced by
+    `<removed>`; null where the line has no marker (the caller then keeps only the line's shape)."""
+    marked = pl.concat_str(expr.str.extract(f"(?s)^(.*?{CONTENT_RE})", 1), pl.lit(" <removed>"))
+    return pl.when(expr.str.contains(CONTENT_RE)).then(marked)
 
 
 def redact_expr(expr: pl.Expr, limit: int = SAMPLE_CHARS) -> pl.Expr:

@@ -3,9 +3,13 @@
 Parsers emit Polars frames holding any subset of a table's columns; `conform` adds the missing ones as
 nulls and casts to the canonical types, so every Parquet file of a table has the same schema.
 Units: durations in seconds, usages and rates as fractions 0-1, token counts as Int64, timestamps UTC.
+`DOMAINS` says which values each numeric column admits (checked at the ingest, see attribution.domains).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import polars as pl
 
@@ -173,6 +177,59 @@ TABLES: dict[str, dict[str, pl.DataType]] = {
 }
 # Tables the ingest writes about the input itself: not rows of the data, not written by sources.
 META_TABLES = ("ingest_errors", "ingest_line_shapes")
+
+
+# -- domains: what a stored value may be (attribution.domains checks every parsed value against them) ------
+
+@dataclass(frozen=True)
+class Domain:
+    """The admissible values of a numeric column: `lo` <= value <= `hi`, whole numbers when `integral`."""
+
+    lo: float
+    hi: float
+    integral: bool = False
+    what: str = ""  # for messages: "a count", "a fraction 0-1", ...
+
+
+# Counts stop at 2^53: every count is then exact as a float (the analyses compute in floats) and a sum of a
+# thousand of them still fits in int64; no log counts 9e15 tokens or requests.
+COUNT_MAX = float(2**53 - 1)
+COUNT = Domain(0, COUNT_MAX, True, "a count 0-2^53")
+FRACTION = Domain(0.0, 1.0, False, "a fraction 0-1")
+SECONDS = Domain(0.0, 10 * 366 * 86400.0, False, "a duration of 0-10 years in seconds")
+RATE = Domain(0.0, 1e12, False, "a rate 0-1e12 per second")
+# Timestamps: from TS_MIN to the ingest's clock plus `max_future` (config.py), checked with the clock.
+TS_MIN = datetime(2015, 1, 1, tzinfo=UTC)
+
+DOMAINS: dict[str, Domain] = {
+    **dict.fromkeys(("queue_s", "ttft_s", "tpot_s", "e2e_s", "prefill_s", "decode_s", "elapsed_s"), SECONDS),
+    **dict.fromkeys(("prompt_tokens", "output_tokens", "cached_tokens", "max_tokens", "running", "waiting",
+                     "swapped", "preemptions", "state_slots", "new_seqs", "new_tokens", "batch_tokens",
+                     "kv_tokens", "pending_tokens", "spec_accepted_tokens", "spec_drafted_tokens",
+                     "kv_pool_tokens", "kv_pool_bytes", "state_pool_slots", "state_pool_bytes",
+                     "available_kv_bytes", "max_running_requests", "max_model_len", "block_size",
+                     "chunked_prefill_size", "max_prefill_tokens", "available_gpu_mem_bytes", "weights_bytes",
+                     "tp_size", "engine_index", "start_line"), COUNT),
+    **dict.fromkeys(("kv_usage", "cpu_kv_usage", "swa_usage", "state_usage", "prefix_hit_rate",
+                     "cpu_prefix_hit_rate", "spec_accept_rate", "mamba_page_padding"), FRACTION),
+    **dict.fromkeys(("prompt_tput", "gen_tput", "spec_accepted_tput", "spec_drafted_tput"), RATE),
+    "accept_len": Domain(0.0, 1e6, False, "a mean length 0-1e6"),
+    "max_concurrency": Domain(0.0, COUNT_MAX, False, "a number of requests 0-2^53"),
+    "http_status": Domain(0, 999, True, "an HTTP status 0-999"),
+}
+
+
+def domain_of(table: str, column: str) -> Domain | str | None:
+    """A column's domain: a Domain, "ts" for a timestamp (bounded by the ingest's clock), None: unchecked
+    (text, booleans, provenance, lists other than per-position rates)."""
+    if column in PROVENANCE:
+        return None
+    dtype = TABLES[table].get(column)
+    if dtype == TS:
+        return "ts"
+    if column == "spec_position_rates":
+        return FRACTION
+    return DOMAINS.get(column)
 
 
 def conform(table: str, df: pl.DataFrame) -> pl.DataFrame:

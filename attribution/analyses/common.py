@@ -80,12 +80,16 @@ class Window:
 
 def resolve_window(con: duckdb.DuckDBPyConnection, since: Any = None, until: Any = None) -> Window:
     """Turn --since/--until into absolute UTC times. Relative spans count back from the newest request's
-    arrival in the store (so `--since 7d` means the last seven days of data, also for archived logs)."""
+    arrival in the store that is not in the future (so `--since 7d` means the last seven days of data, also
+    for archived logs)."""
     s, u = parse_when(since), parse_when(until)
     newest = None
     joincache.use(con)
     if isinstance(s, timedelta) or isinstance(u, timedelta):
-        newest = fetch(con, "select max(coalesce(arrival, finished)) as t from joined_requests").item()
+        # A row later than now (admitted up to `max_future` past the ingest's clock) does not anchor the window:
+        # it would shrink `--since 7d` to the hours after it.
+        newest = fetch(con, "select coalesce(max(t) filter (where t <= current_timestamp), max(t)) as t from "
+                            "(select coalesce(arrival, finished) as t from joined_requests)").item()
         if newest is None:
             raise UsageError("a relative --since/--until needs requests in the store, and it has none")
         newest = _as_utc(newest)

@@ -82,7 +82,12 @@ def headed(lines: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         df = _rec_days(df, ctx.tz)
     naive = (pl.col("_day").cast(pl.Int64) * _US_PER_DAY + pl.col("_tod")).cast(pl.Datetime("us"))
     own = pl.coalesce(to_utc(naive, ctx.tz), pl.col("_abs"))
-    df = df.with_columns((pl.coalesce(own, "rec_ts") if has_rec else own).alias("ts"))
+    # A time that reads but does not convert (a local time in the DST gap of --tz, year 0000) is unreadable
+    # too: the line must not take the previous line's time below.
+    df = df.with_columns(
+        (pl.coalesce(own, "rec_ts") if has_rec else own).alias("ts"),
+        (pl.col("bad_ts") | (pl.col("_tod").is_not_null() & own.is_null())).alias("bad_ts"),
+    )
     last = st.get("last_ts_us")
     ts_us = pl.col("ts").cast(pl.Int64)
     if last is not None:

@@ -84,7 +84,8 @@ def json_records(lines: pl.DataFrame, paths: dict[str, list[str]]) -> tuple[pl.D
 
 
 def _keys_text(keys: pl.Expr) -> pl.Expr:
-    return pl.concat_str(pl.lit("keys: "), keys.list.eval(pl.element().str.replace(r"\s*:$", "")).list.join(" "))
+    # `"name":` kept with its colon: the ingest keeps an error sample's identifier-like keys, masks other strings
+    return pl.concat_str(pl.lit("keys: "), keys.list.eval(pl.element().str.replace(r"\s*:$", ":")).list.join(" "))
 
 
 def samples(lines: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:

@@ -29,6 +29,9 @@ class ParseContext:
     file_mtime: float  # POSIX seconds, for year inference
     options: dict[str, Any] = field(default_factory=dict)  # source-specific CLI options (--start, --mapping, ...)
     state: dict[str, Any] = field(default_factory=dict)  # parser-owned, persisted between chunks and runs
+    # The latest admissible timestamp (POSIX seconds): the ingest's clock plus the `max_future` setting; None:
+    # the clock when the rows are checked plus the default (see attribution.domains).
+    max_ts: float | None = None
 
 
 @dataclass

@@ -271,7 +271,8 @@ def _stats(heads: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     ).filter(pl.col("kind").is_not_null())
     v = pl.col("val").str.extract_groups(_VALUE_RE)
     unit_ok = v.struct.field("unit").fill_null("").eq(pl.col("kind").replace_strict(_UNITS))
-    num = pl.when(unit_ok).then(v.struct.field("num").cast(pl.Float64))
+    # Not strict: a digit `\d` admits but Float64 does not read (`١٢`) is an unparseable value of this line.
+    num = pl.when(unit_ok).then(v.struct.field("num").cast(pl.Float64, strict=False))
     kv = kv.with_columns(num=pl.when(pl.col("kind") == "pct").then(num / 100).otherwise(num))
     bad = (
         kv.filter(pl.col("num").is_null())
@@ -279,7 +280,8 @@ def _stats(heads: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         .agg(_bad=pl.format("unparseable stats value for {}", pl.col("key").first()))
     )
     wide = kv.group_by("idx").agg(
-        pl.col("num").filter(pl.col("col") == c).first().cast(t).alias(c) for c, t in _STATS_COLS.items()
+        # Counts stay floats here: the ingest checks each against its domain (whole, within range) and casts.
+        pl.col("num").filter(pl.col("col") == c).first().alias(c) for c in _STATS_COLS
     )
     rows = (
         rows.join(wide, on="idx", how="left")

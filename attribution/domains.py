@@ -1,0 +1,97 @@
+"""Every parsed value checked against its column's domain (attribution.schema.DOMAINS) where the ingest
+hands a parser's frame to the store: a value out of its domain (a year 58645, a count of 1e20, a 250% rate,
+`Waiting: 1.5`) becomes null in its row and an `ingest_errors` row says which value and why; the rest of the
+row and of the file are kept, so no stored value can later make a reader fail."""
+
+from __future__ import annotations
+
+import time
+
+import polars as pl
+
+from attribution.schema import TABLES, TS, TS_MIN, Domain, domain_of
+
+MAX_FUTURE_S = 86400.0  # default of the `max_future` setting: a timestamp at most a day after the ingest's clock
+_INT64_MAX = float(2**63 - 1)
+
+
+def ts_max(now: float | None = None, max_future_s: float = MAX_FUTURE_S) -> pl.Expr:
+    return pl.lit(int(((time.time() if now is None else now) + max_future_s) * 1e6)).cast(TS)
+
+
+def _checked(raw: pl.Expr, dtype: pl.DataType, raw_dtype: pl.DataType, dom: Domain | str, ts_hi: pl.Expr
+             ) -> tuple[pl.Expr, pl.Expr]:
+    """(value cast to the column's type, or null when out of its domain; the reason it is out, else null)."""
+    if dom == "ts":
+        if raw_dtype.is_numeric() or raw_dtype == pl.Utf8:  # a parser hands timestamps as Datetime
+            return pl.lit(None, TS), pl.lit("not a timestamp")
+        v = raw.cast(TS, strict=False)
+        lo = pl.lit(TS_MIN).cast(TS)
+        reason = (pl.when(v.is_null()).then(pl.lit("not a timestamp"))
+                  .when(v < lo).then(pl.lit("before 2015"))
+                  .when(v > ts_hi).then(pl.lit("more than max_future after the ingest's clock")))
+        return pl.when(reason.is_null()).then(v), reason
+    assert isinstance(dom, Domain)
+    # As a float first: an integral check and the range need the value before any truncating cast.
+    f = raw.cast(pl.Float64, strict=False)
+    reason = (pl.when(f.is_null()).then(pl.lit("not a number"))
+              .when(f.is_infinite() | (f.abs() > _INT64_MAX)).then(pl.lit("too large"))
+              .when(dom.integral and not raw_dtype.is_integer() and (f != f.round(0))).then(pl.lit("not a whole number"))
+              .when((f < dom.lo) | (f > dom.hi)).then(pl.lit(f"out of range ({dom.what})")))
+    reason = pl.when(f.is_nan()).then(None).otherwise(reason)  # `nan%` is "no value", not an error
+    if raw_dtype.is_integer():
+        v = raw.cast(dtype, strict=False)
+    elif dtype.is_integer():
+        v = f.cast(dtype, strict=False)
+    else:
+        v = f.fill_nan(None).cast(dtype, strict=False)
+    return pl.when(reason.is_null()).then(v), reason
+
+
+def validate(table: str, df: pl.DataFrame, ts_hi: pl.Expr | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """`df` with every value outside its column's domain set to null, and the errors (line, reason, sample):
+    one per value, the sample being the column and the value (a number or a time, never text)."""
+    ts_hi = ts_max() if ts_hi is None else ts_hi
+    schema = TABLES[table]
+    fixes, reasons, names = [], [], []
+    for name, raw_dtype in df.schema.items():
+        dom = domain_of(table, name) if name in schema else None
+        if dom is None:
+            continue
+        dtype = schema[name]
+        if isinstance(dtype, pl.List):  # per-position rates: each element in the domain, else the list is null
+            if not isinstance(raw_dtype, pl.List):
+                continue
+            inner = raw_dtype.inner
+            _, why = _checked(pl.element(), dtype.inner, inner, dom, ts_hi)
+            bad = pl.col(name).list.eval(why.is_not_null() & pl.element().is_not_null()).list.any()
+            fixes.append(pl.when(bad.fill_null(False)).then(None).otherwise(pl.col(name)).alias(name))
+            reasons.append(pl.when(bad).then(pl.lit(f"an element out of range ({dom.what})")))
+        else:
+            v, why = _checked(pl.col(name), dtype, raw_dtype, dom, ts_hi)
+            why = pl.when(pl.col(name).is_not_null()).then(why)
+            fixes.append(v.alias(name))
+            reasons.append(why)
+        names.append(name)
+    empty_errors = pl.DataFrame(schema={"line": pl.Int64, "reason": pl.Utf8, "sample": pl.Utf8})
+    if not names or df.height == 0:
+        return df, empty_errors
+    whys = df.select([r.alias(f"_why_{i}") for i, r in enumerate(reasons)])
+    bad_cols = [i for i, c in enumerate(whys.columns) if whys[c].null_count() < df.height]
+    if not bad_cols:
+        return df, empty_errors
+    line = df["line"].cast(pl.Int64) if "line" in df.columns else pl.Series("line", [None] * df.height, pl.Int64)
+    errors = []
+    for i in bad_cols:
+        name, why = names[i], whys.columns[i]
+        mask = whys[why].is_not_null()
+        col = df[name].filter(mask)
+        value = (pl.Series([None] * col.len(), dtype=pl.Utf8) if isinstance(col.dtype, pl.List)
+                 else col.cast(pl.Utf8, strict=False).str.slice(0, 40))
+        errors.append(pl.DataFrame({
+            "line": line.filter(mask),
+            "reason": (f"{name} " + whys[why].filter(mask) + ": stored as null"),
+            "sample": (f"{name}=" + value.fill_null("?")),
+        }))
+    fixed = df.with_columns([fixes[i] for i in bad_cols])
+    return fixed, pl.concat(errors).sort("line", nulls_last=True)
