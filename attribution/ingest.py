@@ -2,9 +2,9 @@
 of lines, filling provenance, and committing rows together with the file's new offset.
 
 Per file (`plan_file`): an unchanged file (same size and mtime) is skipped without being read; a file whose
-head still matches its fingerprint is read from its last offset (a grown log, or a log renamed by rotation
-when its old path is gone); a file whose head changed (rotated or truncated in place) is new content and is
-read from the start. Rows and the offset they lead to are committed together, so an interrupted ingest
+head and whose bytes just before the last offset still match their fingerprints is read from that offset (a
+grown log, or a log renamed by rotation when its old path is gone); a file where either changed (rotated,
+truncated or rewritten in place, even behind a constant banner) is new content and is read from the start. Rows and the offset they lead to are committed together, so an interrupted ingest
 resumes exactly where its last commit stopped.
 """
 
@@ -519,9 +519,22 @@ def _content_left(st: dict[str, Any]) -> bool:
     gone or now starts differently."""
     old = Path(st["path"])
     try:
-        return reader.fingerprint(reader.read_head(old, st["fp_len"])) != st["fp"]
+        return reader.fingerprint(reader.read_head(old, st["fp_len"])) != st["fp"] or not _same_before_offset(old, st)
     except OSError:
         return True
+
+
+def _same_before_offset(path: Path, st: dict[str, Any]) -> bool:
+    """Whether `path` still holds, just before the offset read to, the bytes read there (`end_fp`): a log
+    rewritten behind an unchanged first 4 KiB (a launcher's constant banner) is new content, not growth.
+    Compressed files are not checked (rotated archives are not rewritten; the check would decompress them)."""
+    if not st.get("end_fp") or not st.get("offset"):
+        return True
+    try:
+        got = reader.bytes_before(path, st["offset"], st["end_fp_len"])
+    except OSError:
+        return False
+    return got is None or reader.fingerprint(got) == st["end_fp"]
 
 
 @dataclass
@@ -553,6 +566,8 @@ class Unit:
     last_line: int
     tail: bool
     nbytes: int
+    end_fp: str | None = None  # fingerprint of the chunk's last bytes (up to FP_BYTES) just before `end`
+    end_fp_len: int = 0
 
 
 def parse_plan(plan: Plan) -> Iterator[tuple[Any, ...]]:
@@ -564,6 +579,9 @@ def parse_plan(plan: Plan) -> Iterator[tuple[Any, ...]]:
                                                plan.chunk_bytes, plan.max_line_bytes):
             unit = None if chunk is None else Unit(chunk.end, chunk.first_line + chunk.n_lines - 1, chunk.tail,
                                                    len(chunk.data))
+            if unit is not None and chunk.data and not chunk.tail:
+                last = chunk.data[-reader.FP_BYTES:]
+                unit.end_fp, unit.end_fp_len = reader.fingerprint(last), len(last)
             if plan.stage_root and unit is not None and unit.nbytes >= plan.stage_min:
                 # Written here rather than pickled to the ingest process, which would then write them itself.
                 # (the census stays a frame: the account counts its lines; it is a few rows per chunk)
@@ -658,7 +676,9 @@ class _Account:
             sealed = False
         else:
             nbytes = unit.nbytes
-            new.update(offset=unit.end, lines=unit.last_line, state=after)
+            # (no end fingerprint when the bytes before the offset were not in the chunk: a skipped long line)
+            new.update(offset=unit.end, lines=unit.last_line, state=after, end_fp=unit.end_fp,
+                       end_fp_len=unit.end_fp_len)
             sealed = True
         if not sealed:  # superseded with these rows when the file is read again (see _plan_file)
             new["unsealed_census"] = census.plus(self.state.get("unsealed_census"), counts)
@@ -697,12 +717,13 @@ def _plan_file(path: Path, w: Writer, batch: _Batch, index: dict[str, tuple[str,
     key, state, resume = None, None, False
     if prev and prev.get("status") != "unrecognised" and prev.get("fp") and len(head) >= prev["fp_len"] \
             and reader.fingerprint(head[: prev["fp_len"]]) == prev["fp"] \
-            and not (reader.compression(path) is None and stat.st_size < prev["offset"]):
+            and not (reader.compression(path) is None and stat.st_size < prev["offset"]) \
+            and _same_before_offset(path, prev):
         key, state, resume = prev_key, copy.deepcopy(prev), True
     elif not prev or not prev.get("fp"):  # (a path recorded only as skipped has no content yet)
         moved = next((fps[fp] for n, fps in by_fp.items() if n <= len(head)
                       and (fp := reader.fingerprint(head[:n])) in fps), None)
-        if moved and _content_left(w.snapshot.files[moved]):
+        if moved and _same_before_offset(path, w.snapshot.files[moved]) and _content_left(w.snapshot.files[moved]):
             key, state, resume = moved, copy.deepcopy(w.snapshot.files[moved]), True
     now = time.time()
     if resume:

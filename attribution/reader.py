@@ -193,6 +193,16 @@ def read_head(path: Path, n: int = HEAD_BYTES) -> bytes:
     return bytes(buf[:n])
 
 
+def bytes_before(path: Path, offset: int, n: int) -> bytes | None:
+    """The `n` bytes of a plain file just before `offset` (fewer when the file is shorter), None when the
+    file is compressed (offsets are in the decompressed stream)."""
+    if compression(path):
+        return None
+    with open_regular(path) as fh:
+        fh.seek(max(offset - n, 0))
+        return fh.read(min(n, offset))
+
+
 def fingerprint(head: bytes) -> str:
     return hashlib.sha1(head).hexdigest()
 
