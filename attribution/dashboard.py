@@ -60,14 +60,20 @@ def app_path() -> Path:
 
 def command(store: Path, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> tuple[list[str], dict[str, str]]:
     """The `streamlit run` command line and environment: bound to `host` only, no browser opened, no usage
-    statistics sent, no file watcher; the store reaches the app as $ATTRIBUTION_STORE."""
+    statistics sent, no file watcher; the store reaches the app as $ATTRIBUTION_STORE. `-P` and a PYTHONPATH
+    without the working directory: a `secrets.py` or `zstandard.py` where the user runs the command is never
+    imported (`python -m` would put the working directory first)."""
+    from attribution.workers import import_path
+
     cmd = [
-        sys.executable, "-m", "streamlit", "run", str(app_path()),
+        sys.executable, "-P", "-m", "streamlit", "run", str(app_path()),
         "--server.address", host, "--server.port", str(port), "--server.headless", "true",
         "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
         "--client.toolbarMode", "viewer",
     ]
-    return cmd, {**os.environ, "ATTRIBUTION_STORE": str(Path(store).resolve())}
+    env = {**os.environ, "ATTRIBUTION_STORE": str(Path(store).resolve()), "PYTHONPATH": os.pathsep.join(import_path())}
+    env.pop("PYTHONSTARTUP", None)
+    return cmd, env
 
 
 def launch(store: Path, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> None:

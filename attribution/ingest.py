@@ -2,9 +2,9 @@
 of lines, filling provenance, and committing rows together with the file's new offset.
 
 Per file (`plan_file`): an unchanged file (same size and mtime) is skipped without being read; a file whose
-head still matches its fingerprint is read from its last offset (a grown log, or a log renamed by rotation
-when its old path is gone); a file whose head changed (rotated or truncated in place) is new content and is
-read from the start. Rows and the offset they lead to are committed together, so an interrupted ingest
+head and whose bytes just before the last offset still match their fingerprints is read from that offset (a
+grown log, or a log renamed by rotation when its old path is gone); a file where either changed (rotated,
+truncated or rewritten in place, even behind a constant banner) is new content and is read from the start. Rows and the offset they lead to are committed together, so an interrupted ingest
 resumes exactly where its last commit stopped.
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 
 import polars as pl
 
-from attribution import census, detect, domains, reader, sources, workers
+from attribution import census, detect, discovery, domains, reader, sources, workers
 from attribution.errors import InputError, UsageError
 from attribution.schema import META_TABLES, TABLES, conform, empty
 from attribution.sources.base import ParseContext, ParseResult, Source
@@ -80,7 +80,7 @@ def default_deployment(path: Path) -> str:
 @dataclass
 class FileReport:
     path: str
-    status: str  # read / unchanged / unrecognised / failed
+    status: str  # read / unchanged / unrecognised / failed / skipped / vanished (see PROBLEMS)
     format: str | None = None
     rows: int = 0
     errors: int = 0
@@ -112,6 +112,16 @@ class IngestSummary:
     def count(self, status: str) -> int:
         return sum(1 for f in self.files if f.status == status)
 
+    @property
+    def problems(self) -> list[FileReport]:
+        """Inputs that could not be read (in whole or from some point on): the CLI's exit code says so."""
+        return [f for f in self.files if f.status in PROBLEMS]
+
+
+# Statuses of an input not (fully) read: `failed` (reading it broke off), `skipped` (not a regular file, a
+# dangling symlink or loop, unreadable, nested too deep), `vanished` (deleted before or while it was read).
+PROBLEMS = ("failed", "skipped", "vanished")
+
 
 Progress = Callable[[str, dict[str, Any]], None]
 
@@ -139,7 +149,7 @@ class ParsedFile:
 def _choose_source(path: Path, head: bytes, fmt: str | None) -> Source | None:
     if fmt:
         return sources.get(fmt)
-    if reader.DOC_NAME_RE.search(path.name):  # documentation quotes log lines; --format still reads it
+    if discovery.DOC_NAME_RE.search(path.name):  # documentation quotes log lines; --format still reads it
         return None
     mtime = path.stat().st_mtime
     found = sources.sniff(head.decode("utf-8", errors="replace"), str(path), mtime)
@@ -471,24 +481,32 @@ def ingest(
         raise UsageError(f"--tz {tz!r}: not a known time zone (use an IANA name such as Europe/Berlin)") from exc
     chunk_bytes = chunk_bytes or int(os.environ.get("ATTRIBUTION_CHUNK_BYTES", reader.DEFAULT_CHUNK_BYTES))
     max_line_bytes = max_line_bytes or reader.DEFAULT_MAX_LINE_BYTES
-    files = reader.discover(paths)
+    files, skipped = discovery.discover_inputs(paths)
     jobs = jobs or workers.default_jobs()
     # Likely parallel: start the workers now, they import while the files are planned.
-    early = jobs > 1 and len(files) > 1 and sum(f.stat().st_size for f in files) >= PARALLEL_MIN_BYTES
+    early = jobs > 1 and len(files) > 1 and sum(_size(f) for f in files) >= PARALLEL_MIN_BYTES
     with workers.Pool(min(jobs, len(files)) if early else 0) as pool:
-        return _ingest(files, store, pool, jobs, t0, fmt=fmt, deployment=deployment, label=label, year=year,
+        return _ingest(files, skipped, store, pool, jobs, t0, fmt=fmt, deployment=deployment, label=label, year=year,
                        tz=tz, options=options, chunk_bytes=chunk_bytes, max_line_bytes=max_line_bytes,
                        progress=progress, max_ts=t0 + max_future)
 
 
-def _ingest(files: list[Path], store: str | os.PathLike[str], pool: workers.Pool, jobs: int, t0: float, *,
+def _size(f: Path) -> int:
+    try:
+        return f.stat().st_size
+    except OSError:  # gone since discovery: planning records it
+        return 0
+
+
+def _ingest(files: list[Path], skipped: list[discovery.Skipped], store: str | os.PathLike[str],
+            pool: workers.Pool, jobs: int, t0: float, *,
             fmt: str | None, deployment: str | None, label: str | None, year: int | None, tz: str,
             options: dict[str, Any] | None, chunk_bytes: int, max_line_bytes: int, progress: Progress | None,
             max_ts: float | None = None) -> IngestSummary:
     st = Store.open(store, create=True)
     summary = IngestSummary(store=str(st.root))
     emit = progress or (lambda _e, _d: None)
-    emit("start", {"files": len(files), "bytes": sum(f.stat().st_size for f in files)})
+    emit("start", {"files": len(files) + len(skipped), "bytes": sum(_size(f) for f in files)})
     with st.writer() as w:
         index = w.snapshot.path_index()
         by_fp: dict[int, dict[str, str]] = {}  # fingerprint length -> fingerprint -> file key
@@ -500,6 +518,9 @@ def _ingest(files: list[Path], store: str | os.PathLike[str], pool: workers.Pool
                     chunk_bytes=chunk_bytes, max_line_bytes=max_line_bytes, max_ts=max_ts)
         plans: list[Plan] = []
         accounts: list[_Account] = []
+        for sk in skipped:
+            summary.files.append(_record_problem(sk.path, sk.status, sk.reason, batch, index, opts))
+            emit("file_done", {"path": sk.path, "status": sk.status})
         for path in files:
             planned = _plan_file(path, w, batch, index, by_fp, opts, emit)
             if isinstance(planned, FileReport):
@@ -526,14 +547,55 @@ def _ingest(files: list[Path], store: str | os.PathLike[str], pool: workers.Pool
     return summary
 
 
+def _record_problem(path: str, status: str, reason: str, batch: _Batch,
+                    index: dict[str, tuple[str, dict[str, Any]]], opts: dict[str, Any]) -> FileReport:
+    """An input not read (see PROBLEMS): its state says why (ingest_files `status`, `reason`) and ingest_errors
+    gets a row. A path read before keeps its offset and rows, so it resumes once readable; the same problem
+    found again commits nothing (a second ingest stays a no-op)."""
+    prev_key, prev = index.get(path, (None, None))
+    report = FileReport(path, status, prev.get("format") if prev else None, message=reason, errors=1)
+    if prev and prev.get("status") == status and prev.get("reason") == reason:
+        report.errors = 0
+        return report
+    now = time.time()
+    state = copy.deepcopy(prev) if prev else {
+        "path": path, "format": None, "source_kind": None, "deployment": opts["deployment"],
+        "label": opts["label"], "tz": opts["tz"], "year": opts["year"], "options": opts["options"], "offset": 0,
+        "lines": 0, "state": {}, "rows": 0, "errors": 0, "first_ingested": now, "unsealed_files": [],
+        "fp": None, "fp_len": 0, "size": None, "mtime_ns": None,
+    }
+    state.update(status=status, reason=reason, seq=time.time_ns(), last_ingested=now, complete=False,
+                 errors=state["errors"] + 1)
+    err = conform("ingest_errors", pl.DataFrame(
+        {"file": [path], "line": [None], "source": [None], "reason": [f"{status}: {reason}"], "sample": [None]},
+        schema_overrides={"line": pl.Int64, "source": pl.Utf8, "sample": pl.Utf8}))
+    key = prev_key or os.urandom(8).hex()
+    batch.add(key, state, {"ingest_errors": err}, sealed=True, nbytes=0)
+    index[path] = (key, state)
+    return report
+
+
 def _content_left(st: dict[str, Any]) -> bool:
     """True when the content recorded for a path is no longer there (renamed away by rotation): the path is
     gone or now starts differently."""
     old = Path(st["path"])
     try:
-        return reader.fingerprint(reader.read_head(old, st["fp_len"])) != st["fp"]
+        return reader.fingerprint(reader.read_head(old, st["fp_len"])) != st["fp"] or not _same_before_offset(old, st)
     except OSError:
         return True
+
+
+def _same_before_offset(path: Path, st: dict[str, Any]) -> bool:
+    """Whether `path` still holds, just before the offset read to, the bytes read there (`end_fp`): a log
+    rewritten behind an unchanged first 4 KiB (a launcher's constant banner) is new content, not growth.
+    Compressed files are not checked (rotated archives are not rewritten; the check would decompress them)."""
+    if not st.get("end_fp") or not st.get("offset"):
+        return True
+    try:
+        got = reader.bytes_before(path, st["offset"], st["end_fp_len"])
+    except OSError:
+        return False
+    return got is None or reader.fingerprint(got) == st["end_fp"]
 
 
 @dataclass
@@ -565,6 +627,8 @@ class Unit:
     last_line: int
     tail: bool
     nbytes: int
+    end_fp: str | None = None  # fingerprint of the chunk's last bytes (up to FP_BYTES) just before `end`
+    end_fp_len: int = 0
 
 
 def parse_plan(plan: Plan) -> Iterator[tuple[Any, ...]]:
@@ -576,6 +640,9 @@ def parse_plan(plan: Plan) -> Iterator[tuple[Any, ...]]:
                                                plan.chunk_bytes, plan.max_line_bytes):
             unit = None if chunk is None else Unit(chunk.end, chunk.first_line + chunk.n_lines - 1, chunk.tail,
                                                    len(chunk.data))
+            if unit is not None and chunk.data and not chunk.tail:
+                last = chunk.data[-reader.FP_BYTES:]
+                unit.end_fp, unit.end_fp_len = reader.fingerprint(last), len(last)
             if plan.stage_root and unit is not None and unit.nbytes >= plan.stage_min:
                 # Written here rather than pickled to the ingest process, which would then write them itself.
                 # (the census stays a frame: the account counts its lines; it is a few rows per chunk)
@@ -584,6 +651,15 @@ def parse_plan(plan: Plan) -> Iterator[tuple[Any, ...]]:
             yield "unit", unit, before, copy.deepcopy(ctx.state), rows
     except InputError as exc:
         yield "failed", str(exc)
+        return
+    except FileNotFoundError as exc:  # deleted (and its directory too) while being read
+        yield "failed", f"deleted while it was read: {exc.strerror or exc}", "vanished"
+        return
+    except (PermissionError, reader.NotRegularFile) as exc:
+        yield "failed", f"cannot read: {exc.strerror or exc}", "skipped"
+        return
+    except OSError as exc:  # an I/O error part way: what was read before it stays
+        yield "failed", f"cannot read on: {exc.strerror or exc}"
         return
     except Exception as exc:  # a parser bug must not lose the other files; it is reported, not hidden
         yield "failed", f"internal error in the {src.name} parser: {type(exc).__name__}: {exc}"
@@ -635,12 +711,13 @@ class _Account:
                 self._add(dict(self.state, complete=True), {}, sealed=True, nbytes=0)
             self.emit("file_done", {"path": self.report.path, "status": self.report.status})
         else:
-            self.report.status, self.report.message = "failed", msg[1]
+            status = msg[2] if len(msg) > 2 else "failed"
+            self.report.status, self.report.message = status, msg[1]
             err = conform("ingest_errors", pl.DataFrame(
                 {"file": [self.report.path], "line": [None], "source": [self.report.format],
                  "reason": [msg[1]], "sample": [None]},
                 schema_overrides={"line": pl.Int64, "sample": pl.Utf8}))
-            failed = dict(self.state, status="failed", errors=self.state["errors"] + 1)
+            failed = dict(self.state, status=status, reason=msg[1], errors=self.state["errors"] + 1)
             # Unsealed: the next read of the file (it is read again, from its offset) supersedes the notice.
             self._add(failed, {"ingest_errors": err}, sealed=False, nbytes=0)
             self.report.errors += 1
@@ -671,7 +748,9 @@ class _Account:
             sealed = False
         else:
             nbytes = unit.nbytes
-            new.update(offset=unit.end, lines=unit.last_line, state=after)
+            # (no end fingerprint when the bytes before the offset were not in the chunk: a skipped long line)
+            new.update(offset=unit.end, lines=unit.last_line, state=after, end_fp=unit.end_fp,
+                       end_fp_len=unit.end_fp_len)
             sealed = True
         if not sealed:  # superseded with these rows when the file is read again (see _plan_file)
             new["unsealed_census"] = census.plus(self.state.get("unsealed_census"), counts)
@@ -690,27 +769,33 @@ def _plan_file(path: Path, w: Writer, batch: _Batch, index: dict[str, tuple[str,
                ) -> FileReport | tuple[Plan, _Account]:
     """Decide what to do with a file: a final report (unchanged, unreadable, unrecognised) or a plan to read it
     and the account that will apply its rows."""
-    abspath = str(path.resolve())
+    try:
+        abspath = str(path.resolve())
+    except (OSError, RuntimeError):  # made a symlink loop since discovery (3.11 raises RuntimeError)
+        abspath = os.path.abspath(path)
+    prev_key, prev = index.get(abspath, (None, None))
     try:
         stat = path.stat()
-        prev_key, prev = index.get(abspath, (None, None))
         if prev and prev["size"] == stat.st_size and prev["mtime_ns"] == stat.st_mtime_ns \
-                and prev.get("complete") and prev.get("status") != "failed":
+                and prev.get("complete") and prev.get("status") not in PROBLEMS:
             emit("advance", {"bytes": stat.st_size, "rows": 0})
             return FileReport(abspath, "unchanged", prev.get("format"))
         head = reader.read_head(path)
-    except OSError as exc:
-        return FileReport(abspath, "failed", message=f"cannot read: {exc.strerror or exc}")
+    except FileNotFoundError:
+        return _record_problem(abspath, "vanished", "deleted before it could be read", batch, index, opts)
+    except OSError as exc:  # unreadable, or no longer a regular file (reader.NotRegularFile)
+        return _record_problem(abspath, "skipped", f"cannot read: {exc.strerror or exc}", batch, index, opts)
     fp_len = min(reader.FP_BYTES, len(head))
     key, state, resume = None, None, False
-    if prev and prev.get("status") != "unrecognised" and len(head) >= prev["fp_len"] \
+    if prev and prev.get("status") != "unrecognised" and prev.get("fp") and len(head) >= prev["fp_len"] \
             and reader.fingerprint(head[: prev["fp_len"]]) == prev["fp"] \
-            and not (reader.compression(path) is None and stat.st_size < prev["offset"]):
+            and not (reader.compression(path) is None and stat.st_size < prev["offset"]) \
+            and _same_before_offset(path, prev):
         key, state, resume = prev_key, copy.deepcopy(prev), True
-    elif not prev:
+    elif not prev or not prev.get("fp"):  # (a path recorded only as skipped has no content yet)
         moved = next((fps[fp] for n, fps in by_fp.items() if n <= len(head)
                       and (fp := reader.fingerprint(head[:n])) in fps), None)
-        if moved and _content_left(w.snapshot.files[moved]):
+        if moved and _same_before_offset(path, w.snapshot.files[moved]) and _content_left(w.snapshot.files[moved]):
             key, state, resume = moved, copy.deepcopy(w.snapshot.files[moved]), True
     now = time.time()
     if resume:
@@ -720,7 +805,7 @@ def _plan_file(path: Path, w: Writer, batch: _Batch, index: dict[str, tuple[str,
             src = _choose_source(path, head, opts["fmt"])
         except UnicodeError:
             src = None
-        key = os.urandom(8).hex()
+        key = prev_key if prev and not prev.get("fp") else os.urandom(8).hex()
         state = {
             "path": abspath, "format": src.name if src else None, "source_kind": src.kind if src else None,
             "deployment": opts["deployment"] or default_deployment(path), "label": opts["label"],
@@ -728,10 +813,10 @@ def _plan_file(path: Path, w: Writer, batch: _Batch, index: dict[str, tuple[str,
             "state": {}, "rows": 0, "errors": 0, "first_ingested": now, "unsealed_files": [],
         }
     state.update(path=abspath, seq=time.time_ns(), fp=reader.fingerprint(head[:fp_len]), fp_len=fp_len,
-                 size=stat.st_size, mtime_ns=stat.st_mtime_ns, last_ingested=now, complete=False)
+                 size=stat.st_size, mtime_ns=stat.st_mtime_ns, last_ingested=now, complete=False, reason=None)
     if src is None:
-        state.update(status="unrecognised", complete=True)
         reason = "not a recognised log, trace or benchmark format: skipped (use --format to force one)"
+        state.update(status="unrecognised", complete=True, reason=reason)
         err = conform("ingest_errors", pl.DataFrame(
             {"file": [abspath], "line": [None], "source": [None], "reason": [reason], "sample": [None]},
             schema_overrides={"line": pl.Int64, "source": pl.Utf8, "sample": pl.Utf8}))

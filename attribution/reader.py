@@ -1,5 +1,6 @@
-"""Input files as the ingest sees them: discovery (files, directories, globs), transparent decompression
-(.gz, .zst, by magic bytes), head fingerprints, and chunks of complete lines read from a byte offset.
+"""Input files as the ingest sees them: opening (never blocking, regular files only), transparent
+decompression (.gz, .zst, by magic bytes; damage keeps what decoded before it), head fingerprints, and chunks of
+complete lines read from a byte offset. Which files to read is attribution.discovery's.
 
 Memory stays bounded whatever the input: data is read in pieces, a chunk holds at most `chunk_bytes` plus one
 line, and a line longer than `max_line_bytes` is skipped (reported, counted) without ever being held whole.
@@ -8,88 +9,48 @@ Offsets and line numbers refer to the decompressed stream.
 
 from __future__ import annotations
 
-import fnmatch
-import glob
+import errno
 import hashlib
 import os
-import re
+import stat
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 import zstandard
 
-from attribution.errors import InputError
-
 PIECE = 1 << 20  # bytes read from disk at a time
+RAW_READ = 64 * 1024  # compressed bytes fed to a decoder at a time (what damage can cost, see _gzip)
 HEAD_BYTES = 64 * 1024  # what sniffers see
 FP_BYTES = 4096  # what identifies a file's content (see Store: rotation and truncation)
 DEFAULT_CHUNK_BYTES = 32 << 20
 DEFAULT_MAX_LINE_BYTES = 64 << 20
 
-_SKIP_DIRS = {".git", "__pycache__", ".ipynb_checkpoints"}
 STORE_MARKER = "attribution-store.json"  # attribution.store.MARKER
-# Inside a directory being walked, documentation (which often quotes log lines) is passed over silently, and
-# so is whatever a `.attributionignore` file (fnmatch patterns, one per line) names. A file named on the
-# command line is always read.
-IGNORE_FILE = ".attributionignore"
-DOC_NAME_RE = re.compile(r"(?i)(\.(md|markdown|rst|html?|pdf|ipynb|py|sh|toml|ya?ml)$|^(license|licence|copying|notice)(\.|$))")
 
 
-def discover(paths: list[str]) -> list[Path]:
-    """Expand directories (recursively; hidden entries, documentation and `.attributionignore` patterns
-    skipped) and globs into a sorted list of files."""
-    out: dict[str, Path] = {}
-    for raw in paths:
-        if any(ch in raw for ch in "*?["):
-            matches = sorted(glob.glob(raw, recursive=True))
-            if not matches:
-                raise InputError(f"{raw}: the pattern matches no file")
-            candidates = [Path(m) for m in matches]
-        else:
-            p = Path(raw)
-            if not p.exists():
-                raise InputError(f"{raw}: no such file or directory")
-            candidates = [p]
-        for c in candidates:
-            if c.is_dir():
-                ignored: list[tuple[Path, list[str]]] = []
-                for root, dirs, files in os.walk(c):
-                    if STORE_MARKER in files:  # never read a store (ours) as input
-                        dirs[:] = []
-                        continue
-                    if IGNORE_FILE in files:
-                        ignored.append((Path(root), _ignore_patterns(Path(root) / IGNORE_FILE)))
-                    dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIP_DIRS)
-                    for name in sorted(files):
-                        f = Path(root) / name
-                        if name.startswith(".") or DOC_NAME_RE.search(name) or _is_ignored(f, ignored):
-                            continue
-                        out.setdefault(str(f.resolve()), f)
-            elif c.is_file():
-                out.setdefault(str(c.resolve()), c)
-    return [out[k] for k in sorted(out)]
+class NotRegularFile(OSError):
+    """Opening found something other than a regular file (replaced after discovery)."""
 
 
-def _ignore_patterns(path: Path) -> list[str]:
-    lines = path.read_text(errors="replace").splitlines()
-    return [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
-
-
-def _is_ignored(f: Path, ignored: list[tuple[Path, list[str]]]) -> bool:
-    for base, patterns in ignored:
-        try:
-            rel = f.relative_to(base).as_posix()
-        except ValueError:
-            continue
-        if any(fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(f.name, p) for p in patterns):
-            return True
-    return False
+def open_regular(path: Path) -> BinaryIO:
+    """Open a file for reading without ever blocking: O_NONBLOCK (a FIFO put in the file's place after
+    discovery would otherwise wait for a writer forever), then the open file itself must be a regular file."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegularFile(errno.EINVAL, "not a regular file", str(path))
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def compression(path: Path) -> str | None:
-    with open(path, "rb") as fh:
+    with open_regular(path) as fh:
         magic = fh.read(4)
     if magic[:2] == b"\x1f\x8b":
         return "gzip"
@@ -111,7 +72,7 @@ class Pieces:
     def __iter__(self) -> Iterator[bytes]:
         self._codec = compression(self.path)
         if self._codec is None:
-            with open(self.path, "rb") as fh:
+            with open_regular(self.path) as fh:
                 fh.seek(self.start)
                 while piece := fh.read(PIECE):
                     yield piece
@@ -127,46 +88,100 @@ class Pieces:
 
     def _decompressed(self) -> Iterator[bytes]:
         # Output is bounded per call (max_length / read size) so a high compression ratio cannot balloon memory.
-        with open(self.path, "rb") as fh:
+        # Damage in the middle of a stream keeps every byte decodable before it (as zcat does): the failing
+        # call's input is fed again a byte at a time from the decoder's state before it, then the damage is
+        # reported with its compressed byte offset.
+        with open_regular(self.path) as fh:
             if self._codec == "zstd":
-                zctx = zstandard.ZstdDecompressor()
-                zdec, fed = zctx.decompressobj(), False
+                yield from self._zstd(fh)
+            else:
+                yield from self._gzip(fh)
+
+    def _gzip(self, fh: BinaryIO) -> Iterator[bytes]:
+        dec, fed, pos = zlib.decompressobj(16 + zlib.MAX_WBITS), False, 0  # pos: compressed offset of raw[0]
+        while raw := fh.read(RAW_READ):
+            while raw:
+                saved = dec.copy()
                 try:
-                    while raw := fh.read(64 * 1024):  # small reads bound the output of one call
-                        while raw:
-                            out = zdec.decompress(raw)
-                            fed = True
-                            if out:
-                                yield out
-                            if zdec.eof:  # another frame may follow (concatenated .zst)
-                                raw = zdec.unused_data
-                                zdec, fed = zctx.decompressobj(), False
-                            else:
-                                raw = b""
-                except zstandard.ZstdError as exc:
-                    self.truncated = f"the zstd stream is damaged ({exc}): kept what could be decoded"
+                    out = dec.decompress(raw, PIECE)
+                except zlib.error as exc:
+                    yield from self._gzip_salvage(saved, raw, pos, exc)
                     return
-                if fed and not zdec.eof:
-                    self.truncated = "the zstd stream ends early (truncated .zst): kept what could be decoded"
-                return
-            dec, fed = zlib.decompressobj(16 + zlib.MAX_WBITS), False
-            try:
-                while raw := fh.read(PIECE):
-                    while raw:
-                        out = dec.decompress(raw, PIECE)
-                        fed = True
-                        if out:
-                            yield out
-                        if dec.eof:  # another gzip member may follow (concatenated .gz)
-                            raw = dec.unused_data
-                            dec, fed = zlib.decompressobj(16 + zlib.MAX_WBITS), False
-                        else:
-                            raw = dec.unconsumed_tail
-            except zlib.error as exc:
-                self.truncated = f"the gzip stream is damaged ({exc}): kept what could be decoded"
-                return
+                fed = True
+                if out:
+                    yield out
+                if dec.eof:  # another gzip member may follow (concatenated .gz)
+                    pos += len(raw) - len(dec.unused_data)
+                    raw = dec.unused_data
+                    dec, fed = zlib.decompressobj(16 + zlib.MAX_WBITS), False
+                else:
+                    pos += len(raw) - len(dec.unconsumed_tail)
+                    raw = dec.unconsumed_tail
         if fed and not dec.eof:
             self.truncated = "the gzip stream ends early (truncated .gz): kept what could be decoded"
+
+    def _gzip_salvage(self, dec, raw: bytes, pos: int, exc: Exception) -> Iterator[bytes]:
+        for i in range(len(raw)):
+            try:
+                out = dec.decompress(raw[i : i + 1])
+            except zlib.error as err:
+                self.truncated = _damaged("gzip", pos + i, err)
+                return
+            if out:
+                yield out
+            if dec.eof:
+                dec = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        self.truncated = _damaged("gzip", pos + len(raw), exc)
+
+    def _zstd(self, fh: BinaryIO) -> Iterator[bytes]:
+        zctx = zstandard.ZstdDecompressor()
+        zdec, fed = zctx.decompressobj(), False
+        frame, pos = 0, 0  # compressed offsets: the current frame's start, raw[0]
+        while raw := fh.read(RAW_READ):  # small reads bound the output of one call
+            while raw:
+                try:
+                    out = zdec.decompress(raw)
+                except zstandard.ZstdError as exc:
+                    # a zstd decoder cannot be copied: the frame is decoded again up to the failing input
+                    yield from self._zstd_salvage(zctx, frame, pos, raw, exc)
+                    return
+                fed = True
+                if out:
+                    yield out
+                if zdec.eof:  # another frame may follow (concatenated .zst)
+                    pos += len(raw) - len(zdec.unused_data)
+                    frame, raw = pos, zdec.unused_data
+                    zdec, fed = zctx.decompressobj(), False
+                else:
+                    pos += len(raw)
+                    raw = b""
+        if fed and not zdec.eof:
+            self.truncated = "the zstd stream ends early (truncated .zst): kept what could be decoded"
+
+    def _zstd_salvage(self, zctx, frame: int, pos: int, raw: bytes, exc: Exception) -> Iterator[bytes]:
+        zdec = zctx.decompressobj()
+        with open_regular(self.path) as fh:  # replay what decoded before (its output was yielded already)
+            fh.seek(frame)
+            left = pos - frame
+            while left > 0 and (data := fh.read(min(RAW_READ, left))):
+                left -= len(data)
+                zdec.decompress(data)
+        for i in range(len(raw)):
+            try:
+                out = zdec.decompress(raw[i : i + 1])
+            except zstandard.ZstdError as err:
+                self.truncated = _damaged("zstd", pos + i, err)
+                return
+            if out:
+                yield out
+            if zdec.eof:
+                zdec = zctx.decompressobj()
+        self.truncated = _damaged("zstd", pos + len(raw), exc)
+
+
+def _damaged(codec: str, offset: int, exc: Exception) -> str:
+    return (f"the {codec} stream is damaged at compressed byte {offset:,} ({exc}): kept everything decoded "
+            "before it, the rest of the file is not read")
 
 
 def read_head(path: Path, n: int = HEAD_BYTES) -> bytes:
@@ -176,6 +191,16 @@ def read_head(path: Path, n: int = HEAD_BYTES) -> bytes:
         if len(buf) >= n:
             break
     return bytes(buf[:n])
+
+
+def bytes_before(path: Path, offset: int, n: int) -> bytes | None:
+    """The `n` bytes of a plain file just before `offset` (fewer when the file is shorter), None when the
+    file is compressed (offsets are in the decompressed stream)."""
+    if compression(path):
+        return None
+    with open_regular(path) as fh:
+        fh.seek(max(offset - n, 0))
+        return fh.read(min(n, offset))
 
 
 def fingerprint(head: bytes) -> str:

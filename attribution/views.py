@@ -41,6 +41,7 @@ INGEST_FILES_COLUMNS = {
     "first_ingested": pl.Datetime("us", "UTC"),
     "last_ingested": pl.Datetime("us", "UTC"),
     "rotated": pl.Boolean,
+    "reason": pl.Utf8,  # why a file was not (fully) read: skipped, vanished, failed, unrecognised
 }
 
 
@@ -83,6 +84,7 @@ def ingest_files_frame(snapshot: Snapshot) -> pl.DataFrame:
                 "first_ingested": st.get("first_ingested"),
                 "last_ingested": st.get("last_ingested"),
                 "rotated": st["seq"] != newest[st["path"]],
+                "reason": st.get("reason"),
             }
         )
     df = pl.DataFrame(rows, schema={**INGEST_FILES_COLUMNS, "first_ingested": pl.Float64, "last_ingested": pl.Float64})

@@ -5,16 +5,21 @@ workers only turn a planned file into messages (`attribution.ingest.parse_plan`)
 rows and the parser state around it, then "done" or "failed". The ingest applies a file's messages in order,
 so the store sees exactly what a sequential read would commit, files merely interleave.
 
-Workers are fresh interpreters (`python -m attribution.workers`), not forks: Polars' thread pool makes a forked
-child unsafe, and `multiprocessing`'s spawn would re-import the caller's `__main__` (a user script without a
+Workers are fresh interpreters (`python -I`, importing `attribution.workers`), not forks: Polars' thread pool makes
+a forked child unsafe, and `multiprocessing`'s spawn would re-import the caller's `__main__` (a user script without a
 `__main__` guard would start itself again). Each worker talks over two pipes of its own with length-prefixed
 pickles (`multiprocessing.connection.Connection`): a full pipe blocks the worker, which bounds memory to a few
 messages per worker; a dead ingest closes the pipes, and the worker exits on the broken pipe or end of input
 instead of lingering. Workers ignore SIGINT: Ctrl-C stops the ingest, which stops them.
+
+A worker never imports from the working directory (a `zstandard.py` or `secrets.py` where the user happens to
+run the tool would be executed): it starts isolated (`-I`: no cwd, no PYTHON* variables) with the parent's
+import path minus the working directory (`import_path`).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -37,15 +42,31 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def import_path() -> list[str]:
+    """This process's import path (a source registered from a plugin or a test included) without the working
+    directory (`''`, or its absolute spelling, which `python -m`/`-c` put first). The directory holding the
+    `attribution` package comes last when it is the working directory (a source checkout run in place), so
+    every other module is still found elsewhere first."""
+    cwd = os.path.realpath(os.getcwd())
+    out = [p for p in sys.path if p and os.path.realpath(p) != cwd]
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if not any(os.path.realpath(p) == os.path.realpath(root) for p in out):
+        out.append(root)
+    return list(dict.fromkeys(out))
+
+
+# `-I` starts without the working directory on sys.path; the path is set before anything of ours is imported
+_BOOT = "import sys, json; sys.path[:] = json.loads(sys.argv[1]); import attribution.workers as w; " \
+        "sys.exit(w.main(sys.argv[2:]))"
+
+
 class _Worker:
     def __init__(self) -> None:
         task_r, task_w = os.pipe()
         res_r, res_w = os.pipe()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "attribution.workers", str(task_r), str(res_w)],
+            [sys.executable, "-I", "-c", _BOOT, json.dumps(import_path()), str(task_r), str(res_w)],
             pass_fds=(task_r, res_w), stdin=subprocess.DEVNULL, close_fds=True,
-            # the modules this process can import (a source registered from a plugin or a test included)
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(p or os.getcwd() for p in sys.path)},
         )
         os.close(task_r)
         os.close(res_w)

@@ -19,8 +19,9 @@ class Synthetic(Source):
     def parse(self, lines: pl.DataFrame, ctx) -> ParseResult:
         rows = lines.filter(pl.col("text").str.starts_with("ts=")).select(
             "line",
-            pl.col("text").str.extract(r"ts=(\S+)").str.to_datetime(time_zone="UTC").alias("ts"),
-            pl.col("text").str.extract(r"n=(\d+)").cast(pl.Int64).alias("running"),
+            # (not strict: a damaged stream's garbage lines give nulls, not a failed file)
+            pl.col("text").str.extract(r"ts=(\S+)").str.to_datetime(time_zone="UTC", strict=False).alias("ts"),
+            pl.col("text").str.extract(r"n=(\d+)").cast(pl.Int64, strict=False).alias("running"),
         )
         # Parser state carried across chunks: a running count, so resumed reads must restore it exactly.
         seen = ctx.state.get("seen", 0)

@@ -35,8 +35,8 @@ TRUTH = json.loads((SAMPLE / "ground_truth.json").read_text())
 # -- launcher ------------------------------------------------------------------------------------------------
 def test_command_binds_this_machine_only_headless_and_quiet(tmp_path):
     cmd, env = dashboard.command(tmp_path / "s", port=8123)
-    opts = dict(zip(cmd[5::2], cmd[6::2], strict=True))
-    assert cmd[1:5] == ["-m", "streamlit", "run", str(dashboard.app_path())]
+    opts = dict(zip(cmd[6::2], cmd[7::2], strict=True))
+    assert cmd[1:6] == ["-P", "-m", "streamlit", "run", str(dashboard.app_path())]
     assert opts["--server.address"] == "127.0.0.1" and opts["--server.port"] == "8123"
     assert opts["--server.headless"] == "true" and opts["--browser.gatherUsageStats"] == "false"
     assert env["ATTRIBUTION_STORE"] == str((tmp_path / "s").resolve())

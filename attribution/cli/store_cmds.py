@@ -14,7 +14,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeE
 from attribution import render
 from attribution.cli.app import FormatOpt, StoreOpt, app, open_store
 from attribution.db import fetch
-from attribution.errors import UsageError
+from attribution.errors import EXIT_INPUTS_NOT_READ, UsageError
 from attribution.ingest import IngestSummary, ingest
 from attribution.render import Format
 from attribution.status import store_status
@@ -49,7 +49,8 @@ def _print_summary(s: IngestSummary) -> None:
     e = render.err
     e.print(
         f"[bold]{len(s.files)} files[/]: {s.count('read')} read, {s.count('unchanged')} unchanged (skipped), "
-        f"{s.count('unrecognised')} unrecognised, {s.count('failed')} failed; "
+        f"{s.count('unrecognised')} unrecognised, {s.count('failed')} failed"
+        + "".join(f", {s.count(st)} {st}" for st in ("skipped", "vanished") if s.count(st)) + "; "
         f"{s.bytes / 1e6:,.1f} MB in {s.seconds:,.1f} s -> {s.store}"
     )
     if s.rows:
@@ -58,7 +59,8 @@ def _print_summary(s: IngestSummary) -> None:
                                            if t not in ("ingest_errors", "ingest_line_shapes")))
     if s.errors:
         e.print(f"[yellow]{s.errors:,} problems recorded[/] (see `attribution status` or the ingest_errors table)")
-    bad = [f for f in s.files if f.status in ("unrecognised", "failed") or (f.status == "read" and f.message)]
+    bad = [f for f in s.files
+           if f.status in ("unrecognised", "failed", "skipped", "vanished") or (f.status == "read" and f.message)]
     for f in bad[:10]:
         e.print(f"  [yellow]{f.status}[/] {f.path}: {f.message}", highlight=False)
     if len(bad) > 10:
@@ -109,6 +111,10 @@ def ingest_cmd(
 ) -> None:
     """Read logs into the store: incremental (grown files are read from where they stopped), idempotent.
 
+    Exit code 6 (after committing everything readable) when some input failed part way, was skipped (a FIFO,
+    socket or device, a dangling symlink or loop, an unreadable file or directory) or vanished while read;
+    `attribution status` and `ingest_files.reason` say which and why.
+
     Example: attribution ingest /var/log/vllm/ --store ./store --year 2026 --tz UTC
     """
     prog = _IngestProgress()
@@ -117,6 +123,8 @@ def ingest_cmd(
         summary = ingest(paths, default_store_path(store), fmt=fmt, deployment=deployment, label=label,
                          year=year, tz=tz, options=options, progress=prog, jobs=jobs)
     _print_summary(summary)
+    if summary.problems:
+        raise typer.Exit(EXIT_INPUTS_NOT_READ)
 
 
 COVERAGE_ROWS = 40

@@ -29,7 +29,7 @@ from attribution.simulate.truth import ground_truth
 from attribution.simulate.writers import write_litellm, write_sglang_logs, write_vllm_logs
 
 TRUTH_FILE = "ground_truth.json"
-IGNORE_FILE = ".attributionignore"  # attribution.reader.IGNORE_FILE
+IGNORE_FILE = ".attributionignore"  # attribution.discovery.IGNORE_FILE
 WRITERS = {"vllm": (write_vllm_logs, "vllm_log"), "sglang": (write_sglang_logs, "sglang_log")}
 _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # names that become directory names
 
