@@ -97,7 +97,7 @@ def test_too_few_requests_is_never_a_regression():
     s = tables["summary"]
     assert set(s["verdict"]) == {"too few requests"}
     assert not s["changed"].any()
-    assert "8 requests before" in judge.too_few_text(s)
+    assert "8 requests before" in judge.too_few_text(s, tables["by_workload"])
 
 
 def test_a_real_change_is_found_and_an_equal_one_is_not():

@@ -136,12 +136,23 @@ def judge(frames: dict[str, pl.DataFrame], alpha: float = ALPHA) -> dict[str, pl
     return out
 
 
-def too_few_text(rows: pl.DataFrame) -> str | None:
-    """`8 before and 1,200 after; p50 needs 20, p99 1,000 per cohort`: why rows were not judged."""
-    few = rows.filter(pl.col("verdict") == "too few requests") if "verdict" in rows.columns else rows.clear()
-    if not few.height:
-        return None
-    nb, na = int(few["n_before"].min()), int(few["n_after"].min())
-    needs = few.group_by("percentile", maintain_order=True).agg(pl.col("min_requests").first())
-    need = ", ".join(f"{r['percentile']} {r['min_requests']:,}" for r in needs.iter_rows(named=True))
-    return f"{nb:,} requests before and {na:,} after (fewest in a judged row); {need} needed per cohort"
+def too_few_text(summary: pl.DataFrame, per: pl.DataFrame | None = None, key: str = "workload") -> str | None:
+    """Why rows were not judged: `8 requests before and 30,424 after; p50 needs 20, p99 1,000 per cohort`
+    for the overall rows, else the per-group rows (`per`, keyed by `key`) that had too few."""
+    def few(df: pl.DataFrame | None) -> pl.DataFrame:
+        if df is None or not df.height or "verdict" not in df.columns:
+            return pl.DataFrame()
+        return df.filter(pl.col("verdict") == "too few requests")
+
+    def needs(df: pl.DataFrame) -> str:
+        need = df.group_by("percentile", maintain_order=True).agg(pl.col("min_requests").first())
+        return ", ".join(f"{r['percentile']} {r['min_requests']:,}" for r in need.iter_rows(named=True))
+
+    overall, groups = few(summary), few(per)
+    if overall.height:
+        r = overall.row(0, named=True)
+        return f"{r['n_before']:,} requests before and {r['n_after']:,} after; {needs(overall)} needed per cohort"
+    if groups.height:
+        names = sorted(set(groups[key].cast(pl.Utf8).to_list()))
+        return f"{key} {', '.join(names[:5])}{' ...' if len(names) > 5 else ''} ({needs(groups)} needed per cohort)"
+    return None
