@@ -140,7 +140,7 @@ def test_the_upgrade_inside_the_week_matches_the_ground_truth(sample):
             # the gateway measures a few milliseconds more than the simulator (proxy overhead)
             assert r["before"] == pytest.approx(cohorts["0.15.1"][metric][p], rel=0.01, abs=0.02)
             assert r["after"] == pytest.approx(cohorts["0.20.1"][metric][p], rel=0.01, abs=0.02)
-            assert r["changed"] and r["ratio_lo"] <= r["ratio"] <= r["ratio_hi"] < 1
+            assert r["verdict"] == "improvement" and r["ratio_lo"] <= r["ratio"] <= r["ratio_hi"] < 1
     versions = [(r["deployment"], r["previous_version"], r["version"]) for r in rows(doc, "changes", "versions")
                 if r["change"] == "new version"]
     assert versions == [("qwen35-vllm-0", "0.15.1", "0.20.1"), ("qwen35-vllm-1", "0.15.1", "0.20.1")]

@@ -58,6 +58,11 @@ class _Rows:
         self.n_strata = len(self.workloads) * self.nb
         self.labels = ["(unknown)"] + bucket_labels(edges)
         self.values = {m: rows[m].cast(pl.Float64).fill_null(np.nan).to_numpy() for m in METRICS}
+        # consecutive blocks of arrivals per cohort (row order where arrivals are not given)
+        t = rows["arrival"] if "arrival" in rows.columns else pl.Series(np.arange(rows.height))
+        rank = pl.DataFrame({"t": t, "c": self.after}).select(
+            pl.col("t").rank("ordinal").over("c") - 1, pl.len().over("c").alias("n"))
+        self.blocks = (rank["t"] * judge.BLOCKS // rank["n"].clip(1)).to_numpy().astype(np.int64)
 
     def stratum_workload(self) -> np.ndarray:
         return np.arange(self.n_strata) // self.nb
@@ -105,6 +110,7 @@ class _Estimator:
         weighted = w > 0
         kb, ka = weighted[cb], weighted[ca]
         se = dsd = nan
+        d_b = d_a = np.ones(len(ps))
         if w.sum() == 0:
             pb = pa = nan
         else:
@@ -117,9 +123,13 @@ class _Estimator:
             pa = stats.sorted_weighted_percentiles(va[ka], ca[ka], unit_a, total_a, ps, "inverted_cdf")
             db = stats.bootstrap_percentiles(vb[kb], cb[kb], w, ps, self.resamples, self.rng, presorted=True)
             da = stats.bootstrap_percentiles(va[ka], ca[ka], w, ps, self.resamples, self.rng, presorted=True)
-            with np.errstate(all="ignore"):
-                se = judge.log_se(da / db)
-            dsd = judge.sd(da - db)
+            ob, oa = order[oks & ~s_after], order[oks & s_after]  # request indices of each side
+            keep_b, keep_a = ob[kb], oa[ka]
+            d_b = np.array([judge.design_effect(vb[kb], d.blocks[keep_b], pb[i], p)
+                            for i, p in enumerate(ps)])
+            d_a = np.array([judge.design_effect(va[ka], d.blocks[keep_a], pa[i], p) for i, p in enumerate(ps)])
+            se = np.sqrt(judge.log_se(db) ** 2 * d_b + judge.log_se(da) ** 2 * d_a)
+            dsd = np.sqrt(judge.sd(db) ** 2 * d_b + judge.sd(da) ** 2 * d_a)
         neff_b = judge.effective_n(cb[kb], w) if w.sum() else 0.0
         neff_a = judge.effective_n(ca[ka], w) if w.sum() else 0.0
         raw_b = np.quantile(vb, ps) if vb.size else nan
@@ -141,6 +151,7 @@ class _Estimator:
                     "unmatched": int(vb.size + va.size - matched_b - matched_a),
                     "n_eff_before": neff_b, "n_eff_after": neff_a, "min_requests": need,
                     "enough": bool(min(neff_b, neff_a) >= need), "se_log": se[i],
+                    "design_effect": float(np.sqrt(d_b[i] * d_a[i])) if w.sum() else np.nan,
                     "p_value": judge.p_material(ratio, se[i], self.tolerance),
                 })  # fmt: skip
         return out
@@ -207,7 +218,8 @@ def compare(sel: Selection, *, by: CohortBy | str = CohortBy.label, before: str 
         "changed": f"verdict regression or improvement: the change exceeds the tolerance ({tolerance:.0%}) at "
         f"a family-wise error of {alpha:g} (Holm over every row of the summary, per-workload and per-bucket "
         "tables)",
-        "verdict": f"regression, improvement, no change, too few requests, undefined (before percentile 0): "
+        "verdict": f"regression, improvement, no change, too few requests, undefined (a cohort without values, or "
+        "a before percentile of 0): "
         f"{judge.RULE}; {judge.MIN_RULE}",
         "attribution_verdict": attr.VERDICT_RULES,
         "crossed": "a request crossed a feature when its quantity is beyond the threshold in effect after the "

@@ -13,8 +13,10 @@ import polars as pl
 ALPHA = 0.05        # family-wise false-alarm rate of the alarms one compare (or one report) raises
 CI_LEVEL = 0.95     # level of the intervals shown
 BEYOND = 10         # observations a cohort must have beyond the percentile (on its rarer side)
+BLOCKS = 20         # consecutive blocks of arrivals per cohort for the design effect of dependent requests
 Z = 1.959963984540054  # the normal quantile of (1 + CI_LEVEL) / 2
 
+# undefined: a cohort has no values, or the before percentile is 0 (no ratio)
 VERDICTS = ("regression", "improvement", "no change", "too few requests", "undefined")
 MIN_RULE = (
     "a percentile p is judged only when each cohort's effective number of requests (Kish: the re-weighted "
@@ -25,8 +27,10 @@ MIN_RULE = (
 )
 RULE = (
     "the ratio after/before and its 95% interval come from one estimator: the re-weighted inverted-CDF "
-    "percentile (the one each bootstrap resample computes); the interval is ratio x exp(+-1.96 se), se = the "
-    "standard deviation of the log ratio over the bootstrap resamples, so it always holds the ratio. A row is "
+    "percentile (the one each bootstrap resample computes); the interval is ratio x exp(+-1.96 se), so it "
+    "always holds the ratio: se^2 sums over the cohorts the variance of the log percentile over the bootstrap "
+    f"resamples times its design effect (requests close in time are alike: the share of requests below the "
+    f"percentile is compared between {BLOCKS} consecutive blocks of arrivals per cohort). A row is "
     "a regression (improvement) when it has enough requests and its change exceeds the tolerance: p = "
     "2 Phi(-(|log ratio| - log(1 + tolerance)) / se), Holm-adjusted over every judged row of the family (all "
     "metrics, percentiles, workloads and comparisons a report looks at), is below alpha"
@@ -74,6 +78,27 @@ def sd(draws: np.ndarray) -> np.ndarray:
     return np.where(ok >= 2, out, np.nan)
 
 
+def design_effect(values: np.ndarray, blocks: np.ndarray, point: float, p: float) -> float:
+    """How much more a percentile varies than the bootstrap (which treats requests as independent) says:
+    requests close in time are alike (a burst queues them all), so the share of requests at or below the
+    percentile varies between consecutive blocks of arrivals more than independent draws would. The
+    cluster design effect of that share, sum_k (S_k - p n_k)^2 / (n p (1 - p)) x K / (K - 1) over the K
+    blocks (S_k: requests of block k at or below the point estimate), at least 1."""
+    n = values.size
+    if n < 2 * BLOCKS or not np.isfinite(point) or not 0 < p < 1:
+        return 1.0
+    k = int(blocks.max()) + 1 if blocks.size else 0
+    if k < 2:
+        return 1.0
+    n_k = np.bincount(blocks, minlength=k).astype(float)
+    s_k = np.bincount(blocks, weights=(values <= point).astype(float), minlength=k)
+    used = np.count_nonzero(n_k)
+    if used < 2:
+        return 1.0
+    d = ((s_k - p * n_k) ** 2).sum() / (n * p * (1 - p)) * used / (used - 1)
+    return max(1.0, float(d))
+
+
 def ratio_interval(ratio: float, se: float) -> tuple[float, float]:
     """The 95% interval of a ratio from the standard error of its log: it always holds the ratio."""
     if not (np.isfinite(ratio) and ratio > 0 and np.isfinite(se)):
@@ -106,8 +131,9 @@ def holm(p: np.ndarray) -> np.ndarray:
 
 
 def verdict_expr(alpha: float = ALPHA) -> pl.Expr:
-    """The verdict of a row with columns ratio, enough, p_adjusted."""
-    return (pl.when(~pl.col("enough")).then(pl.lit("too few requests"))
+    """The verdict of a row with columns ratio, enough, p_adjusted, n_before, n_after."""
+    return (pl.when((pl.col("n_before") == 0) | (pl.col("n_after") == 0)).then(pl.lit("undefined"))
+            .when(~pl.col("enough")).then(pl.lit("too few requests"))
             .when(pl.col("ratio").is_null() | pl.col("p_adjusted").is_null()).then(pl.lit("undefined"))
             .when((pl.col("p_adjusted") < alpha) & (pl.col("ratio") > 1)).then(pl.lit("regression"))
             .when(pl.col("p_adjusted") < alpha).then(pl.lit("improvement"))
