@@ -176,6 +176,8 @@ def compare(sel: Selection, *, by: CohortBy | str = CohortBy.label, before: str 
         raise UsageError("prompt-length bucket edges must be increasing, e.g. 256,1024,4096,16384,65536")
     if mix not in ("pooled", "before", "after"):
         raise UsageError("--mix must be pooled, before or after")
+    if not 0 < alpha < 1:
+        raise UsageError(f"--alpha {alpha:g}: give a false-alarm rate between 0 and 1, e.g. 0.05")
     con = sel.con
     cat = (catalogue or load_catalogue()).select(features)
     settings = prepare(con, cat, gpu_mem_gib=gpu_mem_gib)
