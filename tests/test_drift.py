@@ -5,14 +5,14 @@ shift per workload (KS distance with its interval) and an arrival-rate change, o
 from __future__ import annotations
 
 import json
-import sys
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import polars as pl
 import pytest
+from typer.testing import CliRunner
 
-from attribution.cli import main
+from attribution.cli import app
 from attribution.ingest import ingest
 from attribution.report.drift import DriftSettings, ks, lengths, traffic
 
@@ -84,20 +84,15 @@ def _line(i: int, t: datetime, alias: str, prompt: int, ttft: float) -> str:
     })
 
 
-def _run(capsys, *args: str) -> tuple[int, str]:
-    argv = sys.argv
-    sys.argv = ["attribution", *args]
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    finally:
-        sys.argv = argv
-    return code, capsys.readouterr().err
+def _run(*args: str) -> int:
+    """`attribution ARGS`: its exit code (5: a --fail-on condition held)."""
+    r = CliRunner().invoke(app, list(args))
+    if r.exception is not None and not isinstance(r.exception, SystemExit):
+        raise r.exception
+    return r.exit_code
 
 
-def test_a_new_workload_trips_fail_on_drift(tmp_path, capsys):
+def test_a_new_workload_trips_fail_on_drift(tmp_path):
     """Two weeks of the same two workloads; the second adds a third carrying 12% of its requests."""
     rng = np.random.default_rng(3)
     lines, i = [], 0
@@ -111,11 +106,10 @@ def test_a_new_workload_trips_fail_on_drift(tmp_path, capsys):
     (tmp_path / "attribution.toml").write_text("resamples = 50\n")
     args = ["report", "--store", str(tmp_path / "store"), "--config", str(tmp_path / "attribution.toml"),
             "--week", "2025-W11", "--out", str(tmp_path / "r.json"), "-q"]
-    code, err = _run(capsys, *args, "--fail-on", "drift", "--fail-on", "regression")
-    assert code == 5 and "found: drift (exit 5)" in err, err
+    assert _run(*args, "--fail-on", "drift", "--fail-on", "regression") == 5
     doc = json.loads((tmp_path / "r.json").read_text())
+    assert "drift" in doc["found"] and "regression" not in doc["found"]
     assert any(a["kind"] == "drift" and "New workload agents" in a["text"] for a in doc["actions"])
     # a higher share threshold makes it minor: no drift
     (tmp_path / "attribution.toml").write_text("resamples = 50\ndrift_share = 0.2\n")
-    code, err = _run(capsys, *args, "--fail-on", "drift")
-    assert code == 0, err
+    assert _run(*args, "--fail-on", "drift") == 0
