@@ -40,7 +40,11 @@ class Settings:
     by: str = "workload"                # grouping of the per-group tables
     resamples: int = 200                # bootstrap resamples for the week-over-week comparisons
     tolerance: float = 0.05             # smallest change called material (0.05 = 5%)
+    alpha: float = 0.05                 # family-wise false-alarm rate of the report's latency alarms (Holm)
     drift_threshold: float = 0.1        # distance between length distributions reported as drift
+    drift_share: float = 0.05           # share of a window's requests a new or vanished workload must carry
+    drift_share_change: float = 0.05    # change of a workload's share of requests reported as drift
+    drift_rate: float = 0.5             # arrival-rate change reported as drift (0.5: x1.5 or /1.5)
     gap_minutes: float = 120.0          # silence in a pod's logs reported as a gap
     whatif: bool = False                # replay the arrivals under the recommended memory split (slow)
     max_future: str = "1d"              # ingest: latest admissible timestamp, this span after the ingest's clock
@@ -112,10 +116,16 @@ def _coerce(key: str, value: Any, where: str, base: Path | None) -> Any:
                     raise ValueError("a table of \"key hash, alias or team\" = \"name\"")
                 return {str(k): v for k, v in value.items()}
             return _path(str(value), base)
-        if key in ("gpu_hour_cost", "tolerance", "drift_threshold", "gap_minutes"):
+        if key in ("gpu_hour_cost", "tolerance", "drift_threshold", "gap_minutes", "drift_share",
+                   "drift_share_change", "drift_rate"):
             v = float(value)
             if v < 0 or v != v:
                 raise ValueError("a number >= 0")
+            return v
+        if key == "alpha":
+            v = float(value)
+            if not 0 < v < 1:
+                raise ValueError("a number between 0 and 1")
             return v
         if key in ("gpus_per_pod", "resamples"):
             if isinstance(value, float) and not value.is_integer():

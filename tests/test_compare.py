@@ -17,7 +17,8 @@ from attribution.cli import app
 from attribution.compare import compare
 from attribution.compare.attribution import verdict
 from attribution.compare.core import _Estimator, _Rows
-from attribution.compare.stats import bootstrap_percentiles, interval, mix_weights, weighted_percentiles
+from attribution.compare.judge import log_se, ratio_interval
+from attribution.compare.stats import bootstrap_percentiles, mix_weights, weighted_percentiles
 from attribution.errors import UsageError
 from attribution.ingest import ingest
 from attribution.simulate import simulate
@@ -69,8 +70,8 @@ def _reference_ratio(est: _Estimator, vals: np.ndarray, ok: np.ndarray, ps: tupl
     d = est.d
     b, a = ok & ~d.after, ok & d.after
     w = mix_weights(d.codes[b], d.codes[a], d.n_strata, est.mix)
-    pb = weighted_percentiles(vals[b], d.codes[b], w, ps)
-    pa = weighted_percentiles(vals[a], d.codes[a], w, ps)
+    pb = weighted_percentiles(vals[b], d.codes[b], w, ps, method="inverted_cdf")
+    pa = weighted_percentiles(vals[a], d.codes[a], w, ps, method="inverted_cdf")
     db = bootstrap_percentiles(vals[b], d.codes[b], w, ps, est.resamples, est.rng)
     da = bootstrap_percentiles(vals[a], d.codes[a], w, ps, est.resamples, est.rng)
     return pb, pa, db, da, np.quantile(vals[b], ps), np.quantile(vals[a], ps)
@@ -103,11 +104,12 @@ def test_estimator_sorted_masks_equal_request_order_functions(seed):
             assert [r["before"] for r in got] == list(pb)
             assert [r["after"] for r in got] == list(pa)
             assert [r["raw_before"] for r in got] == list(raw_b) and [r["raw_after"] for r in got] == list(raw_a)
-            with np.errstate(all="ignore"):
-                lo, hi = interval(da / db)
-            finite = [np.isfinite(r["ratio"]) for r in got]
-            assert [r["ratio_lo"] for r, f in zip(got, finite, strict=True) if f] == [x for x, f in zip(lo, finite, strict=True) if f]
-            assert [r["ratio_hi"] for r, f in zip(got, finite, strict=True) if f] == [x for x, f in zip(hi, finite, strict=True) if f]
+            # the interval: the bootstrap's se of each side's log percentile, widened by the design effect
+            iid = np.sqrt(log_se(db) ** 2 + log_se(da) ** 2)
+            for r, s in zip(got, iid, strict=True):
+                if np.isfinite(r["ratio"]) and np.isfinite(s):
+                    assert r["se_log"] >= s * (1 - 1e-12)
+                    assert (r["ratio_lo"], r["ratio_hi"]) == ratio_interval(r["ratio"], r["se_log"])
 
 
 def test_verdict_rules():

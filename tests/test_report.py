@@ -20,14 +20,15 @@ import polars as pl
 import pytest
 from conftest import REPO, SAMPLE
 
-from attribution.analyses import Analysis, Window
+from attribution.analyses import Window
 from attribution.cli import main
 from attribution.config import load_settings
 from attribution.errors import UsageError
 from attribution.ingest import ingest
 from attribution.report import assemble, iso_week, log_gaps, previous_window, run_analyses, write
 from attribution.report.build import parse_week
-from attribution.report.changes import changes, drift
+from attribution.report.changes import changes
+from attribution.report.drift import lengths as drift_lengths
 from attribution.report.output import FailOn, ReportFormat, format_of, triggered
 from attribution.store import Store
 
@@ -139,7 +140,7 @@ def test_the_upgrade_inside_the_week_matches_the_ground_truth(sample):
             # the gateway measures a few milliseconds more than the simulator (proxy overhead)
             assert r["before"] == pytest.approx(cohorts["0.15.1"][metric][p], rel=0.01, abs=0.02)
             assert r["after"] == pytest.approx(cohorts["0.20.1"][metric][p], rel=0.01, abs=0.02)
-            assert r["changed"] and r["ratio_lo"] <= r["ratio"] <= r["ratio_hi"] < 1
+            assert r["verdict"] == "improvement" and r["ratio_lo"] <= r["ratio"] <= r["ratio_hi"] < 1
     versions = [(r["deployment"], r["previous_version"], r["version"]) for r in rows(doc, "changes", "versions")
                 if r["change"] == "new version"]
     assert versions == [("qwen35-vllm-0", "0.15.1", "0.20.1"), ("qwen35-vllm-1", "0.15.1", "0.20.1")]
@@ -193,6 +194,24 @@ def test_week_over_week_on_the_sample(sample_store):
     after = next(c for c in TRUTH["cohorts"] if c["engine_version"] == "0.20.1")
     assert week["direction"] == "improvement"
     assert week["ratio"] == pytest.approx(after["ttft_s"]["p50"] / before["ttft_s"]["p50"], rel=0.05)
+
+
+def test_an_early_cohort_of_8_requests_is_not_judged(sample_store, tmp_path, capsys):
+    """The issue's story: --since 3d starts minutes before the upgrade, so the old engine's cohort holds 8
+    requests. The report says why it did not judge them, and --fail-on regression holds nothing."""
+    out = tmp_path / "r.json"
+    empty = tmp_path / "attribution.toml"
+    empty.write_text("resamples = 50\n")
+    code, _, err = run(capsys, "report", "--store", str(sample_store), "--config", str(empty), "--since", "3d",
+                       "--out", str(out), "-q", "--fail-on", "regression")
+    assert code == 0, err
+    doc = json.loads(out.read_text())
+    summary = rows(doc, "changes", "upgrade_summary")
+    assert {r["n_before"] for r in summary} == {8} and {r["verdict"] for r in summary} == {"too few requests"}
+    assert all(r["ratio_lo"] <= r["ratio"] <= r["ratio_hi"] for r in summary)
+    lines = next(s for s in doc["sections"] if s["id"] == "changes")["lines"]
+    assert any("Not judged inside this window" in x and "8 requests before" in x for x in lines), lines
+    assert "regression" not in doc["found"]
 
 
 # -- two weeks of LiteLLM lines ---------------------------------------------------------------------------------
@@ -260,9 +279,11 @@ def test_drift_and_regression_are_found_and_fail_on_exits_5(weeks, tmp_path, cap
     assert [(r["status"], r["distance"]) for r in drifted] == [("drift", 1.0)]
     reg = {(r["workload"], r["metric"], r["percentile"]): r for r in rows(doc, "changes", "week_regressions")}
     p50 = reg[("all", "ttft_s", "p50")]
-    # p50 of 0.2 + i ms over i = 0..59 is 0.2295 s; of 0.8 + i ms, 0.8295 s
+    # the inverted-CDF p50 of 0.2 + i ms over i = 0..59 is the 30th value, 0.229 s; of 0.8 + i ms, 0.829 s
     assert p50["direction"] == "regression"
-    assert (p50["before"], p50["after"]) == (pytest.approx(0.2295), pytest.approx(0.8295))
+    assert (p50["before"], p50["after"]) == (pytest.approx(0.229), pytest.approx(0.829))
+    # 60 requests a side: a p50 is judged (20 needed), a p90 (100) and a p99 (1,000) are not
+    assert {k[2] for k in reg} == {"p50"}
     assert doc["actions"][0]["kind"] == "regression" and doc["actions"][0]["severity"] == "act"
     # the week before has no week before it: nothing to regress against, nothing to fail on
     code, _, _ = run(capsys, *base[:5], "--week", "2025-W06", "--out-dir", str(out), "-q", "--fail-on", "regression",
@@ -342,24 +363,16 @@ def test_a_store_without_requests_is_an_input_error(tmp_path, capsys):
 
 # -- pieces -----------------------------------------------------------------------------------------------------
 
-def _lengths(groups: dict[str, list[tuple[int, float]]]) -> Analysis:
-    """A lengths Analysis whose histogram holds, per group, (bin, cum_request_share) points."""
-    hist = pl.DataFrame([{"workload": g, "metric": "prompt_tokens", "bin": b, "cum_request_share": c}
-                         for g, pts in groups.items() for b, c in pts])
-    stats = pl.DataFrame([{"workload": g, "metric": "prompt_tokens", "requests": 100, "mean": 1.0, "p50": 1.0,
-                           "p90": 1.0, "p99": 1.0} for g in groups])
-    return Analysis("lengths", {}, {"stats": stats, "histogram": hist})
-
-
-def test_drift_distance_is_the_largest_gap_between_cumulative_shares():
-    # before: bins 10, 20 at 0.5, 1.0; now: bins 10, 15, 20 at 0.1, 0.4, 1.0. At bin 15 before is still 0.5
-    # (no requests there): gaps 0.4, 0.1, 0 -> 0.4. Group b: identical -> 0.
-    before = _lengths({"a": [(10, 0.5), (20, 1.0)], "b": [(3, 1.0)]})
-    now = _lengths({"a": [(10, 0.1), (15, 0.4), (20, 1.0)], "b": [(3, 1.0)], "c": [(5, 1.0)]})
-    d = {r["workload"]: r for r in drift(now, before, 0.3).iter_rows(named=True)}
-    assert d["a"]["distance"] == pytest.approx(0.4) and d["a"]["status"] == "drift"
-    assert d["b"]["distance"] == 0 and d["b"]["status"] == "stable"
-    assert d["c"]["status"] == "new"
+def test_drift_distance_is_the_largest_gap_between_cumulative_distributions():
+    # a: before 10, 20 (CDF 0.5 at 10); now 10, 15, 15, 20, 20 -> CDF at 10: 0.2, at 15: 0.6 -> |0.5-0.2| and
+    # |0.5-0.6|: the largest gap is 0.3. b: identical -> 0. c: only now.
+    before = pl.DataFrame({"grp": ["a"] * 2 + ["b"], "prompt_tokens": [10, 20, 3], "output_tokens": [1, 1, 1]})
+    now = pl.DataFrame({"grp": ["a"] * 5 + ["b", "c"], "prompt_tokens": [10, 15, 15, 20, 20, 3, 5],
+                        "output_tokens": [1] * 7})
+    d = {r["grp"]: r for r in drift_lengths(before, now).filter(pl.col("metric") == "prompt_tokens")
+         .iter_rows(named=True)}
+    assert d["a"]["distance"] == pytest.approx(0.3) and d["a"]["distance_lo"] == 0 and d["a"]["status"] == "too few"
+    assert d["b"]["distance"] == 0 and d["c"]["status"] == "new"
 
 
 def test_windows_weeks_and_names():

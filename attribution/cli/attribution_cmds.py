@@ -42,7 +42,8 @@ VIEW = {
     "by_day": ["feature", "day", "requests", "crossed", "share", "prefill_token_share"],
     "steps": ["feature", "deployment", "quantity", "op", "threshold", "rows", "crossed_rows", "time_share",
               "episodes", "longest_episode_s", "max_value", "method"],
-    "summary": ["metric", "percentile", "before", "after", "ratio", "ci_95", "raw_ratio", "changed"],
+    "summary": ["metric", "percentile", "before", "after", "ratio", "ci_95", "raw_ratio", "verdict", "n_before",
+                "n_after"],
     "attribution": ["feature", "metric", "threshold", "share_before", "share_after", "crossing", "others",
                     "verdict", "explanation"],
     "capacity": ["deployment", "completed_per_day_before", "completed_per_day_after", "capacity_per_day_before",
@@ -131,6 +132,7 @@ def compare_cmd(
     resamples: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 1000,
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
     tolerance: Annotated[float, typer.Option(help="Smallest change called material (0.05 = 5%).")] = 0.05,
+    alpha: Annotated[float, typer.Option(help="Family-wise false-alarm rate of the verdicts (Holm).")] = 0.05,
     percentile: Annotated[float, typer.Option(help="Percentile the attribution table compares.")] = 0.5,
     capacity: Annotated[bool, typer.Option(help="Add per-pod capacity before and after.")] = True,
     threshold: ThresholdOpt = None, catalogue: CatalogueOpt = None, feature: FeatureOpt = None,
@@ -148,6 +150,6 @@ def compare_cmd(
     res = compare(_select(store, since, until, "all"), by=cohort_by, before=before, after=after,
                   catalogue=load_catalogue(catalogue, threshold), features=feature,
                   metrics=tuple(metric) if metric else tuple(("queue_s", "ttft_s", "tpot_s", "e2e_s")),
-                  edges=edges, mix=mix, resamples=resamples, seed=seed, tolerance=tolerance,
+                  edges=edges, mix=mix, resamples=resamples, seed=seed, tolerance=tolerance, alpha=alpha,
                   attribution_percentile=percentile, capacity=capacity, gpu_mem_gib=gpu_mem_gib)
     _show(res, fmt, table, detail)

@@ -16,7 +16,7 @@ import polars as pl
 from attribution import queries
 from attribution.analyses.common import Analysis, Selection
 from attribution.compare import attribution as attr
-from attribution.compare import stats
+from attribution.compare import judge, stats
 from attribution.compare.cohorts import CohortBy, Cohorts, resolve
 from attribution.errors import UsageError
 from attribution.thresholds.catalogue import Catalogue, load_catalogue
@@ -28,12 +28,12 @@ DEFAULT_EDGES = (256, 1024, 4096, 16384, 65536)
 METHOD = (
     "Strata are workload x prompt-length bucket; only strata with requests in both cohorts count, each "
     "weighted by its share of {mix} (the common mix); within a stratum every "
-    "request weighs the same. Re-weighted percentiles interpolate linearly between order statistics (with one "
-    "stratum: DuckDB quantile_cont). 95% intervals: percentile bootstrap of the ratio after/before of the "
-    "re-weighted percentiles, {B} resamples (seed {seed}), resampling each stratum's requests with "
-    "replacement in each cohort independently; within a resample the percentile is the inverted-CDF one "
-    "(the smallest value whose re-weighted CDF reaches p), computed exactly by bisection with conditional "
-    "binomial draws."
+    "request weighs the same. A re-weighted percentile is the inverted-CDF one (the smallest value whose "
+    "re-weighted CDF reaches p; raw_* columns: each cohort's own mix, linear interpolation as DuckDB "
+    "quantile_cont). 95% intervals: ratio x exp(+-1.96 se) with se the standard deviation of the log ratio "
+    "over {B} bootstrap resamples (seed {seed}) of the same estimator, resampling each stratum's requests with "
+    "replacement in each cohort independently (computed exactly by bisection with conditional binomial "
+    "draws)."
 )
 
 
@@ -58,6 +58,11 @@ class _Rows:
         self.n_strata = len(self.workloads) * self.nb
         self.labels = ["(unknown)"] + bucket_labels(edges)
         self.values = {m: rows[m].cast(pl.Float64).fill_null(np.nan).to_numpy() for m in METRICS}
+        # consecutive blocks of arrivals per cohort (row order where arrivals are not given)
+        t = rows["arrival"] if "arrival" in rows.columns else pl.Series(np.arange(rows.height))
+        rank = pl.DataFrame({"t": t, "c": self.after}).select(
+            pl.col("t").rank("ordinal").over("c") - 1, pl.len().over("c").alias("n"))
+        self.blocks = (rank["t"] * judge.BLOCKS // rank["n"].clip(1)).to_numpy().astype(np.int64)
 
     def stratum_workload(self) -> np.ndarray:
         return np.arange(self.n_strata) // self.nb
@@ -67,8 +72,9 @@ class _Rows:
 
 
 class _Estimator:
-    def __init__(self, data: _Rows, *, ps: tuple[float, ...], mix: str, resamples: int, seed: int) -> None:
-        self.d, self.ps, self.mix, self.resamples = data, ps, mix, resamples
+    def __init__(self, data: _Rows, *, ps: tuple[float, ...], mix: str, resamples: int, seed: int,
+                 tolerance: float = 0.05) -> None:
+        self.d, self.ps, self.mix, self.resamples, self.tolerance = data, ps, mix, resamples, tolerance
         self.rng = np.random.default_rng(seed)
         self._cache: dict[tuple[str, tuple[float, ...], bytes], list[dict[str, Any]]] = {}
         self._sorted: dict[str, tuple[np.ndarray, ...]] = {}  # metric -> its rows in stable sorted order
@@ -103,22 +109,29 @@ class _Estimator:
         nan = np.full(len(ps), np.nan)
         weighted = w > 0
         kb, ka = weighted[cb], weighted[ca]
+        se = dsd = nan
+        d_b = d_a = np.ones(len(ps))
         if w.sum() == 0:
             pb = pa = nan
-            lo = hi = dlo = dhi = nan
         else:
             # the sum of the unit weights in request order, as weighted_percentiles adds it
             kept = ok & weighted[d.codes]
             unit_b, unit_a = stats.unit_weights(cb[kb], w), stats.unit_weights(ca[ka], w)
             total_b = float(unit_b[d.codes[kept & ~d.after]].sum())
             total_a = float(unit_a[d.codes[kept & d.after]].sum())
-            pb = stats.sorted_weighted_percentiles(vb[kb], cb[kb], unit_b, total_b, ps)
-            pa = stats.sorted_weighted_percentiles(va[ka], ca[ka], unit_a, total_a, ps)
+            pb = stats.sorted_weighted_percentiles(vb[kb], cb[kb], unit_b, total_b, ps, "inverted_cdf")
+            pa = stats.sorted_weighted_percentiles(va[ka], ca[ka], unit_a, total_a, ps, "inverted_cdf")
             db = stats.bootstrap_percentiles(vb[kb], cb[kb], w, ps, self.resamples, self.rng, presorted=True)
             da = stats.bootstrap_percentiles(va[ka], ca[ka], w, ps, self.resamples, self.rng, presorted=True)
-            with np.errstate(all="ignore"):
-                lo, hi = stats.interval(da / db)
-            dlo, dhi = stats.interval(da - db)
+            ob, oa = order[oks & ~s_after], order[oks & s_after]  # request indices of each side
+            keep_b, keep_a = ob[kb], oa[ka]
+            d_b = np.array([judge.design_effect(vb[kb], d.blocks[keep_b], pb[i], p)
+                            for i, p in enumerate(ps)])
+            d_a = np.array([judge.design_effect(va[ka], d.blocks[keep_a], pa[i], p) for i, p in enumerate(ps)])
+            se = np.sqrt(judge.log_se(db) ** 2 * d_b + judge.log_se(da) ** 2 * d_a)
+            dsd = np.sqrt(judge.sd(db) ** 2 * d_b + judge.sd(da) ** 2 * d_a)
+        neff_b = judge.effective_n(cb[kb], w) if w.sum() else 0.0
+        neff_a = judge.effective_n(ca[ka], w) if w.sum() else 0.0
         raw_b = np.quantile(vb, ps) if vb.size else nan
         raw_a = np.quantile(va, ps) if va.size else nan
         matched_b, matched_a = int(kb.sum()), int(ka.sum())
@@ -126,15 +139,20 @@ class _Estimator:
         with np.errstate(all="ignore"):
             for i, p in enumerate(ps):
                 ratio = pa[i] / pb[i] if pb[i] > 0 else np.nan
+                lo, hi = judge.ratio_interval(ratio, se[i])
+                diff, need = pa[i] - pb[i], judge.min_requests(p)
                 out.append({
                     "percentile": f"p{p * 100:g}", "before": pb[i], "after": pa[i], "ratio": ratio,
-                    "ratio_lo": lo[i] if np.isfinite(ratio) else np.nan,
-                    "ratio_hi": hi[i] if np.isfinite(ratio) else np.nan,
-                    "diff": pa[i] - pb[i], "diff_lo": dlo[i], "diff_hi": dhi[i],
+                    "ratio_lo": lo, "ratio_hi": hi,
+                    "diff": diff, "diff_lo": diff - judge.Z * dsd[i], "diff_hi": diff + judge.Z * dsd[i],
                     "raw_before": raw_b[i], "raw_after": raw_a[i],
                     "raw_ratio": raw_a[i] / raw_b[i] if raw_b[i] > 0 else np.nan,
                     "n_before": matched_b, "n_after": matched_a,
                     "unmatched": int(vb.size + va.size - matched_b - matched_a),
+                    "n_eff_before": neff_b, "n_eff_after": neff_a, "min_requests": need,
+                    "enough": bool(min(neff_b, neff_a) >= need), "se_log": se[i],
+                    "design_effect": float(np.sqrt(d_b[i] * d_a[i])) if w.sum() else np.nan,
+                    "p_value": judge.p_material(ratio, se[i], self.tolerance),
                 })  # fmt: skip
         return out
 
@@ -148,7 +166,8 @@ def compare(sel: Selection, *, by: CohortBy | str = CohortBy.label, before: str 
             metrics: tuple[str, ...] = METRICS, percentiles: tuple[float, ...] = stats.PERCENTILES,
             edges: tuple[int, ...] = DEFAULT_EDGES, mix: str = "pooled", resamples: int = stats.RESAMPLES,
             seed: int = 0, tolerance: float = 0.05, attribution_percentile: float = 0.5,
-            capacity: bool = True, gpu_mem_gib: float | None = None, max_gap_s: float = MAX_GAP_S) -> Analysis:
+            capacity: bool = True, gpu_mem_gib: float | None = None, max_gap_s: float = MAX_GAP_S,
+            alpha: float = judge.ALPHA) -> Analysis:
     """Compare two cohorts of the selection's window (see the module docstring and `METHOD`)."""
     bad = [m for m in metrics if m not in METRICS]
     if bad or not metrics:
@@ -157,6 +176,8 @@ def compare(sel: Selection, *, by: CohortBy | str = CohortBy.label, before: str 
         raise UsageError("prompt-length bucket edges must be increasing, e.g. 256,1024,4096,16384,65536")
     if mix not in ("pooled", "before", "after"):
         raise UsageError("--mix must be pooled, before or after")
+    if not 0 < alpha < 1:
+        raise UsageError(f"--alpha {alpha:g}: give a false-alarm rate between 0 and 1, e.g. 0.05")
     con = sel.con
     cat = (catalogue or load_catalogue()).select(features)
     settings = prepare(con, cat, gpu_mem_gib=gpu_mem_gib)
@@ -168,17 +189,11 @@ def compare(sel: Selection, *, by: CohortBy | str = CohortBy.label, before: str 
         raise UsageError(f"a cohort has no completed requests ({cohorts.describe('before')}: {counts['before']}, "
                          f"{cohorts.describe('after')}: {counts['after']})")
     data = _Rows(rows, edges)
-    est = _Estimator(data, ps=tuple(percentiles), mix=mix, resamples=resamples, seed=seed)
-    summary, overall = [], {}
-    for m in metrics:
-        for r in est.ratio(m):
-            summary.append({"metric": m, **r, "changed": bool(attr.material(r["ratio"], r["ratio_lo"],
-                                                                            r["ratio_hi"], tolerance))})
-        overall[m] = _headline(summary[-len(percentiles):])
-    tables: dict[str, pl.DataFrame] = {"summary": _frame(summary)}
-    tables["by_workload"] = _by_group(est, data, metrics, "workload")
-    tables["by_bucket"] = _by_group(est, data, metrics, "bucket")
-    tables["mix"] = _mix(data, mix)
+    tables = latency_tables(data, metrics=metrics, percentiles=percentiles, mix=mix, resamples=resamples,
+                            seed=seed, tolerance=tolerance, alpha=alpha)
+    est = tables.pop("_estimator")
+    overall = {m: _headline(part.to_dicts()) for (m,), part in
+               tables["summary"].group_by("metric", maintain_order=True)}
     groups = attr.crossing_groups(con, engine_starts(con), settings, rows, max_gap_s)
     tables["attribution"] = _attribution(est, data, groups, metrics, overall, attribution_percentile, tolerance)
     tables["cohorts"] = _cohorts(rows, cohorts)
@@ -202,26 +217,50 @@ def compare(sel: Selection, *, by: CohortBy | str = CohortBy.label, before: str 
         "raw_ratio": "the same without re-weighting (each cohort's own mix): where it differs from ratio, the "
         "traffic mix changed",
         "unmatched": "requests in strata that only one cohort has: left out of the re-weighted percentiles",
-        "changed": f"the interval excludes 1 and the change is larger than {tolerance:.0%}",
-        "verdict": attr.VERDICT_RULES,
+        "changed": f"verdict regression or improvement: the change exceeds the tolerance ({tolerance:.0%}) at "
+        f"a family-wise error of {alpha:g} (Holm over every row of the summary, per-workload and per-bucket "
+        "tables)",
+        "verdict": f"regression, improvement, no change, too few requests, undefined (a cohort without values, or "
+        "a before percentile of 0): "
+        f"{judge.RULE}; {judge.MIN_RULE}",
+        "attribution_verdict": attr.VERDICT_RULES,
         "crossed": "a request crossed a feature when its quantity is beyond the threshold in effect after the "
         "change (else before); step-scoped features: the request arrived while its deployment's latest step "
         f"line (at most {max_gap_s:g} s old) was over it",
     }
     params = {**sel.window.to_dict(), **cohorts.params(), "metrics": list(metrics), "percentiles": list(percentiles),
               "edges": list(edges), "mix": mix, "resamples": resamples, "seed": seed, "tolerance": tolerance,
-              "attribution_percentile": attribution_percentile}
+              "alpha": alpha, "attribution_percentile": attribution_percentile}
     return Analysis("compare", params, tables, titles, definitions, notes)
+
+
+def latency_tables(data: _Rows, *, metrics: tuple[str, ...] = METRICS,
+                   percentiles: tuple[float, ...] = stats.PERCENTILES, mix: str = "pooled",
+                   resamples: int = stats.RESAMPLES, seed: int = 0, tolerance: float = 0.05,
+                   alpha: float = judge.ALPHA) -> dict[str, Any]:
+    """summary, by_workload, by_bucket and mix tables of compare rows (no store needed: bench/calibration
+    runs it on simulated requests), judged as one family; `_estimator` holds the estimator for more
+    subsets."""
+    est = _Estimator(data, ps=tuple(percentiles), mix=mix, resamples=resamples, seed=seed, tolerance=tolerance)
+    summary = [{"metric": m, **r} for m in metrics for r in est.ratio(m)]
+    tables: dict[str, Any] = judge.judge({
+        "summary": _frame(summary), "by_workload": _by_group(est, data, metrics, "workload"),
+        "by_bucket": _by_group(est, data, metrics, "bucket")}, alpha)
+    tables["mix"] = _mix(data, mix)
+    tables["_estimator"] = est
+    return tables
 
 
 def _headline(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The metric's largest material change over the percentiles (else its largest change): what the
-    attribution table asks each feature to explain."""
+    attribution table asks each feature to explain (missing numbers as NaN)."""
+    rows = [{k: np.nan if v is None else v for k, v in r.items()} for r in rows]
+
     def size(r: dict[str, Any]) -> float:
         return abs(np.log(r["ratio"])) if np.isfinite(r["ratio"]) and r["ratio"] > 0 else -1.0
 
     changed = [r for r in rows if r["changed"]]
-    return max(changed or rows, key=size)
+    return max(changed or [r for r in rows if r["enough"]] or rows, key=size)
 
 
 def _by_group(est: _Estimator, data: _Rows, metrics: tuple[str, ...], kind: str) -> pl.DataFrame:
@@ -263,11 +302,16 @@ def _attribution(est: _Estimator, data: _Rows, groups: list[attr.Group], metrics
                 continue
             cr = est.ratio(m, g.crossed, ps=(p,))[0] if cb and ca else None
             ot = est.ratio(m, ~g.crossed, ps=(p,))[0] if cb < n_b or ca < n_a else None
-            short, text = attr.verdict(
-                metric=m, overall=trip(o), at=o["percentile"], share_before=cb / max(n_b, 1),
-                share_after=ca / max(n_a, 1),
-                crossing=trip(cr), other=trip(ot), n_cross=(cb, ca), n_other=(n_b - cb, n_a - ca),
-                tolerance=tolerance)
+            if not o["enough"]:
+                short, text = "too few requests", (
+                    f"{attr.NAMES.get(m, m)} {o['percentile']} is not judged: "
+                    f"{o['n_before']:,} requests before and {o['n_after']:,} after, {o['min_requests']:,} needed")
+            else:
+                short, text = attr.verdict(
+                    metric=m, overall=trip(o), at=o["percentile"], share_before=cb / max(n_b, 1),
+                    share_after=ca / max(n_a, 1),
+                    crossing=trip(cr), other=trip(ot), n_cross=(cb, ca), n_other=(n_b - cb, n_a - ca),
+                    tolerance=tolerance)
             rows.append({
                 "feature": g.feature, "title": g.title, "scope": g.scope, "quantity": g.quantity, "op": g.op,
                 "threshold": g.threshold, "status_before": g.status_before, "status_after": g.status_after,

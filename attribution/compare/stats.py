@@ -34,7 +34,8 @@ def mix_weights(codes_a: np.ndarray, codes_b: np.ndarray, n_strata: int, mix: st
 
 
 def weighted_percentiles(values: np.ndarray, codes: np.ndarray, weights: np.ndarray,
-                         ps: tuple[float, ...] = PERCENTILES, order: np.ndarray | None = None) -> np.ndarray:
+                         ps: tuple[float, ...] = PERCENTILES, order: np.ndarray | None = None,
+                         method: str = "linear") -> np.ndarray:
     """Re-weighted percentiles with linear interpolation: item i (sorted, unit weight u_i, cumulative C_i)
     sits at position (C_i - u_i) / (1 - u_last); with equal weights that is (i - 1) / (n - 1), numpy's and
     DuckDB quantile_cont's rule. NaN when no request falls in a weighted stratum. `order`, if given, is the
@@ -46,7 +47,7 @@ def weighted_percentiles(values: np.ndarray, codes: np.ndarray, weights: np.ndar
     unit = unit_weights(c, weights)
     if order is None:
         order = np.argsort(v, kind="stable")
-    return sorted_weighted_percentiles(v[order], c[order], unit, float(unit[c].sum()), ps)
+    return sorted_weighted_percentiles(v[order], c[order], unit, float(unit[c].sum()), ps, method)
 
 
 def unit_weights(codes: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -58,16 +59,21 @@ def unit_weights(codes: np.ndarray, weights: np.ndarray) -> np.ndarray:
 
 
 def sorted_weighted_percentiles(v: np.ndarray, c: np.ndarray, unit: np.ndarray, total: float,
-                                ps: tuple[float, ...] = PERCENTILES) -> np.ndarray:
+                                ps: tuple[float, ...] = PERCENTILES, method: str = "linear") -> np.ndarray:
     """`weighted_percentiles` of requests already in stable sorted order (values `v`, strata `c`, all in
     weighted strata), with `unit` from `unit_weights` and `total` = the sum of their unit weights. The sum is
     the caller's, so that it is added in the same order as weighted_percentiles adds it (request order):
-    floating-point sums depend on the order, and the percentiles must not."""
+    floating-point sums depend on the order, and the percentiles must not. `method` inverted_cdf: the
+    smallest value whose re-weighted CDF reaches p, the percentile bootstrap_percentiles computes in each
+    resample (so a point estimate and its bootstrap come from one estimator)."""
     if v.size == 0:
         return np.full(len(ps), np.nan)
     if v.size == 1:
         return np.full(len(ps), v[0])
     u = unit[c] / total
+    if method == "inverted_cdf":
+        at = np.searchsorted(np.cumsum(u), np.asarray(ps, float) - EPS, side="left")
+        return v[np.minimum(at, v.size - 1)]
     pos = (np.cumsum(u) - u) / (1.0 - u[-1])
     return np.interp(np.asarray(ps), pos, v)
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from attribution.report.drift import ALARMS as DRIFT_ALARMS
 from attribution.report.fmt import num, pct
 from attribution.report.health import UNMATCHED_SHARE, gap_text
 from attribution.report.model import SEVERITIES, Action
@@ -64,6 +65,7 @@ def _changes(inp: Inputs) -> list[Action]:
                               f"{r[gcol]}: {r['metric'].replace('_', ' ')} drifted (distance {r['distance']:.2f}; "
                               f"p50 {num(r['p50_before'])} -> {num(r['p50_now'])}, p90 {num(r['p90_before'])} -> "
                               f"{num(r['p90_now'])})."))
+    out += _traffic(t.get("traffic"))
     cohorts = a.params.get("cohorts")
     if cohorts and "upgrade_summary" in t:
         up = t["upgrade_summary"].filter(pl.col("changed"))
@@ -90,6 +92,27 @@ def _changes(inp: Inputs) -> list[Action]:
         if new.height:
             out.append(Action("info", "deployment", "changes",
                               f"New deployments: {', '.join(sorted(set(new['deployment'])))}."))
+    return out
+
+
+def _traffic(traffic: pl.DataFrame | None) -> list[Action]:
+    """Drift lines for groups that appeared, vanished or changed share, and for the arrival rate."""
+    if traffic is None or not traffic.height:
+        return []
+    gcol = traffic.columns[0]
+    out = []
+    for r in traffic.filter(pl.col("status").is_in(list(DRIFT_ALARMS))).iter_rows(named=True):
+        if r["status"] == "new":
+            text = f"New {gcol} {r[gcol]}: {r['requests_now']:,} requests, {pct(r['share_now'])} of this window's."
+        elif r["status"] == "gone":
+            text = f"{gcol.capitalize()} {r[gcol]} is gone: it had {r['requests_before']:,} requests " \
+                   f"({pct(r['share_before'])}) in the previous window."
+        elif r["status"] == "share change":
+            text = f"{r[gcol]}: share of requests {pct(r['share_before'])} -> {pct(r['share_now'])}."
+        else:
+            text = f"Arrival rate x{r['rate_ratio']:.2f} against the previous window " \
+                   f"({num(r['per_hour_before'])} -> {num(r['per_hour_now'])} requests per hour)."
+        out.append(Action("watch", "drift", "changes", text))
     return out
 
 

@@ -39,6 +39,7 @@ from attribution.memsplit import memsplit
 from attribution.report import sections
 from attribution.report.actions import MAX_ACTIONS, pick_actions
 from attribution.report.changes import changes, iso_week, previous_window, window_end
+from attribution.report.drift import DriftSettings
 from attribution.report.health import health
 from attribution.report.model import Report
 from attribution.store import Store
@@ -137,7 +138,7 @@ def run_analyses(store: Store, settings: Settings, *, since: Any = None, until: 
         say("changes against the previous window")
         inp.changes = changes(con, window, sel=everything, now_lengths=inp.lengths, by=by, catalogue=catalogue,
                               resamples=settings.resamples, tolerance=settings.tolerance,
-                              drift_threshold=settings.drift_threshold)
+                              alpha=settings.alpha, drift_settings=drift_settings(settings))
     else:
         inp.skipped["requests"] = "no requests in this window"
     say("memory split")
@@ -149,6 +150,11 @@ def run_analyses(store: Store, settings: Settings, *, since: Any = None, until: 
     say("ingest health")
     inp.health = health(store, con, window, gap_minutes=settings.gap_minutes, ingest=ingest)
     return inp
+
+
+def drift_settings(settings: Settings) -> DriftSettings:
+    return DriftSettings(distance=settings.drift_threshold, share=settings.drift_share,
+                         share_change=settings.drift_share_change, rate=settings.drift_rate, alpha=settings.alpha)
 
 
 def _findings(inp: Inputs) -> pl.DataFrame:

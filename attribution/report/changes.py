@@ -14,23 +14,22 @@ import polars as pl
 
 from attribution.analyses import Analysis, GroupBy, Selection, Window, lengths, select
 from attribution.analyses.summary import cohort_of
-from attribution.compare import compare
-from attribution.compare.attribution import material
+from attribution.compare import compare, judge
 from attribution.errors import UsageError
+from attribution.report import drift as drifts
+from attribution.report.drift import DriftSettings
 from attribution.thresholds import Catalogue, engine_starts
 
-DRIFT_METRICS = ("prompt_tokens", "output_tokens")
-MIN_REQUESTS = 50  # fewer requests on a side than this: too few to call a distribution changed
+DRIFT_METRICS = drifts.LENGTHS
 DEFINITIONS = {
     "previous window": "the window of the same length that ends where this one starts",
-    "distance": "largest difference between the two cumulative distributions (share of requests up to a "
-    "length) over the log-spaced length bins: a binned Kolmogorov-Smirnov distance, 0 = the same, 1 = disjoint",
-    "drift": f"distance >= the drift threshold, with at least {MIN_REQUESTS} requests on each side; new / gone: "
-    "the group has requests on one side only",
+    **drifts.DEFINITIONS,
     "ratio": "this window / the previous one (or after / before) of a re-weighted percentile, with its 95% "
-    "bootstrap interval (see `attribution compare`)",
-    "regression": "a latency percentile that rose materially: its interval excludes 1 and it rose by more than "
-    "the tolerance; improvement: the same, falling",
+    "interval (see `attribution compare`)",
+    "regression": "a latency percentile that rose materially (improvement: fell): " + judge.RULE
+    + "; the family is every row of the overall and per-workload tables against the previous window and "
+    "inside this window together",
+    "too few requests": judge.MIN_RULE,
     "change": "an engine start in the window: new deployment (no start or request of it before, while the store "
     "has earlier data), new version (its previous start ran another version), restart (same version), first "
     "seen (the store has nothing earlier)",
@@ -60,9 +59,10 @@ def iso_week(window: Window) -> str:
     return f"{year}-W{week:02d}"
 
 
-def drift(now: Analysis, before: Analysis, threshold: float) -> pl.DataFrame:
-    """Per group and length metric: requests, mean and percentiles on both sides, their ratios, and the
-    binned distance between the two distributions (from two `lengths` analyses with the same grouping)."""
+def drift(now: Analysis, before: Analysis, distances: pl.DataFrame) -> pl.DataFrame:
+    """Per group and length metric: requests, mean and percentiles on both sides and their ratios (from two
+    `lengths` analyses with the same grouping), with the distance, its interval and the status of
+    drift.lengths (`distances`, its group column named as the analyses' one)."""
     gcol = next(c for c in now.tables["stats"].columns if c != "metric")
     cols = ["requests", "mean", "p50", "p90", "p99"]
 
@@ -70,30 +70,16 @@ def drift(now: Analysis, before: Analysis, threshold: float) -> pl.DataFrame:
         return a.tables["stats"].filter(pl.col("metric").is_in(DRIFT_METRICS)).select(
             gcol, "metric", *[pl.col(c).alias(f"{c}_{side}") for c in cols])
 
-    def cum(a: Analysis, side: str) -> pl.DataFrame:
-        return a.tables["histogram"].filter(pl.col("metric").is_in(DRIFT_METRICS)).select(
-            gcol, "metric", "bin", pl.col("cum_request_share").alias(side))
-
     keys = [gcol, "metric"]
-    bins = (cum(before, "b").join(cum(now, "a"), on=[*keys, "bin"], how="full", coalesce=True)
-            .sort(*keys, "bin")
-            # a bin one side lacks holds none of its requests: its cumulative share is the one before it
-            .with_columns(pl.col("b", "a").forward_fill().over(keys).fill_null(0.0)))
-    dist = bins.group_by(keys).agg((pl.col("a") - pl.col("b")).abs().max().alias("distance"))
+    dist = distances.rename({"grp": gcol}).select(*keys, "status", "distance", "distance_lo", "distance_hi")
     df = stats(before, "before").join(stats(now, "now"), on=keys, how="full", coalesce=True)
-    df = df.join(dist, on=keys, how="left").with_columns(
+    df = df.with_columns(pl.col(gcol).cast(pl.Utf8)).join(dist, on=keys, how="left").with_columns(
         (pl.col("mean_now") / pl.col("mean_before")).alias("mean_ratio"),
         (pl.col("p50_now") / pl.col("p50_before")).alias("p50_ratio"),
         (pl.col("p90_now") / pl.col("p90_before")).alias("p90_ratio"),
     )
-    enough = (pl.col("requests_before") >= MIN_REQUESTS) & (pl.col("requests_now") >= MIN_REQUESTS)
-    status = (pl.when(pl.col("requests_before").fill_null(0) == 0).then(pl.lit("new"))
-              .when(pl.col("requests_now").fill_null(0) == 0).then(pl.lit("gone"))
-              .when(enough & (pl.col("distance") >= threshold)).then(pl.lit("drift"))
-              .when(enough).then(pl.lit("stable"))
-              .otherwise(pl.lit("too few")))
-    return df.with_columns(status.alias("status")).select(
-        gcol, "metric", "status", "distance", "requests_before", "requests_now", "mean_before", "mean_now",
+    return df.select(
+        gcol, "metric", "status", "distance", "distance_lo", "distance_hi", "requests_before", "requests_now", "mean_before", "mean_now",
         "mean_ratio", "p50_before", "p50_now", "p50_ratio", "p90_before", "p90_now", "p90_ratio", "p99_before",
         "p99_now").sort(gcol, "metric")
 
@@ -117,24 +103,21 @@ def versions(con: duckdb.DuckDBPyConnection, window: Window, has_earlier: bool) 
         "deployment", "engine", pl.col("ts").alias("started"), "change", "previous_version", "version", "model")
 
 
-def _regressions(df: pl.DataFrame, tolerance: float, key: str | None = None) -> pl.DataFrame:
-    """Rows whose change is material, with `direction` = regression (slower) or improvement."""
-    if df.is_empty():
+def _regressions(df: pl.DataFrame, key: str | None = None) -> pl.DataFrame:
+    """Rows judged a regression or an improvement, with `direction` = that verdict."""
+    if df.is_empty() or "verdict" not in df.columns:
         return pl.DataFrame()
-    keep = [material(r, lo, hi, tolerance) if r is not None and lo is not None and hi is not None else False
-            for r, lo, hi in zip(df["ratio"], df["ratio_lo"], df["ratio_hi"], strict=True)]
-    out = df.filter(pl.Series(keep, dtype=pl.Boolean)).with_columns(
-        pl.when(pl.col("ratio") > 1).then(pl.lit("regression")).otherwise(pl.lit("improvement")).alias("direction"))
+    out = df.filter(pl.col("changed")).with_columns(pl.col("verdict").alias("direction"))
     cols = ([key] if key else []) + ["metric", "percentile", "direction", "before", "after", "ratio", "ratio_lo",
-                                      "ratio_hi", "n_before", "n_after"]
+                                      "ratio_hi", "p_adjusted", "n_before", "n_after"]
     return out.select(cols)
 
 
-def regressions(cmp: Analysis, tolerance: float) -> pl.DataFrame:
-    """The material changes of a compare: overall (workload `all`) and per workload."""
-    overall = _regressions(cmp.tables["summary"], tolerance)
+def regressions(summary: pl.DataFrame, by_workload: pl.DataFrame) -> pl.DataFrame:
+    """The judged changes of a compare (see judge.judge): overall (workload `all`) and per workload."""
+    overall = _regressions(summary)
     parts = [overall.with_columns(pl.lit("all").alias("workload"))] if overall.height else []
-    per = _regressions(cmp.tables.get("by_workload", pl.DataFrame()), tolerance, "workload")
+    per = _regressions(by_workload, "workload")
     parts += [per] if per.height else []
     return pl.concat(parts, how="diagonal_relaxed").select("workload", pl.exclude("workload")) if parts else \
         pl.DataFrame()
@@ -144,20 +127,31 @@ def _span(w: Window, end: datetime) -> str:
     return f"{w.since.isoformat()}..{end.isoformat()}"
 
 
+def _raw(sel: Selection) -> pl.DataFrame:
+    """The selection's requests for the drift checks, their group as text."""
+    return sel.run("drift_requests").with_columns(pl.col("grp").cast(pl.Utf8).fill_null("(none)"))
+
+
 def changes(con: duckdb.DuckDBPyConnection, window: Window, *, sel: Selection | None = None,
             now_lengths: Analysis | None = None, by: GroupBy | str = GroupBy.workload,
             catalogue: Catalogue | None = None, resamples: int = 200, tolerance: float = 0.05,
-            drift_threshold: float = 0.1, seed: int = 0) -> Analysis:
+            drift_threshold: float = 0.1, seed: int = 0, alpha: float = judge.ALPHA,
+            drift_settings: DriftSettings | None = None) -> Analysis:
     """Everything that changed, for the report's `what changed` section. `sel` may be the current selection of
     this window grouped by all on `con` (it is reused); the function then runs its own selections on `con`, so
     earlier Selections on it are replaced. `now_lengths` reuses a lengths analysis of this window grouped by
-    `by`."""
+    `by`. Every latency row against the previous window and inside this one is judged as one family (Holm at
+    `alpha`); `drift_settings` (default: `drift_threshold` and the defaults) sets the drift checks."""
     by = GroupBy(by)
+    ds = drift_settings or DriftSettings(distance=drift_threshold, alpha=alpha)
     prev = previous_window(window)
     tables: dict[str, pl.DataFrame] = {}
     notes: list[str] = []
     params: dict[str, Any] = {**window.to_dict(), "previous": prev.to_dict() if prev else None, "by": by.value,
-                              "resamples": resamples, "tolerance": tolerance, "drift_threshold": drift_threshold}
+                              "resamples": resamples, "tolerance": tolerance, "alpha": alpha,
+                              "drift_threshold": ds.distance, "drift_share": ds.share,
+                              "drift_share_change": ds.share_change, "drift_rate": ds.rate}
+    family: dict[str, pl.DataFrame] = {}
 
     if sel is None or sel.by != GroupBy.all:
         sel = select(con, since=window, by=GroupBy.all)
@@ -165,12 +159,10 @@ def changes(con: duckdb.DuckDBPyConnection, window: Window, *, sel: Selection | 
     if cohort is not None:
         try:
             up = compare(sel, by=cohort.value, catalogue=catalogue, resamples=resamples, tolerance=tolerance,
-                         seed=seed, capacity=False)
+                         seed=seed, capacity=False, alpha=alpha)
             params["cohorts"] = {"by": cohort.value, "before": up.params["before"], "after": up.params["after"]}
             tables["upgrade_cohorts"] = up.tables["cohorts"]
-            tables["upgrade_summary"] = up.tables["summary"].filter(pl.col("ratio").is_not_null())
-            tables["upgrade_by_workload"] = up.tables["by_workload"]
-            tables["upgrade_regressions"] = regressions(up, tolerance)
+            family["upgrade_summary"], family["upgrade_by_workload"] = up.tables["summary"], up.tables["by_workload"]
             tables["upgrade_attribution"] = up.tables["attribution"]
             notes += [f"{up.params['after']} vs {up.params['before']}: {n}" for n in up.notes]
         except UsageError as exc:
@@ -183,27 +175,48 @@ def changes(con: duckdb.DuckDBPyConnection, window: Window, *, sel: Selection | 
         prev_n = psel.requests
         params["previous_requests"] = prev_n
         if prev_n:
+            raw_prev = _raw(psel)
             before = lengths(psel)
             if now_lengths is None:
                 now_lengths = lengths(select(con, since=window, by=by))
-            tables["drift"] = drift(now_lengths, before, drift_threshold)
-            wsel = select(con, since=prev.since, until=window.until, by=GroupBy.all)
+            raw_now = _raw(select(con, since=window, by=by))
             # an open window ends after its newest request (the window is half-open)
             after_end = window.until or end + timedelta(seconds=1)
+            gcol = next(c for c in now_lengths.tables["stats"].columns if c != "metric")
+            tables["traffic"] = drifts.traffic(
+                raw_prev, raw_now, drifts.hours(raw_prev, prev.since, prev.until),
+                drifts.hours(raw_now, window.since, after_end), ds).rename({"grp": gcol})
+            tables["drift"] = drift(now_lengths, before, drifts.lengths(raw_prev, raw_now, ds))
+            wsel = select(con, since=prev.since, until=window.until, by=GroupBy.all)
             try:
                 wk = compare(wsel, by="window", before=_span(prev, prev.until), after=_span(window, after_end),
-                             catalogue=catalogue, resamples=resamples, tolerance=tolerance, seed=seed, capacity=False)
-                tables["week_summary"] = wk.tables["summary"].filter(pl.col("ratio").is_not_null())
-                tables["week_regressions"] = regressions(wk, tolerance)
+                             catalogue=catalogue, resamples=resamples, tolerance=tolerance, seed=seed, capacity=False,
+                             alpha=alpha)
+                family["week_summary"], family["week_by_workload"] = wk.tables["summary"], wk.tables["by_workload"]
                 tables["week_attribution"] = wk.tables["attribution"]
                 notes += [f"vs the previous window: {n}" for n in wk.notes]
             except UsageError as exc:
                 notes.append(f"no latency comparison with the previous window: {exc}")
         else:
             notes.append("the previous window holds no requests: nothing to compare this window with")
+    family = judge.judge(family, alpha)  # one family: every alarm this section can raise
+    for which in ("week", "upgrade"):
+        if f"{which}_summary" not in family:
+            continue
+        summary, per = family[f"{which}_summary"], family[f"{which}_by_workload"]
+        tables[f"{which}_summary"] = summary.filter(pl.col("ratio").is_not_null())
+        if which == "upgrade":
+            tables["upgrade_by_workload"] = per
+        tables[f"{which}_regressions"] = regressions(summary, per)
+        few = judge.too_few_text(summary, per)
+        if few:
+            what = "against the previous window" if which == "week" else \
+                f"inside this window ({params['cohorts']['after']} vs {params['cohorts']['before']})"
+            notes.append(f"not judged {what}, too few requests: {few}")
     tables["versions"] = versions(con, window, has_earlier=prev_n > 0)
     titles = {
         "drift": "length distributions: this window vs the previous one",
+        "traffic": "traffic per group: this window vs the previous one",
         "week_summary": "latency: this window vs the previous one (re-weighted percentiles)",
         "week_regressions": "material latency changes vs the previous window",
         "week_attribution": "which features can explain the change vs the previous window",

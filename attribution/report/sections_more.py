@@ -29,6 +29,12 @@ def ratio_text(r: dict) -> str:
             f"(x{r['ratio']:.3g}, 95% {r['ratio_lo']:.3g}-{r['ratio_hi']:.3g})")
 
 
+def _unjudged(r: dict) -> str:
+    if r.get("verdict") == "too few requests":
+        return f"too few requests to judge: {r['n_before']:,} before, {r['n_after']:,} after, {r['min_requests']:,} needed"
+    return "not material"
+
+
 def changes_section(inp: Inputs) -> Section:
     a = inp.changes
     s = Section("changes", "What changed", definitions=a.definitions)
@@ -49,30 +55,41 @@ def changes_section(inp: Inputs) -> Section:
             s.lines.append("Latency against the previous window: no material change overall.")
         for r in (reg.iter_rows(named=True) if reg is not None else []):
             s.lines.append(f"Against the previous window, {r['direction']}: {ratio_text(r)}.")
+    if "traffic" in t:
+        moved = t["traffic"].filter(pl.col("status").is_in(["new", "gone", "share change", "rate change"]))
+        gcol = t["traffic"].columns[0]
+        if not moved.height:
+            s.lines.append("Traffic: no group appeared, vanished or changed share, and the arrival rate held.")
+        for r in moved.iter_rows(named=True):
+            s.lines.append(f"Traffic {r[gcol]}: {r['status']} ({r['requests_before']:,} -> {r['requests_now']:,} "
+                           f"requests, share {pct(r['share_before'])} -> {pct(r['share_now'])}).")
     if "drift" in t:
-        drifted = t["drift"].filter(pl.col("status").is_in(["drift", "new", "gone"]))
+        drifted = t["drift"].filter(pl.col("status") == "drift")
         gcol = t["drift"].columns[0]
         if not drifted.height:
             s.lines.append("Length distributions: no group drifted beyond the threshold.")
         for r in drifted.iter_rows(named=True):
-            s.lines.append(f"{r[gcol]} {r['metric'].replace('_', ' ')}: {r['status']}"
-                           + (f" (distance {r['distance']:.2f}; p50 {num(r['p50_before'])} -> {num(r['p50_now'])})"
-                              if r["status"] == "drift" else "") + ".")
+            s.lines.append(f"{r[gcol]} {r['metric'].replace('_', ' ')}: drift (distance {r['distance']:.2f}, "
+                           f"interval {r['distance_lo']:.2f}-{r['distance_hi']:.2f}; p50 {num(r['p50_before'])} -> "
+                           f"{num(r['p50_now'])}).")
     cohorts = a.params.get("cohorts")
     if cohorts:
         s.lines.append(f"Inside this window, {cohorts['after']} vs {cohorts['before']} (by {cohorts['by']}):")
         for r in t["upgrade_summary"].filter(pl.col("percentile").is_in(["p50", "p99"])).iter_rows(named=True):
-            s.lines.append(f"- {ratio_text(r)}" + ("" if r["changed"] else " (not material)") + ".")
+            s.lines.append(f"- {ratio_text(r)}" + ("" if r["changed"] else f" ({_unjudged(r)})") + ".")
         att = t["upgrade_attribution"]
         if att.height:
             for r in att.filter(pl.col("verdict").is_in(list(VERDICTS))).iter_rows(named=True):
                 s.lines.append(f"- {r['feature']} ({NAMES.get(r['metric'], r['metric'])}): {r['verdict']}.")
+    s.lines += [f"{n[0].upper()}{n[1:]}." for n in a.notes if n.startswith("not judged")]
     s.table("versions", a.titles["versions"], ver)
     s.table("drift", a.titles.get("drift", ""), _cols(t.get("drift"), [
-        t["drift"].columns[0] if "drift" in t else "", "metric", "status", "distance", "requests_before",
+        t["drift"].columns[0] if "drift" in t else "", "metric", "status", "distance", "distance_lo",
+        "distance_hi", "requests_before",
         "requests_now", "p50_before", "p50_now", "p50_ratio", "p90_ratio", "mean_ratio"]))
+    s.table("traffic", a.titles.get("traffic", ""), t.get("traffic"))
     summary_cols = ["metric", "percentile", "before", "after", "ratio", "ratio_lo", "ratio_hi", "raw_ratio",
-                    "changed", "n_before", "n_after"]
+                    "verdict", "p_adjusted", "n_before", "n_after", "min_requests"]
     s.table("week_summary", a.titles.get("week_summary", ""), _cols(t.get("week_summary"), summary_cols))
     s.table("week_regressions", a.titles.get("week_regressions", ""), t.get("week_regressions"))
     s.table("upgrade_cohorts", a.titles.get("upgrade_cohorts", ""), _cols(t.get("upgrade_cohorts"), [
