@@ -42,6 +42,7 @@ class Settings:
     tolerance: float = 0.05             # smallest change called material (0.05 = 5%)
     drift_threshold: float = 0.1        # distance between length distributions reported as drift
     gap_minutes: float = 120.0          # silence in a pod's logs reported as a gap
+    ceiling_share: float = 0.05         # share of busy time at the running limit reported as a ceiling
     whatif: bool = False                # replay the arrivals under the recommended memory split (slow)
     catalogue: tuple[str, ...] = ()     # more feature catalogue TOML files
     thresholds: tuple[str, ...] = ()    # more or changed feature thresholds ("name: quantity > N")
@@ -111,7 +112,7 @@ def _coerce(key: str, value: Any, where: str, base: Path | None) -> Any:
                     raise ValueError("a table of \"key hash, alias or team\" = \"name\"")
                 return {str(k): v for k, v in value.items()}
             return _path(str(value), base)
-        if key in ("gpu_hour_cost", "tolerance", "drift_threshold", "gap_minutes"):
+        if key in ("gpu_hour_cost", "tolerance", "drift_threshold", "gap_minutes", "ceiling_share"):
             v = float(value)
             if v < 0 or v != v:
                 raise ValueError("a number >= 0")
