@@ -46,6 +46,7 @@ class Settings:
     drift_share_change: float = 0.05    # change of a workload's share of requests reported as drift
     drift_rate: float = 0.5             # arrival-rate change reported as drift (0.5: x1.5 or /1.5)
     gap_minutes: float = 120.0          # silence in a pod's logs reported as a gap
+    ceiling_share: float = 0.05         # share of busy time at the running limit reported as a ceiling
     whatif: bool = False                # replay the arrivals under the recommended memory split (slow)
     max_future: str = "1d"              # ingest: latest admissible timestamp, this span after the ingest's clock
     catalogue: tuple[str, ...] = ()     # more feature catalogue TOML files
@@ -117,7 +118,7 @@ def _coerce(key: str, value: Any, where: str, base: Path | None) -> Any:
                 return {str(k): v for k, v in value.items()}
             return _path(str(value), base)
         if key in ("gpu_hour_cost", "tolerance", "drift_threshold", "gap_minutes", "drift_share",
-                   "drift_share_change", "drift_rate"):
+                   "drift_share_change", "drift_rate", "ceiling_share"):
             v = float(value)
             if v < 0 or v != v:
                 raise ValueError("a number >= 0")

@@ -5,7 +5,10 @@
 -- Columns: deployment, requests (arriving in the window), with_interval (arrival and end known),
 --   split_known (also queue_s known), arrival_only (arrival known, end not), step_lines (engine_steps rows
 --   with a running count), steps_peak_running, steps_peak_waiting (max over those lines),
---   configured_max_running (max_running_requests of the newest engine start, else its max_concurrency),
+--   configured_max_running (max_running_requests of the newest engine start that states it: vLLM's
+--   max_num_seqs, SGLang's max_running_requests; NULL when unset, never the KV-derived figure below),
+--   kv_concurrency_at_max_len (vLLM's startup `Maximum concurrency for N tokens per request: Xx`: how many
+--   requests of max_model_len tokens the KV pool holds; not a limit), engine, version (of the newest start),
 --   kv_pool_tokens, gpus (tp_size), source: exact (sweep over intervals), sampled (engine step lines only),
 --   estimate (arrivals only: needs a service model), none.
 with
@@ -37,8 +40,10 @@ steps as (
 configs as (
     select
         deployment,
-        arg_max(coalesce(max_running_requests, floor(max_concurrency)::bigint), ts)
-            filter (where coalesce(max_running_requests, max_concurrency) is not null) as configured_max_running,
+        arg_max(max_running_requests, ts) filter (where max_running_requests is not null) as configured_max_running,
+        arg_max(max_concurrency, ts) filter (where max_concurrency is not null) as kv_concurrency_at_max_len,
+        arg_max(engine, ts) filter (where engine is not null) as engine,
+        arg_max(version, ts) filter (where version is not null) as version,
         arg_max(kv_pool_tokens, ts) filter (where kv_pool_tokens is not null) as kv_pool_tokens,
         arg_max(tp_size, ts) filter (where tp_size is not null) as gpus
     from engine_config
@@ -57,6 +62,9 @@ final as (
         s.steps_peak_running,
         s.steps_peak_waiting,
         c.configured_max_running,
+        c.kv_concurrency_at_max_len,
+        c.engine,
+        c.version,
         c.kv_pool_tokens,
         c.gpus,
         case

@@ -133,7 +133,8 @@ def test_concurrency_latency_and_capacity_commands(logs, store_dir):
     assert tpot["requests"] == 3  # the one-token answer has no TPOT
     cap = cli_json("capacity", "--store", str(store_dir), "--gpu-hour-cost", "2")
     (c,) = cap["tables"]["capacity"]
-    assert c["completed_per_day"] == pytest.approx(86400) and c["ceiling"] == 3
+    assert c["completed_per_day"] == pytest.approx(86400) and c["observed_peak"] == 3
+    assert (c["running_limit"], c["limit_source"]) == (3, "observed peak")  # a gateway log states no limit
     assert c["capacity_per_day"] == pytest.approx(3 / (8.8 / 6) * 86400, rel=1e-5)
     (cost,) = cap["tables"]["cost"]
     assert cost["usd_per_m_output"] == pytest.approx(2 / (57 / 6 * 3600) * 1e6, rel=1e-5)

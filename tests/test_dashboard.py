@@ -183,7 +183,7 @@ def test_overview_one_day(store, monkeypatch):
     assert n > 15_000 and _caption(at) == f"{n:,} requests · 2026-05-05 00:00 to 2026-05-06 00:00 UTC"
     # 5 May is before the upgrade: both vLLM pods sit at their running cap (max_num_seqs 13) at the daily peak
     cap = {d["max_running_requests"] for d in TRUTH["deployments"] if d["engine_version"] == "0.15.1"}
-    assert any(f"configured limit of {cap.pop()} running requests" in m.value for m in at.markdown)
+    assert any(f"ran at its running limit of {cap.pop()} (configured)" in m.value for m in at.markdown)
     (fig,) = charts(at)
     assert {t["name"] for t in fig["data"]} == {"completed per day", "busiest hour x 24", "capacity per day"}
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from attribution.analyses import sweep
+from attribution.analyses import limits, sweep
 from attribution.analyses.common import (
     PERCENTILE_METHOD,
     Analysis,
@@ -40,6 +40,12 @@ DEFINITIONS = {
     "whole tokens",
     "seen_at_arrival": "the other requests in the system (running + waiting) at the instant a request arrived; "
     + PERCENTILE_METHOD,
+    "running_limit": "how many requests the engine lets run at once, with limit_source: "
+    + "; ".join(f"{k} = {v}" for k, v in limits.LIMIT_SOURCES.items()),
+    "kv_concurrency_at_max_len": "vLLM's startup `Maximum concurrency for N tokens per request: Xx`: requests of "
+    "max_model_len tokens the KV pool holds at once; a memory figure, not a running limit",
+    "at_limit_share_of_busy_steps": "of the engine's step lines printed while a request ran or waited, the "
+    "share with running at running_limit",
     "source": "exact = sweep over per-request intervals; sampled = the engine's step lines (running/waiting "
     "as printed; each line weighted by the time to the next, at most max_gap_s; a peak between lines is "
     "missed); estimate = arrivals replayed through the simulator's service model (see notes)",
@@ -163,7 +169,12 @@ def concurrency(sel: Selection, *, per_group: bool = True, estimate: bool = True
     if per_group:
         tables["groups"] = name_groups(allrows.filter(pl.col("grp").is_not_null()), sel.by)
         titles["groups"] = f"concurrency per deployment and {sel.by.value}"
-    tables["deployments"] = sources
+    # the observed peak of running (in_system where nothing counts running) stands in where no limit is known
+    peak = pods.filter(pl.col("metric").is_in(["running", "in_system"])).sort(
+        pl.col("metric") != "running").group_by("deployment", maintain_order=True).agg(
+        pl.col("peak").first().alias("observed_peak"))
+    tables["deployments"] = limits.with_step_share(limits.with_limits(sources, peak),
+                                                   sel.run("running_by_step_lines"))
     titles["deployments"] = "what each deployment's figures come from"
     if series:
         tables["timeseries"] = pl.concat(series, how="vertical_relaxed")

@@ -16,6 +16,8 @@ from attribution.analyses.latency import Slo, latency, parse_slo
 from attribution.analyses.lengths import lengths
 from attribution.db import fetch
 
+CEILING_SHARE = 0.05  # default of the ceiling_share setting
+
 DEFINITIONS = {
     "lengths": "tokens per request, request-weighted; top1_share = share of the group's prompt tokens in its "
     "longest 1% of prompts",
@@ -24,10 +26,11 @@ DEFINITIONS = {
     "latency": "seconds, exact percentiles (linear interpolation); per cohort = label, else engine version, when "
     "the window holds more than one, else per group",
     "goodput": "share of requests meeting every SLO term, and good requests per second; ERS = mean contest score",
-    "capacity": "completed requests per pod per day, and what Little's law allows at the observed ceiling",
-    "findings": "rules over the numbers above, strongest first: a pod at its configured running limit or "
-    "queueing, latency change between cohorts, low SLO attainment, long prompts dominating the prefill "
-    "tokens, pods far below or near their capacity",
+    "capacity": "completed requests per pod per day, and the capacity at its running limit (see `attribution "
+    "capacity`)",
+    "findings": "rules over the numbers above, strongest first: a pod at its running limit for a material "
+    "share of its busy time (ceiling_share) or queueing, latency change between cohorts, low SLO attainment, "
+    "long prompts dominating the prefill tokens, pods far below or near their capacity",
 }
 
 
@@ -43,7 +46,8 @@ def cohort_of(sel: Selection) -> GroupBy | None:
 
 
 def analyze(con, *, since: Any = None, until: Any = None, by: GroupBy | str = GroupBy.workload,
-            slo: Slo | None = None, gpu_hour_cost: float | None = None) -> Analysis:
+            slo: Slo | None = None, gpu_hour_cost: float | None = None,
+            ceiling_share: float = CEILING_SHARE) -> Analysis:
     """Run lengths, concurrency, latency, goodput and capacity on one window and return the one-screen
     summary tables and `findings`."""
     sel = select(con, since=since, until=until, by=by)
@@ -67,14 +71,14 @@ def analyze(con, *, since: Any = None, until: Any = None, by: GroupBy | str = Gr
     ccol = "group" if (cohort or sel.by) == GroupBy.all else (cohort or sel.by).value
     tables = {
         "lengths": lengths_table(len_r.tables["stats"], gcol),
-        "concurrency": concurrency_table(conc.tables["pods"], conc.tables["deployments"]),
+        "concurrency": concurrency_table(conc.tables["pods"], conc.tables["deployments"], cap),
         "latency": lat_cohort.tables["percentiles"].filter(pl.col("metric") != "queue_s").select(
             ccol, "metric", "requests", "p50", "p90", "p99"),
         "goodput": goodput_table(lat.tables["goodput"], lat.tables.get("scores"), gcol),
         "capacity": capacity_table(cap),
     }
     findings = pick_findings(tables, lat_cohort.tables["percentiles"], lat.tables["slo_terms"], ccol,
-                             cohort is not None, gcol, slo)
+                             cohort is not None, gcol, slo, ceiling_share=ceiling_share)
     tables = {"findings": findings, **tables}
     return Analysis(
         name="analyze",
@@ -101,9 +105,10 @@ def lengths_table(stats: pl.DataFrame, gcol: str) -> pl.DataFrame:
         pl.col("top1_token_share").alias("top1_share"))
 
 
-def concurrency_table(pods: pl.DataFrame, deps: pl.DataFrame) -> pl.DataFrame:
+def concurrency_table(pods: pl.DataFrame, deps: pl.DataFrame, cap: Analysis | None = None) -> pl.DataFrame:
     """One row per pod: running requests (in_system where nothing counts them) and the waiting queue; each
-    figure's source is exact, sampled or estimate (see `attribution concurrency`)."""
+    figure's source is exact, sampled or estimate (see `attribution concurrency`); the pod's running limit
+    and the share of its busy time it spent there (from `cap`'s sweep, else the engine's step lines)."""
     cols = ["source", "peak", "mean", "p50", "p99"]
 
     def metric(name: str, prefix: str) -> pl.DataFrame:
@@ -112,13 +117,21 @@ def concurrency_table(pods: pl.DataFrame, deps: pl.DataFrame) -> pl.DataFrame:
     df = (metric("in_system", "s_").join(metric("running", "r_"), on="deployment", how="left")
           .join(metric("waiting", "w_"), on="deployment", how="left"))
     known = pl.col("r_peak").is_not_null()
+    lim = deps.select("deployment", "running_limit", "limit_source", "at_limit_share_of_busy_steps")
+    if cap is not None:
+        lim = lim.join(cap.tables["capacity"].select("deployment", "at_limit_share_of_busy_time"), on="deployment",
+                       how="left")
+    else:
+        lim = lim.with_columns(pl.lit(None, pl.Float64).alias("at_limit_share_of_busy_time"))
+    lim = lim.select("deployment", "running_limit", "limit_source",
+                     pl.coalesce("at_limit_share_of_busy_time", "at_limit_share_of_busy_steps")
+                     .alias("at_limit_share_of_busy_time"))
     return df.select(
         "deployment",
         pl.when(known).then(pl.lit("running")).otherwise(pl.lit("in_system")).alias("counted"),
         *[pl.when(known).then(pl.col(f"r_{c}")).otherwise(pl.col(f"s_{c}")).alias(c) for c in cols],
         pl.col("w_peak").alias("waiting_peak"), pl.col("w_p99").alias("waiting_p99"),
-    ).join(deps.select("deployment", pl.col("configured_max_running").alias("limit")), on="deployment",
-           how="left").sort("deployment")
+    ).join(lim, on="deployment", how="left").sort("deployment")
 
 
 def goodput_table(good: pl.DataFrame, scores: pl.DataFrame | None, gcol: str) -> pl.DataFrame:
@@ -133,8 +146,9 @@ def goodput_table(good: pl.DataFrame, scores: pl.DataFrame | None, gcol: str) ->
 
 def capacity_table(cap: Analysis) -> pl.DataFrame:
     """The summary's capacity rows per pod (and cost per million tokens when prices were given)."""
-    df = cap.tables["capacity"].select("deployment", "completed_per_day", "busiest_hour_per_day", "ceiling",
-                                       "ceiling_metric", "capacity_per_day", "utilization")
+    df = cap.tables["capacity"].select("deployment", "completed_per_day", "busiest_hour_per_day", "running_limit",
+                                       "capacity_per_day", "capacity_lo", "capacity_hi", "capacity_method",
+                                       "utilization")
     if "cost" in cap.tables:
         df = df.join(cap.tables["cost"].select("deployment", "usd_per_m_input", "usd_per_m_output"),
                      on="deployment", how="left", maintain_order="left")
@@ -142,17 +156,19 @@ def capacity_table(cap: Analysis) -> pl.DataFrame:
 
 
 def pick_findings(t: dict[str, pl.DataFrame], cohort_pct: pl.DataFrame, slo_terms: pl.DataFrame, ccol: str,
-                  has_cohorts: bool, gcol: str, slo: Slo, k: int = 3) -> pl.DataFrame:
-    """At most `k` findings, one per kind, strongest first (strengths are rough 0-1 ranks, not statistics)."""
+                  has_cohorts: bool, gcol: str, slo: Slo, k: int = 3,
+                  ceiling_share: float = CEILING_SHARE) -> pl.DataFrame:
+    """At most `k` findings, one per kind, strongest first (strengths are rough 0-1 ranks, not statistics).
+    A ceiling needs the pod at its running limit for at least `ceiling_share` of its busy time."""
     found: list[tuple[float, str, str]] = []  # (strength 0-1, kind, text)
     conc = t["concurrency"]
-    pinned = conc.filter(pl.col("limit").is_not_null() & (pl.col("counted") == "running")
-                         & (pl.col("peak") >= pl.col("limit")))
-    if pinned.height:
-        limits = ", ".join(sorted({f"{x:,}" for x in pinned["limit"]}))
-        found.append((1.0, "ceiling", f"{', '.join(pinned['deployment'])} ran at the configured limit of {limits} "
-                      f"running requests ({', '.join(sorted(set(pinned['source'])))}); up to "
-                      f"{_n(pinned['waiting_peak'].max())} waited at once"))
+    # a pod is at its ceiling only if it sat at its running limit for a material share of its busy time
+    pinned = conc.filter(pl.col("running_limit").is_not_null()
+                         & (pl.col("at_limit_share_of_busy_time") >= ceiling_share))
+    for r in pinned.iter_rows(named=True):
+        found.append((1.0, "ceiling", f"{r['deployment']} ran at its running limit of {r['running_limit']:,} "
+                      f"({r['limit_source']}) {r['at_limit_share_of_busy_time']:.0%} of its busy time; up to "
+                      f"{_n(r['waiting_peak'])} waited at once"))
     for r in conc.filter(~pl.col("deployment").is_in(pinned["deployment"].implode())).iter_rows(named=True):
         if (r["waiting_p99"] or 0) > 0:
             found.append((0.5, "queueing", f"{r['deployment']}: requests waited in the queue more than 1% of the "
@@ -188,7 +204,7 @@ def pick_findings(t: dict[str, pl.DataFrame], cohort_pct: pl.DataFrame, slo_term
         if u is not None and (u < 0.25 or u > 0.8):
             found.append((0.3 if u < 0.25 else 0.7, "utilization",
                           f"{r['deployment']} completed {_n(r['completed_per_day'])} requests/day, {u:.0%} of the "
-                          f"{_n(r['capacity_per_day'])} its observed ceiling allows"))
+                          f"{_n(r['capacity_per_day'])} it could at its running limit ({r['capacity_method']})"))
     best: dict[str, tuple[float, str, str]] = {}
     for f in sorted(found, key=lambda f: -f[0]):
         best.setdefault(f[1], f)  # one finding per kind, the strongest

@@ -1,5 +1,5 @@
 """Charts of a `capacity` Analysis: per pod, what it completed per day, its busiest hour's rate and what
-Little's law allows at its observed concurrency ceiling; and the cost per million tokens."""
+it could complete at its running limit; and the cost per million tokens."""
 
 from __future__ import annotations
 

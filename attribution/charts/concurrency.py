@@ -81,10 +81,10 @@ def peaks(a: Analysis, *, metric: str = "running", title: str | None = None) -> 
                              orientation="h", hovertemplate="%{y}: %{x:,.4g}<extra>" + q + "</extra>"))
     deps = table(a, "deployments")
     if metric in ("running", "in_system") and deps is not None:
-        limit = dict(zip(deps["deployment"], deps["configured_max_running"], strict=True))
+        limit = dict(zip(deps["deployment"], deps["running_limit"], strict=True))
         ys = [limit.get(d) for d in rows["deployment"]]
         if any(v is not None for v in ys):
-            fig.add_trace(go.Scatter(y=names, x=ys, mode="markers", name="configured limit",
+            fig.add_trace(go.Scatter(y=names, x=ys, mode="markers", name="running limit",
                                      marker={"symbol": "line-ns-open", "size": 34, "color": "#000",
                                              "line": {"width": 2}},
                                      hovertemplate="%{y}: limit %{x}<extra></extra>"))

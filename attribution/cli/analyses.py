@@ -155,8 +155,9 @@ def capacity_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt
                  gpus_per_pod: Annotated[int | None, typer.Option(help="GPUs per pod (default: the engine's "
                                                                        "tp_size, else 1).", show_default=False)] = None,
                  ) -> None:
-    """Completed requests per pod per day, the capacity Little's law gives at the observed concurrency
-    ceiling, and the cost per million input and output tokens.
+    """Completed requests per pod per day, the requests per day it could complete at its running limit (measured
+    at saturation, else extrapolated from service times, with a 95% interval), and the cost per million
+    input and output tokens.
 
     Example: attribution capacity --gpu-hour-cost 2.0
     """

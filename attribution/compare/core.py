@@ -207,7 +207,7 @@ def compare(sel: Selection, *, by: CohortBy | str = CohortBy.label, before: str 
         "mix": "traffic mix per stratum (workload x prompt-length bucket)",
         "attribution": f"attribution: can a feature explain the change? (p{attribution_percentile * 100:g} "
                        "within crossing and other requests)",
-        "cohorts": "cohorts", "capacity": "capacity per pod (Little's law at the observed ceiling)",
+        "cohorts": "cohorts", "capacity": "capacity per pod at its running limit",
     }
     definitions = {
         "method": METHOD.format(B=resamples, seed=seed, mix={

@@ -164,11 +164,13 @@ def _findings(inp: Inputs) -> pl.DataFrame:
     lat = inp.latency
     t = {
         "lengths": lengths_table(inp.lengths.tables["stats"], gcol),
-        "concurrency": concurrency_table(inp.concurrency.tables["pods"], inp.concurrency.tables["deployments"]),
+        "concurrency": concurrency_table(inp.concurrency.tables["pods"], inp.concurrency.tables["deployments"],
+                                         inp.capacity),
         "goodput": goodput_table(lat.tables["goodput"], lat.tables.get("scores"), gcol),
         "capacity": capacity_table(inp.capacity),
     }
-    return pick_findings(t, lat.tables["percentiles"], lat.tables["slo_terms"], gcol, False, gcol, inp.slo, k=5)
+    return pick_findings(t, lat.tables["percentiles"], lat.tables["slo_terms"], gcol, False, gcol, inp.slo, k=5,
+                         ceiling_share=inp.settings.ceiling_share)
 
 
 def build_report(store: Store, settings: Settings, *, since: Any = None, until: Any = None, week: str | None = None,

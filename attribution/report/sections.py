@@ -63,7 +63,8 @@ def traffic_section(inp: Inputs) -> Section:
         versions = (inp.thresholds.tables["settings"].select("deployment", "engine", "version", "start_ts")
                     .unique().sort("deployment", "start_ts"))
     s.table("deployments", "deployments: requests, configured running limit and KV pool",
-            view(deps, ["deployment", "requests", "configured_max_running", "kv_pool_tokens", "gpus", "source"]))
+            view(deps, ["deployment", "requests", "running_limit", "limit_source", "kv_concurrency_at_max_len",
+                        "kv_pool_tokens", "gpus", "source"]))
     s.table("engine_starts", "engine starts serving this window", versions)
     return s
 
@@ -90,7 +91,7 @@ def concurrency_section(inp: Inputs) -> Section:
     a = inp.concurrency
     s = Section("concurrency", "Concurrency and live tokens per pod", definitions=a.definitions)
     pods, deps = a.tables["pods"], a.tables["deployments"]
-    limit = dict(zip(deps["deployment"], deps["configured_max_running"], strict=True))
+    limit = {d: (n, src) for d, n, src in deps.select("deployment", "running_limit", "limit_source").iter_rows()}
     for dep in deps["deployment"]:
         rows = {r["metric"]: r for r in pods.filter(pl.col("deployment") == dep).iter_rows(named=True)}
         run = rows.get("running") or rows.get("in_system")
@@ -98,7 +99,8 @@ def concurrency_section(inp: Inputs) -> Section:
             continue
         what = "running" if "running" in rows else "in system"
         text = (f"{dep}: at most {num(run['peak'])} requests {what} ({run['source']}; p99 {num(run['p99'])}"
-                + (f", configured limit {limit[dep]:,}" if limit.get(dep) is not None else "") + ")")
+                + (f", running limit {limit[dep][0]:,} ({limit[dep][1]})" if limit.get(dep, (None,))[0] is not None
+                   else "") + ")")
         if (w := rows.get("waiting")) and w["peak"]:
             text += f", up to {num(w['peak'])} waiting"
         if kv := rows.get("kv_tokens"):
@@ -159,8 +161,9 @@ def capacity_section(inp: Inputs) -> Section:
     for r in cap.iter_rows(named=True):
         if r["utilization"] is not None:
             s.lines.append(f"{r['deployment']}: {num(r['completed_per_day'])} requests/day completed, "
-                           f"{pct(r['utilization'])} of the {num(r['capacity_per_day'])} its observed ceiling of "
-                           f"{num(r['ceiling'])} {r['ceiling_metric'].replace('_', ' ')} allows.")
+                           f"{pct(r['utilization'])} of the {num(r['capacity_per_day'])} (95% "
+                           f"{num(r['capacity_lo'])}-{num(r['capacity_hi'])}) it could complete at its running "
+                           f"limit of {num(r['running_limit'])} ({r['limit_source']}), {r['capacity_method']}.")
     s.table("capacity", a.titles["capacity"], cap)
     cost = a.tables.get("cost")
     if cost is not None:
