@@ -1,7 +1,8 @@
 """Format detection beyond the first head: a file whose first 64 KiB are noise (pip output, a shell session)
 is sniffed on later windows, up to SNIFF_MAX_BYTES; and a file mixing line formats (LiteLLM JSON lines inside
 a vLLM console log, SGLang and vLLM output in one file) has the lines its sniffed format leaves without a row
-handed to the other line formats they sniff as, each line to the parser of its kind.
+handed to the other line formats they sniff as, each line to the parser of its kind. A forced format
+(`--format`) reads every line alone, and a file with no line of it is said to be one.
 """
 
 from __future__ import annotations
@@ -106,3 +107,14 @@ def parse_mixed(src: Source, frame: pl.DataFrame, ctx: ParseContext
     if taken_all:
         frame = frame.filter(~pl.col("line").is_in(pl.concat(taken_all).implode()))
     return [(src, res, frame), *parts]
+
+
+def forced_mismatch(fmt: str | None, rows: int, counts: dict[str, int] | None) -> str | None:
+    """Why a file read with `--format fmt` is not a file of that format (no line of it gave a row), or None.
+    Without this, forcing the wrong format reads a file into nothing without a word."""
+    counts = counts or {}
+    lines = sum(counts.values())
+    if not fmt or rows or counts.get("parsed", 0) or not lines:
+        return None
+    return (f"--format {fmt}: no line gave a {fmt} row ({lines:,} lines: {counts.get('skipped', 0):,} skipped, "
+            f"{counts.get('unrecognised', 0):,} unrecognised); not a {fmt} file?")

@@ -166,6 +166,7 @@ class WrappedSource(Source):
         """Mode "document": one result per batch of the wrapper's records (`line`: the record's ordinal in the
         order they come), then the flush's."""
         wst = _wstate(ctx.state.setdefault("w", {}), ctx.year, ctx.tz, ctx.file_mtime)
+        wst["path"] = ctx.path  # (an S3 export's key names its log stream)
         for batch in self.wrapper.records(pieces, wst):
             # A record's `line` becomes its place in the order the wrapper hands records over: exports sorted
             # back to oldest-first (Loki, gcloud) give document ordinals that run backwards, and the engine
