@@ -51,11 +51,12 @@ def plus(*parts: dict[str, list[str]]) -> dict[str, list[str]]:
 
 def pip_output(nbytes: int) -> list[str]:
     """What `pip install` prints before a server starts (the layout of pip's own messages)."""
-    out, i = [], 0
-    while sum(len(x) + 1 for x in out) < nbytes:
+    out, i, size = [], 0, 0
+    while size < nbytes:
         out += [f"Collecting package-{i}>=1.{i}", f"  Downloading package_{i}-1.{i}.0-py3-none-any.whl.metadata (4.{i} kB)",
                 f"Requirement already satisfied: dep-{i} in /usr/local/lib/python3.12/dist-packages "
                 f"(from package-{i}>=1.{i}) (2.{i}.1)"]
+        size += sum(len(x) + 1 for x in out[-3:])
         i += 1
     return out + ["Installing collected packages: " + ", ".join(f"package-{k}" for k in range(3)),
                   "Successfully installed package-0-1.0.0 package-1-1.1.0 package-2-1.2.0"]
