@@ -248,15 +248,11 @@ def _finish(result: ParseResult, src: Source, ctx: ParseContext, extra_errors: l
     return out
 
 
-def forced_mismatch(fmt: str | None, rows: int, counts: dict[str, int] | None) -> str | None:
-    """Why a file read with `--format fmt` is not a file of that format (no line of it gave a row), or None.
-    Without this, forcing the wrong format reads a file into nothing without a word."""
-    counts = counts or {}
-    lines = sum(counts.values())
-    if not fmt or rows or counts.get("parsed", 0) or not lines:
-        return None
-    return (f"--format {fmt}: no line gave a {fmt} row ({lines:,} lines: {counts.get('skipped', 0):,} skipped, "
-            f"{counts.get('unrecognised', 0):,} unrecognised); not a {fmt} file?")
+def file_error(path: str, source: str | None, reason: str) -> pl.DataFrame:
+    """An `ingest_errors` row about a whole file (no line)."""
+    return conform("ingest_errors", pl.DataFrame(
+        {"file": [path], "line": [None], "source": [source], "reason": [reason], "sample": [None]},
+        schema_overrides={"line": pl.Int64, "source": pl.Utf8, "sample": pl.Utf8}))
 
 
 _NO_LINES = pl.DataFrame(schema={"line": pl.Int64, "text": pl.Utf8})
@@ -370,10 +366,8 @@ def parse_path(
     tables = {t: pl.concat(dfs) if dfs else empty(t) for t, dfs in parts.items()}
     tables["ingest_line_shapes"] = census.per_file(tables["ingest_line_shapes"])  # one row per shape, as stored
     rows = sum(df.height for t, df in tables.items() if t not in META_TABLES)
-    if reason := forced_mismatch(fmt, rows, census.totals(tables["ingest_line_shapes"])):
-        err = pl.DataFrame({"file": [str(p)], "line": [None], "source": [src.name], "reason": [reason],
-                            "sample": [None]}, schema_overrides={"line": pl.Int64, "sample": pl.Utf8})
-        tables["ingest_errors"] = pl.concat([tables["ingest_errors"], conform("ingest_errors", err)])
+    if reason := detect.forced_mismatch(fmt, rows, census.totals(tables["ingest_line_shapes"])):
+        tables["ingest_errors"] = pl.concat([tables["ingest_errors"], file_error(str(p), src.name, reason)])
     return ParsedFile(src.name, tables)
 
 
@@ -566,9 +560,7 @@ def _record_problem(path: str, status: str, reason: str, batch: _Batch,
     }
     state.update(status=status, reason=reason, seq=time.time_ns(), last_ingested=now, complete=False,
                  errors=state["errors"] + 1)
-    err = conform("ingest_errors", pl.DataFrame(
-        {"file": [path], "line": [None], "source": [None], "reason": [f"{status}: {reason}"], "sample": [None]},
-        schema_overrides={"line": pl.Int64, "source": pl.Utf8, "sample": pl.Utf8}))
+    err = file_error(path, None, f"{status}: {reason}")
     key = prev_key or os.urandom(8).hex()
     batch.add(key, state, {"ingest_errors": err}, sealed=True, nbytes=0)
     index[path] = (key, state)
@@ -698,11 +690,9 @@ class _Account:
             self._unit(*msg[1:])
         elif msg[0] == "done":
             # Only a file read to its end may later be skipped as unchanged (a killed run stops short of this).
-            reason = forced_mismatch(self.forced, self.state["rows"], self.state.get("census"))
+            reason = detect.forced_mismatch(self.forced, self.state["rows"], self.state.get("census"))
             if reason:  # unsealed: a later read of the grown file decides again
-                err = conform("ingest_errors", pl.DataFrame(
-                    {"file": [self.report.path], "line": [None], "source": [self.report.format],
-                     "reason": [reason], "sample": [None]}, schema_overrides={"line": pl.Int64, "sample": pl.Utf8}))
+                err = file_error(self.report.path, self.report.format, reason)
                 self._add(dict(self.state, complete=True, errors=self.state["errors"] + 1), {"ingest_errors": err},
                           sealed=False, nbytes=0)
                 self.report.errors += 1
@@ -713,10 +703,7 @@ class _Account:
         else:
             status = msg[2] if len(msg) > 2 else "failed"
             self.report.status, self.report.message = status, msg[1]
-            err = conform("ingest_errors", pl.DataFrame(
-                {"file": [self.report.path], "line": [None], "source": [self.report.format],
-                 "reason": [msg[1]], "sample": [None]},
-                schema_overrides={"line": pl.Int64, "sample": pl.Utf8}))
+            err = file_error(self.report.path, self.report.format, msg[1])
             failed = dict(self.state, status=status, reason=msg[1], errors=self.state["errors"] + 1)
             # Unsealed: the next read of the file (it is read again, from its offset) supersedes the notice.
             self._add(failed, {"ingest_errors": err}, sealed=False, nbytes=0)
@@ -817,9 +804,7 @@ def _plan_file(path: Path, w: Writer, batch: _Batch, index: dict[str, tuple[str,
     if src is None:
         reason = "not a recognised log, trace or benchmark format: skipped (use --format to force one)"
         state.update(status="unrecognised", complete=True, reason=reason)
-        err = conform("ingest_errors", pl.DataFrame(
-            {"file": [abspath], "line": [None], "source": [None], "reason": [reason], "sample": [None]},
-            schema_overrides={"line": pl.Int64, "source": pl.Utf8, "sample": pl.Utf8}))
+        err = file_error(abspath, None, reason)
         state["errors"] = 1
         batch.add(key, state, {"ingest_errors": err}, sealed=True, nbytes=0)
         return FileReport(abspath, "unrecognised", message=reason, errors=1)

@@ -6,6 +6,7 @@ examples); each test fails on the code before the fix."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
@@ -51,11 +52,12 @@ def plus(*parts: dict[str, list[str]]) -> dict[str, list[str]]:
 
 def pip_output(nbytes: int) -> list[str]:
     """What `pip install` prints before a server starts (the layout of pip's own messages)."""
-    out, i = [], 0
-    while sum(len(x) + 1 for x in out) < nbytes:
+    out, i, size = [], 0, 0
+    while size < nbytes:
         out += [f"Collecting package-{i}>=1.{i}", f"  Downloading package_{i}-1.{i}.0-py3-none-any.whl.metadata (4.{i} kB)",
                 f"Requirement already satisfied: dep-{i} in /usr/local/lib/python3.12/dist-packages "
                 f"(from package-{i}>=1.{i}) (2.{i}.1)"]
+        size += sum(len(x) + 1 for x in out[-3:])
         i += 1
     return out + ["Installing collected packages: " + ", ".join(f"package-{k}" for k in range(3)),
                   "Successfully installed package-0-1.0.0 package-1-1.1.0 package-2-1.2.0"]
@@ -187,6 +189,26 @@ def test_nul_bytes_inside_lines_keep_the_row(tmp_path):
     assert rows(got.tables) == rows(want.tables)
     assert got.errors.select("line", "reason").rows() == [(i + 1, "2 NUL byte(s) removed from the line") for i in hits]
     assert got.census == want.census
+
+
+def test_nul_characters_inside_wrapped_records_keep_the_row(tmp_path):
+    # Docker's json-file driver writes a NUL as `\u0000`: the unwrapped record holds it, not the file
+    import wrapping
+
+    plain = shared("traces", "real_logs", VLLM)
+    lines = plain.read_bytes().decode().split("\n")[:-1]
+    hits = [i for i, ln in enumerate(lines) if "Avg prompt throughput" in ln]
+    for i in hits:
+        lines[i] = lines[i][:12] + "\x00" + lines[i][12:]
+    f = tmp_path / "vllm_log" / plain.name
+    f.parent.mkdir()
+    f.write_bytes(wrapping.docker_json(lines, wrapping.record_times(lines, datetime(2025, 3, 1, 12, tzinfo=UTC))))
+    assert b"\\u0000" in f.read_bytes()
+    got, want = parse_path(f, year=2025, tz="UTC"), parse_path(plain, year=2025, tz="UTC")
+    assert got.source == "docker_json" and want.tables["engine_steps"].height > 0
+    assert rows(got.tables)["engine_steps"] == rows(want.tables)["engine_steps"]
+    # (a record's line is its first physical line: long lines are split into several records)
+    assert got.errors["reason"].to_list() == ["1 NUL byte(s) removed from the line"] * len(hits)
 
 
 # -- 5. a JSON array with stray commas ------------------------------------------------------------------

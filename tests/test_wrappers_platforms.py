@@ -310,6 +310,27 @@ def test_s3_export_in_reverse_keeps_continuations_after_their_event():
     assert got["line"].to_list() == [4, 2, 3, 1]
 
 
+def test_s3_export_key_names_the_log_stream(tmp_path):
+    # s3://<bucket>/<prefix>/<taskId>/<logStreamName>/000000.gz, downloaded with its folders; an ECS stream
+    # name holds slashes. The stream becomes the records' identity, so the deployment.
+    import gzip
+
+    from attribution.ingest import parse_path
+
+    task = "cda45419-90ea-4db5-9833-aade86253e66"
+    obj = tmp_path / "exportedlogs" / task / "ecs" / "vllm" / "0d3f5c2a9b8e4c1d" / "000000.gz"
+    obj.parent.mkdir(parents=True)
+    obj.write_bytes(gzip.compress(f"2026-05-12T08:01:39.331Z {V1}\n2026-05-12T08:01:40.069Z {ACC}\n".encode()))
+    got = parse_path(obj, tz="UTC")
+    assert got.source == "cloudwatch_s3"
+    assert set(got.tables["engine_steps"]["deployment"]) == {"ecs/vllm/0d3f5c2a9b8e4c1d"}
+    assert got.tables["access_log"]["deployment"].to_list() == ["ecs/vllm/0d3f5c2a9b8e4c1d"]
+    flat = tmp_path / "flat" / "000000.gz"  # without the key's folders: the folder, as for any file
+    flat.parent.mkdir()
+    flat.write_bytes(obj.read_bytes())
+    assert set(parse_path(flat, tz="UTC").tables["engine_steps"]["deployment"]) == {"flat"}
+
+
 def test_eks_container_insights_nests_a_fluent_bit_record():
     """EKS Container Insights: each CloudWatch event's message is a Fluent Bit record (log-wrappers.md §9).
     The outer wrapper leaves it as is; sniffed again, the inner text is a shipper document per line."""

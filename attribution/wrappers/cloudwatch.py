@@ -156,8 +156,24 @@ class CloudWatchS3(_Prefixed):
             return 0.0
         return 0.0 if share(lines, self.DYNAMO) >= 0.5 else 0.97
 
+    def decode(self, lines: pl.DataFrame, state: dict) -> pl.DataFrame:
+        df = super().decode(lines, state)
+        stream = stream_from_key(state.get("path"))
+        return df.with_columns(pl.col("unit").fill_null(stream)) if stream else df
+
     def records(self, pieces: Iterable[bytes], state: dict) -> Iterator[pl.DataFrame]:
         yield from sorted_lines(self, pieces, state, detect=False)
+
+
+# s3://<bucket>/<prefix>/<taskId>/<logStreamName>/000000.gz (log-wrappers.md §9.3): the export task's id is a
+# UUID, and the stream name (it may hold slashes: `ecs/vllm/<task>`) is all between it and the numbered object.
+_S3_KEY = re.compile(r"/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/(.+)/\d{6}(?:\.gz)?$")
+
+
+def stream_from_key(path: str | None) -> str | None:
+    """The log stream an exported object holds, from its S3 key (a downloaded copy keeps the key's folders)."""
+    m = _S3_KEY.search(path or "")
+    return m.group(1) if m else None
 
 
 WRAPPERS = [CloudWatchJson(), CloudWatchTail(), CloudWatchS3()]

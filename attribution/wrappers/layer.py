@@ -166,6 +166,7 @@ class WrappedSource(Source):
         """Mode "document": one result per batch of the wrapper's records (`line`: the record's ordinal in the
         order they come), then the flush's."""
         wst = _wstate(ctx.state.setdefault("w", {}), ctx.year, ctx.tz, ctx.file_mtime)
+        wst["path"] = ctx.path  # (an S3 export's key names its log stream)
         for batch in self.wrapper.records(pieces, wst):
             # A record's `line` becomes its place in the order the wrapper hands records over: exports sorted
             # back to oldest-first (Loki, gcloud) give document ordinals that run backwards, and the engine
@@ -208,7 +209,7 @@ class WrappedSource(Source):
                 {"line": over["line"], "reason": [_too_long(n, limit) for n in over["nbytes"]], "sample": None},
                 schema={"line": pl.Int64, "reason": pl.Utf8, "sample": pl.Utf8}))
             census.append(over.select("line", "span", pl.lit("").alias("text"), pl.lit(None, pl.Utf8).alias("source")))
-        complete = unescape(complete).with_columns(pl.col("text").str.strip_suffix("\r"))
+        complete = _without_nul(unescape(complete).with_columns(pl.col("text").str.strip_suffix("\r")), res)
         complete = _hold_behind_partials(complete, ctx.state)
         ids = ctx.state.setdefault("ids", {})
         for (k,), grp in complete.partition_by("key", maintain_order=True, as_dict=True).items():
@@ -238,8 +239,8 @@ class WrappedSource(Source):
                              "text": p["text"], "rec_ts": p["ts"]})
         ctx.state["pend"] = {}
         frame = pl.DataFrame(rows, schema=_WAIT)
-        frame = unescape(frame.with_columns(pl.col("rec_ts").cast(wbase.TS))) \
-            .with_columns(pl.col("text").str.strip_suffix("\r"))
+        frame = _without_nul(unescape(frame.with_columns(pl.col("rec_ts").cast(wbase.TS)))
+                             .with_columns(pl.col("text").str.strip_suffix("\r")), res)
         frame = _hold_behind_partials(frame, ctx.state).sort("seq")
         keys = list(dict.fromkeys(list(frame["key"]) + [k for k, v in ids.items() if "held" in v
                                                          or (v["fmt"] or "").startswith("wrapper:")]))
@@ -300,6 +301,18 @@ class WrappedSource(Source):
                 census.append(r.records.select(list(_CENSUS)))
         else:
             census.append(recs.select("line", "span", "text", pl.lit(fmt, pl.Utf8).alias("source")))
+
+
+def _without_nul(recs: pl.DataFrame, res: ParseResult) -> pl.DataFrame:
+    """Records with their NUL characters removed (`\\u0000` in a JSON wrapper: a regex over the line would miss
+    its message), each such record noted, as the ingest does for raw NUL bytes."""
+    n = pl.col("text").str.count_matches("\x00", literal=True)
+    hit = recs.filter(n > 0)
+    if hit.height == 0:
+        return recs
+    res.add_errors(hit.select("line", pl.format("{} NUL byte(s) removed from the line", n).alias("reason"),
+                              pl.lit(None, pl.Utf8).alias("sample")))
+    return recs.with_columns(pl.col("text").str.replace_all("\x00", "", literal=True))
 
 
 def _too_long(nbytes: int, limit: int) -> str:
