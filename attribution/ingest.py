@@ -241,8 +241,8 @@ def parse_units(
     wrapped = isinstance(src, WrappedSource)
     if wrapped:
         ctx.options.setdefault("_max_line_bytes", max_line_bytes)
-    if wrapped and src.wrapper.mode == "document":
-        yield from _parse_document(path, src, ctx)
+    if src.wrapper.mode == "document" if wrapped else (src.mode == "whole" and hasattr(src, "parse_document")):
+        yield from _parse_document(path, src, ctx)  # streamed in batches (a wrapper's, a JSON document's)
         return
     if src.mode == "whole":
         pieces = reader.Pieces(path)
@@ -281,9 +281,10 @@ def parse_units(
             yield reader.Chunk(b"", last_line, 0, end, end, tail=True), before, rows
 
 
-def _parse_document(path: Path, src: WrappedSource, ctx: ParseContext
+def _parse_document(path: Path, src: Source, ctx: ParseContext
                     ) -> Iterator[tuple[reader.Chunk | None, dict[str, Any], dict[str, pl.DataFrame]]]:
-    """A document wrapper's file, streamed batch by batch (memory bounded by a batch). Like a whole-file
+    """A document wrapper's file or a streamed JSON document (a source with `parse_document`), batch by batch
+    (memory bounded by a batch). Like a whole-file
     source's, the file is read again from the start when it changes; only the last unit carries its bytes."""
     pieces = reader.Pieces(path)
     held = None

@@ -18,12 +18,13 @@ which can quote the prompt); http_status = a 3-digit error_code.
 from __future__ import annotations
 
 import io
+import itertools
 import json
+from collections.abc import Iterable, Iterator
 
 import polars as pl
 
 from attribution.census import doc_records
-from attribution.db import scratch
 from attribution.sources.access_log import (
     finish,
     first_json_line,
@@ -83,18 +84,13 @@ _SPEND_COLS = ("request_id", "startTime", "endTime", "completionStartTime", "req
                "cache_hit", "prompt_tokens", "completion_tokens")
 
 
+DOC_BATCH = 20_000  # records of a JSON document parsed at a time, at most
+DOC_BATCH_CHARS = 4 << 20  # ... and about this much of their JSON text
+
+
 def _file_error(line: int, reason: str) -> pl.DataFrame:
     return pl.DataFrame({"line": [line], "reason": [reason], "sample": [None]},
                         schema={"line": pl.Int64, "reason": pl.Utf8, "sample": pl.Utf8})
-
-
-def _document_error(text: str) -> pl.DataFrame:
-    """Where a JSON document breaks: Python's parser names the line, DuckDB's does not."""
-    try:
-        json.loads(text)
-    except ValueError as e:
-        return _file_error(getattr(e, "lineno", 1), f"malformed JSON document: {e}")
-    return _file_error(1, "malformed JSON document")
 
 
 def _common(df: pl.DataFrame) -> pl.DataFrame:
@@ -190,21 +186,62 @@ class LiteLLMPayloadJSON(Source):
         return 0.9 if sum(f'"{k}"' in s for k in _SLP_KEYS) >= 2 else 0.0
 
     def parse_whole(self, data: bytes, ctx: ParseContext) -> ParseResult:
+        """The document in memory (tests, previews): the streamed batches merged into one result."""
         out = ParseResult()
-        text = data.decode("utf-8", errors="replace").lstrip("\ufeff").strip()
-        if not text.startswith("["):
-            text = f"[{text}]"  # one object: an array of one
-        con = scratch()
+        records = []
+        for part in self.parse_document([data], ctx):
+            for table, df in part.tables.items():
+                out.add(table, df)
+            out.add_errors(part.errors)
+            if part.records is not None:
+                records.append(part.records)
+        out.records = pl.concat(records) if records else None
+        return out
+
+    def parse_document(self, pieces: Iterable[bytes], ctx: ParseContext) -> Iterator[ParseResult]:
+        """The document streamed through ijson (the path the document wrappers use), in batches (DOC_BATCH
+        records, DOC_BATCH_CHARS of text) to the vectorised parser: memory is bounded by a batch whatever the
+        file's size. `line` is the
+        1-based index of the record in the array (schema.PROVENANCE); a document that breaks off keeps the
+        records before the break and reports it."""
+        from attribution.wrappers._platforms import DocumentError, iter_items
+
+        it = iter(pieces)
+        first = b""
+        for piece in it:
+            first += piece
+            if first.lstrip(b"\xef\xbb\xbf \t\r\n"):
+                break
+        first = first.removeprefix(b"\xef\xbb\xbf")
+        # an array's items; else one object (an array of one), or several concatenated
+        prefix = "item" if first.lstrip()[:1] == b"[" else ""
+        texts: list[str] = []  # records as JSON text (dicts dropped as they come: the text is far smaller)
+        size, line = 0, 1
         try:
-            if not con.sql("select json_valid(?)", params=[text]).fetchall()[0][0]:
-                out.add_errors(_document_error(text))
-                return out
-            rows = con.sql("select generate_subscripts(l, 1)::BIGINT as line, unnest(l)::VARCHAR as text "
-                           "from (select json_extract(?::VARCHAR, '$[*]') as l)", params=[text]).to_arrow_table()
-        finally:
-            con.close()
-        # `line` is the 1-based index of the record in the array (schema.PROVENANCE).
-        records = pl.from_arrow(rows)
+            for items in iter_items(itertools.chain([first], it), prefix):
+                for rec in items:
+                    texts.append(json.dumps(rec, ensure_ascii=False, default=str))
+                    size += len(texts[-1])
+                    if len(texts) >= DOC_BATCH or size >= DOC_BATCH_CHARS:
+                        yield self._batch(texts, line)
+                        line += len(texts)
+                        texts, size = [], 0
+        except DocumentError as exc:
+            out = self._batch(texts, line)
+            out.add_errors(_file_error(line + len(texts), str(exc)))
+            yield out
+            return
+        yield self._batch(texts, line)
+
+    def _batch(self, texts: list[str], first_line: int) -> ParseResult:
+        out = ParseResult()
+        if not texts:
+            return out
+        # (records become JSON text again for the vectorised field extraction, a batch at a time)
+        records = pl.DataFrame({
+            "line": pl.int_range(first_line, first_line + len(texts), eager=True, dtype=pl.Int64),
+            "text": texts,
+        })
         out.records = doc_records(records, self.name)
         out.add("requests", _payload_rows(records, out))
         return out
