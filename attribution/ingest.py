@@ -462,6 +462,7 @@ def _ingest(files: list[Path], skipped: list[discovery.Skipped], store: str | os
             summary.files.append(_record_problem(sk.path, sk.status, sk.reason, batch, index, opts))
             emit("file_done", {"path": sk.path, "status": sk.status})
         for path in files:
+            _relink(path, batch, index, opts)
             planned = _plan_file(path, w, batch, index, by_fp, opts, emit)
             if isinstance(planned, FileReport):
                 summary.files.append(planned)
@@ -487,8 +488,24 @@ def _ingest(files: list[Path], skipped: list[discovery.Skipped], store: str | os
     return summary
 
 
+def _relink(path: Path, batch: _Batch, index: dict[str, tuple[str, dict[str, Any]]], opts: dict[str, Any]) -> None:
+    """A symlink recorded as a problem (dangling, a loop) that now leads to a file: its record says so (the
+    file's rows are under the target's path)."""
+    link = os.path.abspath(path)
+    prev = index.get(link, (None, {}))[1]
+    if prev.get("status") in PROBLEMS and not prev.get("fp") and os.path.islink(link):
+        try:
+            target = str(path.resolve())
+        except (OSError, RuntimeError):
+            return
+        if target != link:
+            _record_problem(link, "link", f"a symlink to {target}, read under that path", batch, index, opts,
+                            error=False)
+
+
 def _record_problem(path: str, status: str, reason: str, batch: _Batch,
-                    index: dict[str, tuple[str, dict[str, Any]]], opts: dict[str, Any]) -> FileReport:
+                    index: dict[str, tuple[str, dict[str, Any]]], opts: dict[str, Any], error: bool = True
+                    ) -> FileReport:
     """An input not read (see PROBLEMS): its state says why (ingest_files `status`, `reason`) and ingest_errors
     gets a row. A path read before keeps its offset and rows, so it resumes once readable; the same problem
     found again commits nothing (a second ingest stays a no-op)."""
@@ -505,12 +522,12 @@ def _record_problem(path: str, status: str, reason: str, batch: _Batch,
         "fp": None, "fp_len": 0, "size": None, "mtime_ns": None,
     }
     state.update(status=status, reason=reason, seq=time.time_ns(), last_ingested=now, complete=False,
-                 errors=state["errors"] + 1)
+                 errors=state["errors"] + error)
     err = conform("ingest_errors", pl.DataFrame(
         {"file": [path], "line": [None], "source": [None], "reason": [f"{status}: {reason}"], "sample": [None]},
         schema_overrides={"line": pl.Int64, "source": pl.Utf8, "sample": pl.Utf8}))
     key = prev_key or os.urandom(8).hex()
-    batch.add(key, state, {"ingest_errors": err}, sealed=True, nbytes=0)
+    batch.add(key, state, {"ingest_errors": err} if error else {}, sealed=True, nbytes=0)
     index[path] = (key, state)
     return report
 
