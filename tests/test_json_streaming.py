@@ -66,3 +66,29 @@ def test_one_pretty_printed_object_is_one_record(tmp_path):
     parsed = parse_path(path)
     assert parsed.source == "litellm_json"
     assert parsed.tables["requests"].select(pl.col("line")).to_series().to_list() == [1]
+
+
+def test_a_spendlogs_csv_is_streamed_in_whole_records(tmp_path, monkeypatch):
+    """Batches of a few hundred bytes cut only between records (quoted metadata holds newlines and doubled
+    quotes): the same rows, lines and census as the export read whole."""
+    src = REPO / "tests" / "cases" / "litellm" / "spendlogs.csv"
+    rows = src.read_text().split("\n", 1)
+    body = rows[1].rstrip("\n") + "\n"
+    # the case's records again, one with a quoted newline in its metadata
+    text = rows[0] + "\n" + body + body.replace('{""', '{\n""', 1) + body
+    path = tmp_path / "spend.csv"
+    path.write_text(text)
+    whole = parse_path(path, "litellm_spendlogs")
+    monkeypatch.setattr(litellm, "SPEND_BATCH_BYTES", 300)
+    src_obj = litellm.LiteLLMSpendLogs()
+    units = list(ingest_mod.parse_units(path, src_obj, ingest_mod.ParseContext(str(path), "d", None, None, "UTC",
+                                                                                 0.0)))
+    assert len(units) > 3
+    streamed = parse_path(path, "litellm_spendlogs")
+    for t in ("requests", "ingest_errors"):
+        a, b = whole.tables[t], streamed.tables[t]
+        assert a.drop("file").equals(b.drop("file")), t
+    assert whole.tables["requests"].height > 3
+    assert streamed.census == whole.census
+    lines = streamed.tables["requests"]["line"].to_list()
+    assert lines == sorted(lines) and lines[0] == 2

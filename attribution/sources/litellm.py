@@ -86,6 +86,24 @@ _SPEND_COLS = ("request_id", "startTime", "endTime", "completionStartTime", "req
 
 DOC_BATCH = 20_000  # records of a JSON document parsed at a time, at most
 DOC_BATCH_CHARS = 4 << 20  # ... and about this much of their JSON text
+SPEND_BATCH_BYTES = 8 << 20  # CSV bytes of a SpendLogs export parsed at a time
+
+
+def _record_end(buf: bytearray, limit: int) -> int:
+    """The end (just past a newline) of the last whole CSV record within buf[:limit], else of the first one
+    after it (a record longer than `limit`): a newline after an even number of quote characters (RFC 4180
+    doubles a quote inside a quoted field); 0 when buf holds no whole record yet."""
+    pos = quotes = best = 0
+    while (nl := buf.find(b"\n", pos)) >= 0:  # a loop over the newlines of one batch
+        if nl >= limit and best:
+            break
+        quotes += buf.count(b'"', pos, nl)
+        pos = nl + 1
+        if quotes % 2 == 0:
+            best = pos
+            if nl >= limit:
+                break
+    return best
 
 
 def _file_error(line: int, reason: str) -> pl.DataFrame:
@@ -247,9 +265,10 @@ class LiteLLMPayloadJSON(Source):
         return out
 
 
-def _spend_frame(data: bytes) -> pl.DataFrame:
+def _spend_frame(data: bytes, line0: int = 0) -> pl.DataFrame:
     """The SpendLogs columns this source reads, as text (missing ones null), plus `line`: the physical line
-    of a CSV record (quoted fields may hold newlines), the 1-based row of a Parquet file."""
+    of a CSV record (quoted fields may hold newlines; `line0` physical lines of the file come before `data`'s
+    records, after its header), the 1-based row of a Parquet file."""
     if data[:4] == b"PAR1":
         df = pl.read_parquet(io.BytesIO(data))
         conv = []
@@ -267,7 +286,7 @@ def _spend_frame(data: bytes) -> pl.DataFrame:
     else:
         df = pl.read_csv(io.BytesIO(data), infer_schema=False, encoding="utf8-lossy")
         newlines = pl.sum_horizontal(pl.col(c).str.count_matches("\n", literal=True).fill_null(0) for c in df.columns)
-        start = (newlines + 1).cum_sum() - newlines + 1  # line 1 is the header
+        start = (newlines + 1).cum_sum() - newlines + 1 + line0  # line 1 is the header
         df = df.select(start.cast(pl.Int64).alias("line"), *(c for c in df.columns if c in _SPEND_COLS))
     return df.with_columns(pl.lit(None, pl.Utf8).alias(c) for c in _SPEND_COLS if c not in df.columns)
 
@@ -289,13 +308,48 @@ class LiteLLMSpendLogs(Source):
         return 0.95 if set(_SPEND_HEADER) <= cols and "spend" in cols else 0.0
 
     def parse_whole(self, data: bytes, ctx: ParseContext) -> ParseResult:
+        """A whole export in memory: a Parquet file (columnar: only the columns read are decoded), or a CSV."""
+        return self._parse(_spend_frame(data), data[:4] != b"PAR1" and data.split(b"\n", 1)[0])
+
+    def parse_document(self, pieces: Iterable[bytes], ctx: ParseContext) -> Iterator[ParseResult]:
+        """A CSV export streamed in batches of whole records (about SPEND_BATCH_BYTES each; a newline ends a
+        record only outside quotes), so memory does not grow with the file; a Parquet file is read whole."""
+        it = iter(pieces)
+        buf = bytearray()
+        for piece in it:
+            buf += piece
+            if len(buf) >= 4:
+                break
+        if buf[:4] == b"PAR1":
+            buf += b"".join(it)
+            yield self.parse_whole(bytes(buf), ctx)
+            return
+        header: bytes | None = None
+        line0 = 0  # physical lines of the file before the batch's records, after the header
+        for piece in itertools.chain([b""], it):
+            buf += piece
+            if header is None:
+                nl = buf.find(b"\n")
+                if nl < 0:
+                    continue
+                header, buf = bytes(buf[: nl + 1]), buf[nl + 1 :]
+            while len(buf) >= SPEND_BATCH_BYTES and (cut := _record_end(buf, SPEND_BATCH_BYTES)) > 0:
+                yield self._parse(_spend_frame(header + bytes(buf[:cut]), line0), line0 == 0 and header)
+                line0 += buf.count(b"\n", 0, cut)
+                del buf[:cut]
+        if header is None:  # one line, no newline
+            header, buf = bytes(buf), bytearray()
+        if buf or line0 == 0:
+            yield self._parse(_spend_frame(header + bytes(buf), line0), line0 == 0 and header)
+
+    def _parse(self, df: pl.DataFrame, header: bytes | bool) -> ParseResult:
+        """Rows of a SpendLogs frame; `header`: the CSV's header line when `df` holds the file's first records."""
         out = ParseResult()
-        df = _spend_frame(data)
         # Census records: the export's rows (and a CSV's header line), named by request id, never by content.
         recs = df.select("line", pl.concat_str(pl.lit("request_id="), pl.col("request_id").fill_null("")).alias("text"))
-        if data[:4] != b"PAR1":
-            header = data.split(b"\n", 1)[0].decode("utf-8", errors="replace").lstrip("\ufeff")
-            recs = pl.concat([pl.DataFrame({"line": [1], "text": [header]}, schema=recs.schema), recs])
+        if header:
+            head = header.split(b"\n", 1)[0].decode("utf-8", errors="replace").lstrip("\ufeff")
+            recs = pl.concat([pl.DataFrame({"line": [1], "text": [head]}, schema=recs.schema), recs])
         out.records = doc_records(recs, self.name)
         if df.height and (df["request_id"].null_count() == df.height or df["startTime"].null_count() == df.height):
             out.add_errors(_file_error(1, "not a LiteLLM_SpendLogs export: no request_id or startTime values"))

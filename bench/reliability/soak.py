@@ -42,6 +42,7 @@ import json, sys
 from attribution.schema import TABLES
 from attribution.store import Store
 con = Store.open(sys.argv[1]).connect()
+con.execute("set enable_progress_bar = false")  # (it writes to stdout on long queries)
 out = {}
 for t in [*TABLES, "ingest_files"]:
     src = ("(select file, format, status, size_bytes, bytes_read, lines, lines_parsed, lines_skipped, "
@@ -75,7 +76,7 @@ def complete(args: argparse.Namespace, store: Path) -> None:
 def digest(store: Path) -> dict:
     r = subprocess.run([sys.executable, "-P", "-c", _DIGEST, str(store)], env=_env(), capture_output=True,
                        text=True, check=True)
-    return json.loads(r.stdout)
+    return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 def kill_at(args: argparse.Namespace, store: Path, delay: float) -> tuple[bool, int, float]:
