@@ -345,6 +345,7 @@ class _Batch:
         self.states: dict[str, dict[str, Any]] = {}
         self.remove: list[str] = []
         self.bytes = 0
+        self.held = 0  # estimated bytes of the row frames held
 
     def add(self, key: str, state: dict[str, Any], rows: dict[str, pl.DataFrame], *, sealed: bool,
             nbytes: int, remove: list[str] = ()) -> None:
@@ -357,9 +358,12 @@ class _Batch:
             else:
                 self.unsealed.setdefault(key, {}).setdefault(table, []).append(df)
             self.summary.rows[table] = self.summary.rows.get(table, 0) + df.height
+            if isinstance(df, pl.DataFrame):
+                self.held += df.estimated_size()
         self.states[key] = state
         self.bytes += nbytes
-        if self.bytes >= self.limit or len(self.states) >= BATCH_MAX_FILES:
+        # (rows count too: a streamed document's batches carry no input bytes until its last one)
+        if self.bytes >= self.limit or self.held >= self.limit or len(self.states) >= BATCH_MAX_FILES:
             self.flush()
 
     def flush(self) -> None:

@@ -1,16 +1,18 @@
-"""Peak memory of ingesting a large LiteLLM JSON-array file (the `litellm_json` source), as a ratio to the
-file's size: a file of N MB (default 120) made of payloads derived from tests/cases/litellm, ingested into a
+"""Peak memory of ingesting a large LiteLLM JSON-array file (the `litellm_json` source; `--spendlogs`: a
+`LiteLLM_SpendLogs` CSV export), as a ratio to the file's size: a file of N MB (default 120) made of records
+derived from tests/cases/litellm, ingested into a
 fresh store in a child process (jobs=1) whose peak RSS (VmHWM) is reported next to a Python interpreter's
 baseline with the same imports (the child imports `attribution` from $PYTHONPATH: point it at another checkout
 to measure that one). `--whole` measures the read-whole path (the document in memory, then
 `parse_whole`) for comparison with the streamed one.
 
-    python -m bench.reliability.json_memory [--mb 120] [--whole]
+    python -m bench.reliability.json_memory [--mb 120] [--whole] [--spendlogs]
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import subprocess
 import sys
@@ -35,7 +37,7 @@ def hwm():
 base = hwm()
 t0 = time.time()
 if sys.argv[3] == "whole":  # the path before streaming: the whole document in memory, one parse
-    src = litellm.LiteLLMPayloadJSON()
+    src = litellm.LiteLLMSpendLogs() if sys.argv[1].endswith(".csv") else litellm.LiteLLMPayloadJSON()
     ctx = ingest_mod.ParseContext(sys.argv[1], "d", None, None, "UTC", 0.0)
     out = src.parse_whole(Path(sys.argv[1]).read_bytes(), ctx)
     rows = out.tables["requests"].height
@@ -64,15 +66,31 @@ def generate(path: Path, mb: int) -> int:
     return n
 
 
+def generate_spendlogs(path: Path, mb: int) -> int:
+    """The SpendLogs case's records again and again (fresh request ids) to about `mb` MB."""
+    with open(REPO / "tests" / "cases" / "litellm" / "spendlogs.csv", newline="") as fh:
+        head, *recs = list(csv.reader(fh))
+    n = 0
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(head)
+        while fh.tell() < mb * 1_000_000:
+            for r in recs:
+                w.writerow([f"chatcmpl-{n:032x}", *r[1:]])
+                n += 1
+    return n
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mb", type=int, default=120)
     ap.add_argument("--whole", action="store_true")
+    ap.add_argument("--spendlogs", action="store_true")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="attribution-jsonmem-") as tmp:
-        path = Path(tmp) / "litellm-array.json"
+        path = Path(tmp) / ("spendlogs.csv" if args.spendlogs else "litellm-array.json")
         t0 = time.time()
-        n = generate(path, args.mb)
+        n = (generate_spendlogs if args.spendlogs else generate)(path, args.mb)
         size = path.stat().st_size
         print(f"generated {size / 1e6:,.1f} MB, {n:,} records in {time.time() - t0:.1f} s", file=sys.stderr)
         r = subprocess.run([sys.executable, "-P", "-c", _CHILD, str(path), str(Path(tmp) / "store"),
