@@ -272,8 +272,8 @@ def parse_units(
     wrapped = isinstance(src, WrappedSource)
     if wrapped:
         ctx.options.setdefault("_max_line_bytes", max_line_bytes)
-    if wrapped and src.wrapper.mode == "document":
-        yield from _parse_document(path, src, ctx)
+    if src.wrapper.mode == "document" if wrapped else (src.mode == "whole" and hasattr(src, "parse_document")):
+        yield from _parse_document(path, src, ctx)  # streamed in batches (a wrapper's, a JSON document's)
         return
     if src.mode == "whole":
         pieces = reader.Pieces(path)
@@ -327,9 +327,10 @@ def parse_units(
             yield reader.Chunk(b"", last_line, 0, end, end, tail=True), before, rows
 
 
-def _parse_document(path: Path, src: WrappedSource, ctx: ParseContext
+def _parse_document(path: Path, src: Source, ctx: ParseContext
                     ) -> Iterator[tuple[reader.Chunk | None, dict[str, Any], dict[str, pl.DataFrame]]]:
-    """A document wrapper's file, streamed batch by batch (memory bounded by a batch). Like a whole-file
+    """A document wrapper's file or a streamed JSON document (a source with `parse_document`), batch by batch
+    (memory bounded by a batch). Like a whole-file
     source's, the file is read again from the start when it changes; only the last unit carries its bytes."""
     pieces = reader.Pieces(path)
     held = None
@@ -393,6 +394,7 @@ class _Batch:
         self.states: dict[str, dict[str, Any]] = {}
         self.remove: list[str] = []
         self.bytes = 0
+        self.held = 0  # estimated bytes of the row frames held
 
     def add(self, key: str, state: dict[str, Any], rows: dict[str, pl.DataFrame], *, sealed: bool,
             nbytes: int, remove: list[str] = ()) -> None:
@@ -405,9 +407,12 @@ class _Batch:
             else:
                 self.unsealed.setdefault(key, {}).setdefault(table, []).append(df)
             self.summary.rows[table] = self.summary.rows.get(table, 0) + df.height
+            if isinstance(df, pl.DataFrame):
+                self.held += df.estimated_size()
         self.states[key] = state
         self.bytes += nbytes
-        if self.bytes >= self.limit or len(self.states) >= BATCH_MAX_FILES:
+        # (rows count too: a streamed document's batches carry no input bytes until its last one)
+        if self.bytes >= self.limit or self.held >= self.limit or len(self.states) >= BATCH_MAX_FILES:
             self.flush()
 
     def flush(self) -> None:
@@ -516,6 +521,7 @@ def _ingest(files: list[Path], skipped: list[discovery.Skipped], store: str | os
             summary.files.append(_record_problem(sk.path, sk.status, sk.reason, batch, index, opts))
             emit("file_done", {"path": sk.path, "status": sk.status})
         for path in files:
+            _relink(path, batch, index, opts)
             planned = _plan_file(path, w, batch, index, by_fp, opts, emit)
             if isinstance(planned, FileReport):
                 summary.files.append(planned)
@@ -541,8 +547,24 @@ def _ingest(files: list[Path], skipped: list[discovery.Skipped], store: str | os
     return summary
 
 
+def _relink(path: Path, batch: _Batch, index: dict[str, tuple[str, dict[str, Any]]], opts: dict[str, Any]) -> None:
+    """A symlink recorded as a problem (dangling, a loop) that now leads to a file: its record says so (the
+    file's rows are under the target's path)."""
+    link = os.path.abspath(path)
+    prev = index.get(link, (None, {}))[1]
+    if prev.get("status") in PROBLEMS and not prev.get("fp") and os.path.islink(link):
+        try:
+            target = str(path.resolve())
+        except (OSError, RuntimeError):
+            return
+        if target != link:
+            _record_problem(link, "link", f"a symlink to {target}, read under that path", batch, index, opts,
+                            error=False)
+
+
 def _record_problem(path: str, status: str, reason: str, batch: _Batch,
-                    index: dict[str, tuple[str, dict[str, Any]]], opts: dict[str, Any]) -> FileReport:
+                    index: dict[str, tuple[str, dict[str, Any]]], opts: dict[str, Any], error: bool = True
+                    ) -> FileReport:
     """An input not read (see PROBLEMS): its state says why (ingest_files `status`, `reason`) and ingest_errors
     gets a row. A path read before keeps its offset and rows, so it resumes once readable; the same problem
     found again commits nothing (a second ingest stays a no-op)."""
@@ -559,10 +581,10 @@ def _record_problem(path: str, status: str, reason: str, batch: _Batch,
         "fp": None, "fp_len": 0, "size": None, "mtime_ns": None,
     }
     state.update(status=status, reason=reason, seq=time.time_ns(), last_ingested=now, complete=False,
-                 errors=state["errors"] + 1)
+                 errors=state["errors"] + error)
     err = file_error(path, None, f"{status}: {reason}")
     key = prev_key or os.urandom(8).hex()
-    batch.add(key, state, {"ingest_errors": err}, sealed=True, nbytes=0)
+    batch.add(key, state, {"ingest_errors": err} if error else {}, sealed=True, nbytes=0)
     index[path] = (key, state)
     return report
 

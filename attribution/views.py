@@ -41,7 +41,7 @@ INGEST_FILES_COLUMNS = {
     "first_ingested": pl.Datetime("us", "UTC"),
     "last_ingested": pl.Datetime("us", "UTC"),
     "rotated": pl.Boolean,
-    "reason": pl.Utf8,  # why a file was not (fully) read: skipped, vanished, failed, unrecognised
+    "reason": pl.Utf8,  # why a file was not (fully) read: skipped, vanished, failed, unrecognised; a `link` row: its target
 }
 
 

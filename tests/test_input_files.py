@@ -104,8 +104,11 @@ def test_a_link_that_dangled_is_read_once_its_target_is_back(tmp_path):
     os.symlink(d / "vllm.1.log", d / "latest.log")
     assert ingest([str(d)], tmp_path / "s").problems[0].status == "skipped"
     write_log(d / "vllm.1.log", 0, 20)
-    s = ingest([str(d / "latest.log")], tmp_path / "s")
+    s = ingest([str(d)], tmp_path / "s")
     assert [f.status for f in s.files] == ["read"] and steps(tmp_path / "s") == 20
+    got = files_table(tmp_path / "s")
+    assert got["vllm.1.log"] == ("read", None)
+    assert got["latest.log"][0] == "link" and "vllm.1.log" in got["latest.log"][1]  # no stale `skipped`
 
 
 @pytest.fixture

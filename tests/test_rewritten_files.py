@@ -52,13 +52,19 @@ def test_growth_behind_the_banner_is_still_read_from_the_offset(tmp_path):
     assert sorted(rows(tmp_path / "s")["running"]) == list(range(700))
 
 
-def test_rename_rotation_behind_the_banner_reads_the_rest_and_the_new_file(tmp_path):
+def _read_then_grown(tmp_path: Path, more: int) -> tuple[Path, Path]:
+    """logs/vllm.log (banner, n=0..299) ingested into `s`, then grown by `more` lines not yet read."""
     d = tmp_path / "logs"
     d.mkdir()
     log = d / "vllm.log"
     _write(log, 0, 300)
     ingest([str(d)], tmp_path / "s")
-    _write(log, 300, 50, banner=False, mode="a")  # grew, then was rotated before we saw the growth
+    _write(log, 300, more, banner=False, mode="a")
+    return d, log
+
+
+def test_rename_rotation_behind_the_banner_reads_the_rest_and_the_new_file(tmp_path):
+    d, log = _read_then_grown(tmp_path, 50)  # grew, then was rotated before we saw the growth
     log.rename(d / "vllm.log.1")
     _write(log, 10_000, 400)  # the new file at the old path is longer than the old offset
     second = ingest([str(d)], tmp_path / "s")
@@ -69,12 +75,7 @@ def test_rename_rotation_behind_the_banner_reads_the_rest_and_the_new_file(tmp_p
 
 
 def test_copytruncate_behind_the_banner(tmp_path):
-    d = tmp_path / "logs"
-    d.mkdir()
-    log = d / "vllm.log"
-    _write(log, 0, 300)
-    ingest([str(d)], tmp_path / "s")
-    _write(log, 300, 20, banner=False, mode="a")
+    d, log = _read_then_grown(tmp_path, 20)
     shutil.copy2(log, d / "vllm.log.1")  # logrotate copytruncate: copy, then truncate in place
     os.truncate(log, 0)
     _write(log, 5000, 30, banner=False, mode="a")  # the engine writes on (no banner in the truncated file)

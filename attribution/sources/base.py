@@ -8,7 +8,9 @@ Line sources (`mode = "lines"`) are called once per chunk of complete lines, in 
 must remember across chunks (the current year, engine version, the start line of an engine start, the last
 timestamp) lives in `ctx.state`, a JSON-serialisable dict that the ingest persists with the file's offset, so
 a file read in one go and a file read in pieces across runs (or after a crash) give identical rows.
-Whole-file sources (`mode = "whole"`: JSON documents, Parquet) get the complete decompressed bytes once.
+Whole-file sources (`mode = "whole"`: JSON documents, Parquet) get the complete decompressed bytes once, or,
+when they define `parse_document(pieces, ctx) -> Iterator[ParseResult]`, the decompressed pieces to stream
+(bounded memory: LiteLLM's JSON arrays).
 """
 
 from __future__ import annotations

@@ -18,13 +18,14 @@ which can quote the prompt); http_status = a 3-digit error_code.
 from __future__ import annotations
 
 import io
+import itertools
 import json
-import re
+from collections.abc import Iterable, Iterator
 
 import polars as pl
 
 from attribution.census import doc_records
-from attribution.db import scratch
+from attribution.sources._stray_commas import StrayCommas
 from attribution.sources.access_log import (
     finish,
     first_json_line,
@@ -84,37 +85,31 @@ _SPEND_COLS = ("request_id", "startTime", "endTime", "completionStartTime", "req
                "cache_hit", "prompt_tokens", "completion_tokens")
 
 
+DOC_BATCH = 20_000  # records of a JSON document parsed at a time, at most
+DOC_BATCH_CHARS = 4 << 20  # ... and about this much of their JSON text
+SPEND_BATCH_BYTES = 8 << 20  # CSV bytes of a SpendLogs export parsed at a time
+
+
+def _record_end(buf: bytearray, limit: int) -> int:
+    """The end (just past a newline) of the last whole CSV record within buf[:limit], else of the first one
+    after it (a record longer than `limit`): a newline after an even number of quote characters (RFC 4180
+    doubles a quote inside a quoted field); 0 when buf holds no whole record yet."""
+    pos = quotes = best = 0
+    while (nl := buf.find(b"\n", pos)) >= 0:  # a loop over the newlines of one batch
+        if nl >= limit and best:
+            break
+        quotes += buf.count(b'"', pos, nl)
+        pos = nl + 1
+        if quotes % 2 == 0:
+            best = pos
+            if nl >= limit:
+                break
+    return best
+
+
 def _file_error(line: int, reason: str) -> pl.DataFrame:
     return pl.DataFrame({"line": [line], "reason": [reason], "sample": [None]},
                         schema={"line": pl.Int64, "reason": pl.Utf8, "sample": pl.Utf8})
-
-
-def _document_error(text: str) -> pl.DataFrame:
-    """Where a JSON document breaks: Python's parser names the line, DuckDB's does not."""
-    try:
-        json.loads(text)
-    except ValueError as e:
-        return _file_error(getattr(e, "lineno", 1), f"malformed JSON document: {e}")
-    return _file_error(1, "malformed JSON document")
-
-
-# A stray comma: one after `[` or another comma (`[,{...}`, `{...},,{...}`) or before `]`. Strings are matched
-# as whole tokens first, so a comma inside one is never touched.
-_STRAY_COMMA = re.compile(r'"(?:[^"\\]|\\.)*"|(?<=[\[,])\s*,|,(?=\s*\])')
-
-
-def _without_empty_elements(text: str) -> tuple[str, int]:
-    """A JSON text with its stray commas removed, and how many there were (only tried on invalid JSON)."""
-    n = 0
-
-    def drop(m: re.Match[str]) -> str:
-        nonlocal n
-        if m.group(0).startswith('"'):
-            return m.group(0)
-        n += 1
-        return ""
-
-    return _STRAY_COMMA.sub(drop, text), n
 
 
 def _common(df: pl.DataFrame) -> pl.DataFrame:
@@ -210,33 +205,76 @@ class LiteLLMPayloadJSON(Source):
         return 0.9 if sum(f'"{k}"' in s for k in _SLP_KEYS) >= 2 else 0.0
 
     def parse_whole(self, data: bytes, ctx: ParseContext) -> ParseResult:
+        """The document in memory (tests, previews): the streamed batches merged into one result."""
         out = ParseResult()
-        text = data.decode("utf-8", errors="replace").lstrip("\ufeff").strip()
-        if not text.startswith("["):
-            text = f"[{text}]"  # one object: an array of one
-        con = scratch()
+        records = []
+        for part in self.parse_document([data], ctx):
+            for table, df in part.tables.items():
+                out.add(table, df)
+            out.add_errors(part.errors)
+            if part.records is not None:
+                records.append(part.records)
+        out.records = pl.concat(records) if records else None
+        return out
+
+    def parse_document(self, pieces: Iterable[bytes], ctx: ParseContext) -> Iterator[ParseResult]:
+        """The document streamed through ijson (the path the document wrappers use), in batches (DOC_BATCH
+        records, DOC_BATCH_CHARS of text) to the vectorised parser: memory is bounded by a batch whatever the
+        file's size. `line` is the
+        1-based index of the record in the array (schema.PROVENANCE); a document that breaks off keeps the
+        records before the break and reports it."""
+        from attribution.wrappers._platforms import DocumentError, iter_items
+
+        stray = StrayCommas()
+        it = iter(stray(pieces))
+        first = b""
+        for piece in it:
+            first += piece
+            if first.lstrip(b"\xef\xbb\xbf \t\r\n"):
+                break
+        first = first.removeprefix(b"\xef\xbb\xbf")
+        # an array's items; else one object (an array of one), or several concatenated
+        prefix = "item" if first.lstrip()[:1] == b"[" else ""
+        texts: list[str] = []  # records as JSON text (dicts dropped as they come: the text is far smaller)
+        size, line = 0, 1
         try:
-            if not con.sql("select json_valid(?)", params=[text]).fetchall()[0][0]:
-                fixed, n = _without_empty_elements(text)
-                if not n or not con.sql("select json_valid(?)", params=[fixed]).fetchall()[0][0]:
-                    out.add_errors(_document_error(text))
-                    return out
-                text = fixed
-                out.add_errors(_file_error(1, f"{n} empty array element(s) (stray commas) ignored: every record kept"))
-            rows = con.sql("select generate_subscripts(l, 1)::BIGINT as line, unnest(l)::VARCHAR as text "
-                           "from (select json_extract(?::VARCHAR, '$[*]') as l)", params=[text]).to_arrow_table()
-        finally:
-            con.close()
-        # `line` is the 1-based index of the record in the array (schema.PROVENANCE).
-        records = pl.from_arrow(rows)
+            for items in iter_items(itertools.chain([first], it), prefix):
+                for rec in items:
+                    texts.append(json.dumps(rec, ensure_ascii=False, default=str))
+                    size += len(texts[-1])
+                    if len(texts) >= DOC_BATCH or size >= DOC_BATCH_CHARS:
+                        yield self._batch(texts, line)
+                        line += len(texts)
+                        texts, size = [], 0
+        except DocumentError as exc:
+            out = self._batch(texts, line)
+            out.add_errors(_file_error(line + len(texts), str(exc)))
+            yield out
+            return
+        out = self._batch(texts, line)
+        if stray.removed:
+            out.add_errors(_file_error(1, f"{stray.removed} empty array element(s) (stray commas) ignored: "
+                                          "every record kept"))
+        yield out
+
+    def _batch(self, texts: list[str], first_line: int) -> ParseResult:
+        out = ParseResult()
+        if not texts:
+            return out
+        # (records become JSON text again for the vectorised field extraction, a batch at a time)
+        records = pl.DataFrame({
+            "line": pl.int_range(first_line, first_line + len(texts), eager=True, dtype=pl.Int64),
+            "text": texts,
+        })
         out.records = doc_records(records, self.name)
         out.add("requests", _payload_rows(records, out))
         return out
 
 
-def _spend_frame(data: bytes) -> pl.DataFrame:
+def _spend_frame(data: bytes, line0: int = 0) -> pl.DataFrame:
     """The SpendLogs columns this source reads, as text (missing ones null), plus `line`: the physical line
-    of a CSV record (quoted fields may hold newlines), the 1-based row of a Parquet file."""
+    of a CSV record (quoted fields may hold newlines; `line0` physical lines of the file come before `data`'s
+    records, after its header), the 1-based row of a Parquet file."""
     if data[:4] == b"PAR1":
         df = pl.read_parquet(io.BytesIO(data))
         conv = []
@@ -254,7 +292,7 @@ def _spend_frame(data: bytes) -> pl.DataFrame:
     else:
         df = pl.read_csv(io.BytesIO(data), infer_schema=False, encoding="utf8-lossy")
         newlines = pl.sum_horizontal(pl.col(c).str.count_matches("\n", literal=True).fill_null(0) for c in df.columns)
-        start = (newlines + 1).cum_sum() - newlines + 1  # line 1 is the header
+        start = (newlines + 1).cum_sum() - newlines + 1 + line0  # line 1 is the header
         df = df.select(start.cast(pl.Int64).alias("line"), *(c for c in df.columns if c in _SPEND_COLS))
     return df.with_columns(pl.lit(None, pl.Utf8).alias(c) for c in _SPEND_COLS if c not in df.columns)
 
@@ -276,13 +314,48 @@ class LiteLLMSpendLogs(Source):
         return 0.95 if set(_SPEND_HEADER) <= cols and "spend" in cols else 0.0
 
     def parse_whole(self, data: bytes, ctx: ParseContext) -> ParseResult:
+        """A whole export in memory: a Parquet file (columnar: only the columns read are decoded), or a CSV."""
+        return self._parse(_spend_frame(data), data[:4] != b"PAR1" and data.split(b"\n", 1)[0])
+
+    def parse_document(self, pieces: Iterable[bytes], ctx: ParseContext) -> Iterator[ParseResult]:
+        """A CSV export streamed in batches of whole records (about SPEND_BATCH_BYTES each; a newline ends a
+        record only outside quotes), so memory does not grow with the file; a Parquet file is read whole."""
+        it = iter(pieces)
+        buf = bytearray()
+        for piece in it:
+            buf += piece
+            if len(buf) >= 4:
+                break
+        if buf[:4] == b"PAR1":
+            buf += b"".join(it)
+            yield self.parse_whole(bytes(buf), ctx)
+            return
+        header: bytes | None = None
+        line0 = 0  # physical lines of the file before the batch's records, after the header
+        for piece in itertools.chain([b""], it):
+            buf += piece
+            if header is None:
+                nl = buf.find(b"\n")
+                if nl < 0:
+                    continue
+                header, buf = bytes(buf[: nl + 1]), buf[nl + 1 :]
+            while len(buf) >= SPEND_BATCH_BYTES and (cut := _record_end(buf, SPEND_BATCH_BYTES)) > 0:
+                yield self._parse(_spend_frame(header + bytes(buf[:cut]), line0), line0 == 0 and header)
+                line0 += buf.count(b"\n", 0, cut)
+                del buf[:cut]
+        if header is None:  # one line, no newline
+            header, buf = bytes(buf), bytearray()
+        if buf or line0 == 0:
+            yield self._parse(_spend_frame(header + bytes(buf), line0), line0 == 0 and header)
+
+    def _parse(self, df: pl.DataFrame, header: bytes | bool) -> ParseResult:
+        """Rows of a SpendLogs frame; `header`: the CSV's header line when `df` holds the file's first records."""
         out = ParseResult()
-        df = _spend_frame(data)
         # Census records: the export's rows (and a CSV's header line), named by request id, never by content.
         recs = df.select("line", pl.concat_str(pl.lit("request_id="), pl.col("request_id").fill_null("")).alias("text"))
-        if data[:4] != b"PAR1":
-            header = data.split(b"\n", 1)[0].decode("utf-8", errors="replace").lstrip("\ufeff")
-            recs = pl.concat([pl.DataFrame({"line": [1], "text": [header]}, schema=recs.schema), recs])
+        if header:
+            head = header.split(b"\n", 1)[0].decode("utf-8", errors="replace").lstrip("\ufeff")
+            recs = pl.concat([pl.DataFrame({"line": [1], "text": [head]}, schema=recs.schema), recs])
         out.records = doc_records(recs, self.name)
         if df.height and (df["request_id"].null_count() == df.height or df["startTime"].null_count() == df.height):
             out.add_errors(_file_error(1, "not a LiteLLM_SpendLogs export: no request_id or startTime values"))
