@@ -12,6 +12,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 from conftest import shared
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from attribution import detect
@@ -19,6 +21,7 @@ from attribution.cli import app
 from attribution.db import fetch
 from attribution.errors import InputError
 from attribution.ingest import ingest, parse_path
+from attribution.sources._stray_commas import StrayCommas
 from attribution.store import Store
 
 CASES = Path(__file__).resolve().parent / "cases"
@@ -240,3 +243,19 @@ def test_a_comma_inside_a_string_is_not_touched(tmp_path):
     got = parse_path(f)
     assert got.tables["requests"].height == len(records)
     assert got.errors["reason"].to_list() == ["1 empty array element(s) (stray commas) ignored: every record kept"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.text(alphabet='[],"\\ ab\n', max_size=8), st.integers()), min_size=1, max_size=6),
+       st.lists(st.integers(0, 3), min_size=8, max_size=8), st.integers(1, 9))
+def test_stray_commas_streamed_in_any_pieces(values, extra, size):
+    # Stray commas before, between and after the elements; the text cut into pieces of `size` bytes (strings
+    # and escapes cut anywhere): the filtered stream is the array itself, and every removed comma is counted.
+    seps = [b"," * (1 + extra[i % 8]) for i in range(len(values) - 1)]
+    text = b"[" + b"," * extra[0] + b"".join(
+        json.dumps(v).encode() + (seps[i] if i < len(seps) else b"") for i, v in enumerate(values)
+    ) + b"," * extra[1] + b"]"
+    f = StrayCommas()
+    out = b"".join(f(text[i:i + size] for i in range(0, len(text), size)))
+    assert json.loads(out) == values
+    assert f.removed == extra[0] + extra[1] + sum(len(s) - 1 for s in seps)

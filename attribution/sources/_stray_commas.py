@@ -10,7 +10,8 @@ _ESCAPE = re.compile(rb"\\.", re.S)  # an escape pair inside a string (never a q
 _HINT = re.compile(rb"[\[,]\s*,|,\s*\]")  # a stray comma may be here (or inside a string: checked below)
 _TAIL = re.compile(rb"[\s,\[]*\Z")  # held back outside a string: the next piece may complete a pattern
 # Strings are matched as whole tokens first (kept by the \1 template), so a comma inside one is never touched.
-_STRAY = re.compile(rb'("(?:[^"\\]|\\.)*")|(?<=[\[,])\s*,|,(?=\s*\])', re.S)
+# (A comma followed by nothing but blanks and commas up to `]` is stray too: `{...},,]`.)
+_STRAY = re.compile(rb'("(?:[^"\\]|\\.)*")|(?<=[\[,])\s*,|,(?=[\s,]*\])', re.S)
 
 
 class StrayCommas:
