@@ -123,6 +123,14 @@ def _split(row: dict[str, Any], model: str | None, ov: Overrides, notes: list[st
     not a preset) are skipped with a note instead of failing the whole answer."""
     if model:
         return current_split(row, model, ov)
+    if not (row.get("model") or "").strip():
+        # A start whose model line was not logged (or was rotated away): its model profile is unknown. (An
+        # empty name would be read as the path `.`, a directory without a config.json.)
+        notes.append(
+            f"{row['deployment']} ({row['started']:%Y-%m-%d %H:%M}) skipped: the engine start names no model, "
+            "so its model profile is unknown; pass --model PRESET or --model path/to/config.json"
+        )
+        return None
     try:
         return current_split(row, row.get("model") or "", ov)
     except UsageError as exc:

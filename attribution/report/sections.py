@@ -122,8 +122,9 @@ def latency_section(inp: Inputs) -> Section:
     gcol = group_column(good)
     for r in good.sort("good_share", nulls_last=True).iter_rows(named=True):
         if r["good_share"] is not None:
-            s.lines.append(f"{r[gcol]}: {pct(r['good_share'])} of requests met it "
-                           f"({r['goodput_per_s']:.3g} good requests/s).")
+            rate = r["goodput_per_s"]  # null when the window has no length (one instant)
+            s.lines.append(f"{r[gcol]}: {pct(r['good_share'])} of requests met it"
+                           + (f" ({rate:.3g} good requests/s)." if rate is not None else "."))
     cl = inp.cohort_latency
     if cl is not None:
         cgood = cl.tables["goodput"]
