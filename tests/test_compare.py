@@ -109,7 +109,7 @@ def test_estimator_sorted_masks_equal_request_order_functions(seed):
             for r, s in zip(got, iid, strict=True):
                 if np.isfinite(r["ratio"]) and np.isfinite(s):
                     assert r["se_log"] >= s * (1 - 1e-12)
-                    assert (r["ratio_lo"], r["ratio_hi"]) == ratio_interval(r["ratio"], r["se_log"])
+                    assert (r["ratio_lo"], r["ratio_hi"]) == ratio_interval(r["ratio"], r["se_log"], r["df"])
 
 
 def test_verdict_rules():

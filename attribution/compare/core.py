@@ -139,12 +139,15 @@ class _Estimator:
         with np.errstate(all="ignore"):
             for i, p in enumerate(ps):
                 ratio = pa[i] / pb[i] if pb[i] > 0 else np.nan
-                lo, hi = judge.ratio_interval(ratio, se[i])
+                # the design effect is estimated from BLOCKS blocks: Student's t where it widened the se
+                df = judge.BLOCKS - 1.0 if max(d_b[i], d_a[i]) > 1 else np.inf
+                lo, hi = judge.ratio_interval(ratio, se[i], df)
+                q = judge.z_to_t(judge.Z, df)
                 diff, need = pa[i] - pb[i], judge.min_requests(p)
                 out.append({
                     "percentile": f"p{p * 100:g}", "before": pb[i], "after": pa[i], "ratio": ratio,
                     "ratio_lo": lo, "ratio_hi": hi,
-                    "diff": diff, "diff_lo": diff - judge.Z * dsd[i], "diff_hi": diff + judge.Z * dsd[i],
+                    "diff": diff, "diff_lo": diff - q * dsd[i], "diff_hi": diff + q * dsd[i],
                     "raw_before": raw_b[i], "raw_after": raw_a[i],
                     "raw_ratio": raw_a[i] / raw_b[i] if raw_b[i] > 0 else np.nan,
                     "n_before": matched_b, "n_after": matched_a,
@@ -152,7 +155,7 @@ class _Estimator:
                     "n_eff_before": neff_b, "n_eff_after": neff_a, "min_requests": need,
                     "enough": bool(min(neff_b, neff_a) >= need), "se_log": se[i],
                     "design_effect": float(np.sqrt(d_b[i] * d_a[i])) if w.sum() else np.nan,
-                    "p_value": judge.p_material(ratio, se[i], self.tolerance),
+                    "df": df, "p_value": judge.p_material(ratio, se[i], self.tolerance, df),
                 })  # fmt: skip
         return out
 

@@ -30,7 +30,8 @@ RULE = (
     "percentile (the one each bootstrap resample computes); the interval is ratio x exp(+-1.96 se), so it "
     "always holds the ratio: se^2 sums over the cohorts the variance of the log percentile over the bootstrap "
     f"resamples times its design effect (requests close in time are alike: the share of requests below the "
-    f"percentile is compared between {BLOCKS} consecutive blocks of arrivals per cohort). A row is "
+    f"percentile is compared between {BLOCKS} consecutive blocks of arrivals per cohort; where that widens the "
+    f"se, intervals and p-values use Student's t with {BLOCKS - 1} degrees of freedom). A row is "
     "a regression (improvement) when it has enough requests and its change exceeds the tolerance: p = "
     "2 Phi(-(|log ratio| - log(1 + tolerance)) / se), Holm-adjusted over every judged row of the family (all "
     "metrics, percentiles, workloads and comparisons a report looks at), is below alpha"
@@ -99,21 +100,38 @@ def design_effect(values: np.ndarray, blocks: np.ndarray, point: float, p: float
     return max(1.0, float(d))
 
 
-def ratio_interval(ratio: float, se: float) -> tuple[float, float]:
-    """The 95% interval of a ratio from the standard error of its log: it always holds the ratio."""
+def t_to_z(t: float, df: float) -> float:
+    """The normal deviate with the tail of Student's t (Wallace's approximation; df = inf: t itself)."""
+    if not math.isfinite(df):
+        return t
+    return math.copysign((8 * df + 1) / (8 * df + 3) * math.sqrt(df * math.log1p(t * t / df)), t)
+
+
+def z_to_t(z: float, df: float) -> float:
+    """The inverse of t_to_z: Student's t quantile with the tail of normal deviate z."""
+    if not math.isfinite(df):
+        return z
+    return math.copysign(math.sqrt(df * math.expm1((z * (8 * df + 3) / (8 * df + 1)) ** 2 / df)), z)
+
+
+def ratio_interval(ratio: float, se: float, df: float = math.inf) -> tuple[float, float]:
+    """The 95% interval of a ratio from the standard error of its log (`df` degrees of freedom: Student's t,
+    where the se holds a design effect estimated from BLOCKS blocks): it always holds the ratio."""
     if not (np.isfinite(ratio) and ratio > 0 and np.isfinite(se)):
         return np.nan, np.nan
-    return ratio * math.exp(-Z * se), ratio * math.exp(Z * se)
+    q = z_to_t(Z, df)
+    return ratio * math.exp(-q * se), ratio * math.exp(q * se)
 
 
-def p_material(ratio: float, se: float, tolerance: float) -> float:
-    """Two-sided p-value of `the change is within the tolerance` (|log ratio| <= log(1 + tolerance))."""
+def p_material(ratio: float, se: float, tolerance: float, df: float = math.inf) -> float:
+    """Two-sided p-value of `the change is within the tolerance` (|log ratio| <= log(1 + tolerance)), from
+    Student's t with `df` degrees of freedom (normal when infinite)."""
     if not (np.isfinite(ratio) and ratio > 0 and np.isfinite(se)):
         return np.nan
     excess = abs(math.log(ratio)) - math.log1p(tolerance)
     if se == 0:
         return 0.0 if excess > 0 else 1.0
-    return min(1.0, math.erfc(excess / se / math.sqrt(2.0)))  # 2 * Phi(-excess / se)
+    return min(1.0, math.erfc(t_to_z(excess / se, df) / math.sqrt(2.0)))  # 2 * P(T > excess / se)
 
 
 def holm(p: np.ndarray) -> np.ndarray:

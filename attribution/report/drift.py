@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from attribution.compare.judge import ALPHA
+from attribution.compare.judge import ALPHA, BLOCKS, design_effect
 
 LENGTHS = ("prompt_tokens", "output_tokens")
 MIN_REQUESTS = 50  # fewer requests on a side than this: too few to call a length distribution changed
@@ -32,8 +32,10 @@ DEFINITIONS = {
     "traffic status": "new / gone: the group has requests in one window only and carries at least the "
     "`drift_share` of that window's requests (`new (small)` / `gone (small)` below it: no alarm); share change: "
     "its share of the requests of the groups on both sides moved by at least `drift_share_change` (share_change)"
-    " and its interval (Bonferroni over the groups) excludes 0; rate change (row `all`): requests per hour of data changed by "
-    "at least the factor 1 + `drift_rate` and its Poisson interval excludes no change",
+    " and its interval (Bonferroni over the groups; the binomial variance times the design effect of "
+    f"the share over {BLOCKS} consecutive blocks of arrivals, as requests come in sessions and bursts) excludes 0; rate change (row `all`): requests per hour of data changed by "
+    "at least the factor 1 + `drift_rate` and its quasi-Poisson interval (the dispersion of the counts in "
+    f"{BLOCKS} stretches of time) excludes no change",
     "distance": "Kolmogorov-Smirnov distance between the two length distributions (the largest difference of "
     "their cumulative shares; 0 = the same, 1 = disjoint); distance_lo / distance_hi: its interval from the "
     "Dvoretzky-Kiefer-Wolfowitz bound on each side (level alpha, Bonferroni over the rows)",
@@ -66,7 +68,11 @@ def traffic(before: pl.DataFrame, now: pl.DataFrame, hours_before: float, hours_
     mb = max(int(counts.filter(both)["requests_before"].sum()), 1)
     ma = max(int(counts.filter(both)["requests_now"].sum()), 1)
     cb, ca = pl.col("requests_before") / mb, pl.col("requests_now") / ma
-    se = ((cb * (1 - cb) / mb) + (ca * (1 - ca) / ma)).sqrt()
+    # requests come in sessions and bursts: a share varies between windows more than binomially
+    deff = pl.DataFrame({"grp": counts["grp"], "_db": _share_effects(before, counts["grp"]),
+                         "_da": _share_effects(now, counts["grp"])})
+    counts = counts.join(deff, on="grp", how="left")
+    se = ((cb * (1 - cb) / mb * pl.col("_db")) + (ca * (1 - ca) / ma * pl.col("_da"))).sqrt()
     df = counts.with_columns((pl.col("requests_before") / max(nb, 1)).alias("share_before"),
                              (pl.col("requests_now") / max(na, 1)).alias("share_now"),
                              pl.when(both).then(ca - cb).alias("share_change"), se.alias("_se"))
@@ -81,7 +87,8 @@ def traffic(before: pl.DataFrame, now: pl.DataFrame, hours_before: float, hours_
         .when((pl.col("share_change").abs() >= s.share_change) & significant).then(pl.lit("share change"))
         .otherwise(pl.lit("stable")))
     df = df.with_columns(status.alias("status"))
-    ratio, lo, hi = _rate_ratio(nb, na, hours_before, hours_now, _z(s.alpha))
+    ratio, lo, hi = _rate_ratio(nb, na, hours_before, hours_now, _z(s.alpha),
+                                _dispersion(before), _dispersion(now))
     rate_changed = all(np.isfinite([ratio, lo, hi])) and abs(math.log(ratio)) >= math.log1p(s.rate) \
         and (lo > 1 or hi < 1)
     total = pl.DataFrame({
@@ -102,12 +109,42 @@ def _z(alpha: float) -> float:
     return NormalDist().inv_cdf(1 - alpha / 2)
 
 
-def _rate_ratio(nb: int, na: int, hb: float, ha: float, z: float) -> tuple[float, float, float]:
-    """Rate now / rate before with its Poisson (log-normal) interval; NaN without data on a side."""
+def _blocks(frame: pl.DataFrame) -> np.ndarray:
+    """BLOCKS consecutive equal-count blocks of the frame's arrivals."""
+    n = frame.height
+    rank = frame["arrival"].rank("ordinal").to_numpy() - 1 if "arrival" in frame.columns else np.arange(n)
+    return (rank * BLOCKS // max(n, 1)).astype(np.int64)
+
+
+def _share_effects(frame: pl.DataFrame, groups: pl.Series) -> list[float]:
+    """Per group, the design effect of its share of the frame's requests (see judge.design_effect)."""
+    if frame.height == 0:
+        return [1.0] * groups.len()
+    blocks, grp = _blocks(frame), frame["grp"].to_numpy()
+    return [design_effect((grp != g).astype(float), blocks, 0.0, float((grp == g).mean())) for g in groups]
+
+
+def _dispersion(frame: pl.DataFrame) -> float:
+    """Variance over mean of the request counts in BLOCKS equal stretches of time (at least 1): how much
+    burstier than Poisson the arrivals are."""
+    if frame.height < 2 * BLOCKS or "arrival" not in frame.columns:
+        return 1.0
+    t = frame["arrival"].dt.epoch("us").to_numpy().astype(float)
+    span = t.max() - t.min()
+    if span <= 0:
+        return 1.0
+    c = np.bincount(np.minimum(((t - t.min()) / span * BLOCKS).astype(np.int64), BLOCKS - 1), minlength=BLOCKS)
+    return max(1.0, float(c.var(ddof=1) / c.mean()))
+
+
+def _rate_ratio(nb: int, na: int, hb: float, ha: float, z: float, phi_b: float = 1.0,
+                phi_a: float = 1.0) -> tuple[float, float, float]:
+    """Rate now / rate before with its quasi-Poisson (log-normal) interval, `phi_*` the dispersion of each
+    side's arrivals; NaN without data on a side."""
     if not (nb and na and hb and ha and np.isfinite(hb) and np.isfinite(ha)):
         return float("nan"), float("nan"), float("nan")
     r = (na / ha) / (nb / hb)
-    se = math.sqrt(1 / na + 1 / nb)
+    se = math.sqrt(phi_a / na + phi_b / nb)
     return r, r * math.exp(-z * se), r * math.exp(z * se)
 
 

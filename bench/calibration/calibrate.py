@@ -9,7 +9,7 @@ through the report's alarms (report.changes: one Holm family over the overall an
 of traffic and of lengths from report.drift), with the report's defaults (tolerance 5%, alpha 0.05, 200
 resamples). Prints the tables bench/calibration/README.md shows.
 
-    PYTHONPATH=. python bench/calibration/calibrate.py --pairs 200 --ab-pairs 50 --requests 5000
+    PYTHONPATH=. python bench/calibration/calibrate.py --pairs 200 --ab-pairs 30 --requests 5000 --days 7
 """
 
 from __future__ import annotations
@@ -32,8 +32,9 @@ EFFECTS = [(m, f) for m in ("ttft_s", "tpot_s", "queue_s", "e2e_s") for f in (1.
 KINDS = ("regression", "improvement", "drift: traffic", "drift: lengths")
 
 
-def week(scenario: str, requests: int, seed: int) -> pl.DataFrame:
-    r = simulate(scenario, requests=requests, seed=seed, workers=1, steps=False).requests
+def week(scenario: str, requests: int, seed: int, days: float | None = None) -> pl.DataFrame:
+    """One simulated week: `requests` over `days` (None: the scenario's own rate sets the span)."""
+    r = simulate(scenario, requests=requests, days=days, seed=seed, workers=1, steps=False).requests
     return r.select("workload", "arrival", "prompt_tokens", "output_tokens", *METRICS)
 
 
@@ -85,8 +86,8 @@ def run(args: argparse.Namespace) -> dict:
     ab: dict[str, dict[str, int]] = {}
     t0 = time.perf_counter()
     for i in range(args.pairs):
-        a = week(args.scenario, args.requests, 1000 + 2 * i)
-        b = week(args.scenario, args.requests, 1001 + 2 * i)
+        a = week(args.scenario, args.requests, 1000 + 2 * i, args.days)
+        b = week(args.scenario, args.requests, 1001 + 2 * i, args.days)
         if hours is None:
             span = (a["arrival"].max() - a["arrival"].min()).total_seconds() / 3600
             hours = span
@@ -116,6 +117,7 @@ def run(args: argparse.Namespace) -> dict:
         if (i + 1) % 20 == 0:
             print(f"  {i + 1} pairs, {time.perf_counter() - t0:.0f} s", flush=True)
     return {"pairs": args.pairs, "ab_pairs": min(args.ab_pairs, args.pairs), "requests": args.requests,
+            "days": args.days, "hours": round(hours or 0, 2),
             "scenario": args.scenario, "resamples": args.resamples, "aa": aa, "ab": ab,
             "seconds": round(time.perf_counter() - t0, 1)}
 
@@ -131,7 +133,8 @@ def tables(res: dict) -> str:
         p90 = f"{d['p90 regression'] / d['pairs']:.0%}" if " x" in k and not k.startswith("prompt") else "n/a"
         out.append(f"| {k} | {d['pairs']} | {p90} | {d['any report alarm'] / d['pairs']:.0%} |")
     return "\n".join(out) + f"\n\n({n} A/A pairs, {m} A/B pairs per effect, {res['requests']:,} requests per " \
-        f"week, scenario {res['scenario']}, {res['resamples']} resamples; {res['seconds']:.0f} s)"
+        f"week over {res['hours']:g} hours, scenario {res['scenario']}, {res['resamples']} resamples; " \
+        f"{res['seconds']:.0f} s)"
 
 
 def _upper(k: int, n: int) -> float:
@@ -152,6 +155,8 @@ def main() -> None:
     ap.add_argument("--ab-pairs", type=int, default=50)
     ap.add_argument("--requests", type=int, default=5000)
     ap.add_argument("--scenario", default="vllm-chat-small")
+    ap.add_argument("--days", type=float, default=None, help="span of a week's requests (default: the "
+                    "scenario's own rate: 5,000 requests of vllm-chat-small in 42 minutes)")
     ap.add_argument("--resamples", type=int, default=200)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
