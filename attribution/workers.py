@@ -23,14 +23,18 @@ from collections.abc import Callable, Iterable
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from attribution.config import environment
+
 Message = tuple[Any, ...]
 
 
 def default_jobs() -> int:
     """Worker processes for an ingest: `$ATTRIBUTION_JOBS`, else the CPUs this process may run on."""
-    env = os.environ.get("ATTRIBUTION_JOBS")
-    if env:
-        return max(1, int(env))
+    from attribution.config import env_int
+
+    jobs = env_int("ATTRIBUTION_JOBS")
+    if jobs is not None:
+        return jobs
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not Linux
@@ -45,7 +49,7 @@ class _Worker:
             [sys.executable, "-m", "attribution.workers", str(task_r), str(res_w)],
             pass_fds=(task_r, res_w), stdin=subprocess.DEVNULL, close_fds=True,
             # the modules this process can import (a source registered from a plugin or a test included)
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(p or os.getcwd() for p in sys.path)},
+            env={**environment(), "PYTHONPATH": os.pathsep.join(p or os.getcwd() for p in sys.path)},
         )
         os.close(task_r)
         os.close(res_w)
