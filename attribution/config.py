@@ -2,7 +2,9 @@
 `load_settings`, with one precedence: a command-line flag, else the environment (`ATTRIBUTION_<KEY>`), else
 the config file (`--config FILE`, else $ATTRIBUTION_CONFIG, else the nearest `attribution.toml` or
 `pyproject.toml` with a `[tool.attribution]` table, from the working directory up), else the default.
-Every value remembers where it came from (`Settings.sources`), so a report can say so.
+Every value remembers where it came from (`Settings.sources`), so a report can say so. This module is the
+only reader of the environment: the process-level knobs (`ATTRIBUTION_JOBS`, `ATTRIBUTION_CHUNK_BYTES`, ...)
+are read through `env`, `env_int` and `env_float`, and a bad value is a usage error, never a crash.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from attribution.errors import UsageError
 ENV_PREFIX = "ATTRIBUTION_"
 CONFIG_NAME = "attribution.toml"
 _SPLIT_RE = re.compile(r"[,\s]+")
+DEFAULT_PERCENTILES = (50.0, 90.0, 95.0, 99.0, 99.9)
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,7 @@ class Settings:
     drift_share: float = 0.05           # share of a window's requests a new or vanished workload must carry
     drift_share_change: float = 0.05    # change of a workload's share of requests reported as drift
     drift_rate: float = 0.5             # arrival-rate change reported as drift (0.5: x1.5 or /1.5)
+    percentiles: tuple[float, ...] = DEFAULT_PERCENTILES  # latency/length/concurrency percentiles shown
     gap_minutes: float = 120.0          # silence in a pod's logs reported as a gap
     ceiling_share: float = 0.05         # share of busy time at the running limit reported as a ceiling
     whatif: bool = False                # replay the arrivals under the recommended memory split (slow)
@@ -106,6 +110,8 @@ def read_config(path: Path) -> dict[str, Any]:
 def _coerce(key: str, value: Any, where: str, base: Path | None) -> Any:
     """Check and convert one value to the type of the Settings field; resolve relative paths against `base`."""
     try:
+        if key in ("slo", "catalogue", "thresholds") and not isinstance(value, (str, list, tuple)):
+            raise ValueError("a string or a list of strings")
         if key in ("slo", "catalogue", "thresholds"):
             items = _SPLIT_RE.split(value.strip()) if isinstance(value, str) and key == "slo" else (
                 [value] if isinstance(value, str) else list(value))
@@ -117,6 +123,8 @@ def _coerce(key: str, value: Any, where: str, base: Path | None) -> Any:
                     raise ValueError("a table of \"key hash, alias or team\" = \"name\"")
                 return {str(k): v for k, v in value.items()}
             return _path(str(value), base)
+        if key == "percentiles":
+            return parse_percentiles(value)
         if key in ("gpu_hour_cost", "tolerance", "drift_threshold", "gap_minutes", "drift_share",
                    "drift_share_change", "drift_rate", "ceiling_share"):
             v = float(value)
@@ -162,6 +170,59 @@ def span_seconds(text: str) -> float:
     if not m:
         raise ValueError("a span such as 1d, 12h, 30m or a number of seconds")
     return float(m.group(1)) * _SPAN_UNITS[(m.group(2) or "s").lower()]
+
+
+def parse_percentiles(value: Any) -> tuple[float, ...]:
+    """`50,90,95,99.9` (or a list of numbers) as sorted distinct floats, each above 0 and below 100."""
+    items = _SPLIT_RE.split(value.strip()) if isinstance(value, str) else list(value)
+    out = sorted({float(x) for x in items if str(x).strip()})
+    if not out or not all(0 < q < 100 for q in out):
+        raise ValueError("percentiles between 0 and 100, e.g. 50,90,95,99,99.9")
+    return tuple(out)
+
+
+def percentile_name(q: float) -> str:
+    """The column name of a percentile: 50 -> p50, 99.9 -> p99.9."""
+    return f"p{q:g}"
+
+
+def env(name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The environment variable `name` (None when unset or empty): the one place the environment is read."""
+    value = (os.environ if environ is None else environ).get(name)
+    return value if value not in (None, "") else None
+
+
+def environment() -> dict[str, str]:
+    """A copy of the environment, for a child process to start from."""
+    return dict(os.environ)
+
+
+def env_int(name: str, default: int | None = None, minimum: int = 1) -> int | None:
+    """$name as a whole number >= `minimum`, else `default`; anything else is a usage error."""
+    text = env(name)
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise UsageError(f"${name} = {text!r} is not valid (a whole number >= {minimum})") from None
+    if value < minimum:
+        raise UsageError(f"${name} = {text!r} is not valid (a whole number >= {minimum})")
+    return value
+
+
+def env_float(name: str, default: float) -> float:
+    """$name as a number >= 0, else `default`; anything else is a usage error."""
+    text = env(name)
+    if text is None:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise UsageError(f"${name} = {text!r} is not valid (a number >= 0)")
+    return value
 
 
 def _path(text: str, base: Path | None) -> str:
@@ -212,3 +273,16 @@ def workload_map(settings: Settings, env: Mapping[str, str] | None = None) -> pl
             raise UsageError(f"{settings.workloads}: expected a [workloads] table of \"key hash, alias or team\" = "
                              "\"name\"")
     return pl.DataFrame({"match": list(w), "name": list(w.values())}, schema={"match": pl.Utf8, "name": pl.Utf8})
+
+
+def describe(settings: Settings, keys: tuple[str, ...] | list[str]) -> dict[str, dict[str, Any]]:
+    """`keys` of `settings` as {key: {"value": ..., "from": "flag" | "env ATTRIBUTION_X" | "file PATH" |
+    "default"}}: what a command's JSON output says about the settings it used."""
+    return {k: {"value": _plain(getattr(settings, k)), "from": settings.sources.get(k, "default")} for k in keys}
+
+
+def connect_settings(con: Any, settings: Settings) -> None:
+    """Apply the settings' workload names to a store connection (replacing the store's own mapping)."""
+    names = workload_map(settings)
+    if names is not None:
+        con.register("_workload_map", names.to_arrow())

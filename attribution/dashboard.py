@@ -24,6 +24,7 @@ import polars as pl
 from attribution import analyses, joincache, thresholds
 from attribution.analyses import Analysis, GroupBy, Selection
 from attribution.compare import CohortBy, compare
+from attribution.config import Settings, connect_settings, environment, load_settings
 from attribution.db import fetch
 from attribution.errors import AttributionError, StoreError
 from attribution.memsplit import memsplit
@@ -58,11 +59,13 @@ def app_path() -> Path:
     raise AttributionError(f"the dashboard app is missing: no dashboards/app.py in {here} or {here.parent}")
 
 
-def command(store: Path, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> tuple[list[str], dict[str, str]]:
+def command(store: Path, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT, config: Path | None = None
+            ) -> tuple[list[str], dict[str, str]]:
     """The `streamlit run` command line and environment: bound to `host` only, no browser opened, no usage
-    statistics sent, no file watcher; the store reaches the app as $ATTRIBUTION_STORE. `-P` and a PYTHONPATH
-    without the working directory: a `secrets.py` or `zstandard.py` where the user runs the command is never
-    imported (`python -m` would put the working directory first)."""
+    statistics sent, no file watcher; the store reaches the app as $ATTRIBUTION_STORE and a settings file
+    as $ATTRIBUTION_CONFIG (the app resolves its settings with config.load_settings, as the CLI does). `-P`
+    and a PYTHONPATH without the working directory: a `secrets.py` or `zstandard.py` where the user runs the
+    command is never imported (`python -m` would put the working directory first)."""
     from attribution.workers import import_path
 
     cmd = [
@@ -71,15 +74,18 @@ def command(store: Path, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT) -
         "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
         "--client.toolbarMode", "viewer",
     ]
-    env = {**os.environ, "ATTRIBUTION_STORE": str(Path(store).resolve()), "PYTHONPATH": os.pathsep.join(import_path())}
+    env = {**environment(), "ATTRIBUTION_STORE": str(Path(store).resolve()),
+           "PYTHONPATH": os.pathsep.join(import_path())}
     env.pop("PYTHONSTARTUP", None)
+    if config is not None:
+        env["ATTRIBUTION_CONFIG"] = str(Path(config).resolve())
     return cmd, env
 
 
-def launch(store: Path, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> None:
+def launch(store: Path, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT, config: Path | None = None) -> None:
     """Become the app: this process is replaced by `streamlit run`, so Ctrl-C and a service manager's
     SIGTERM reach Streamlit itself (a child would be orphaned when only its parent is signalled)."""
-    cmd, env = command(store, host=host, port=port)
+    cmd, env = command(store, host=host, port=port, config=config)
     os.execve(cmd[0], cmd, env)
 
 
@@ -220,11 +226,15 @@ class View:
     the pages' analyses in turn. Each analysis prepares temporary tables on the connection, so calls are
     serialised by a lock (one dashboard session digging at a time; a second one waits)."""
 
-    def __init__(self, path: str | os.PathLike[str], flt: Filters, snapshot: Snapshot | None = None):
+    def __init__(self, path: str | os.PathLike[str], flt: Filters, snapshot: Snapshot | None = None,
+                 settings: Settings | None = None):
+        # SLO, percentiles, GPU-hour cost, workloads, model and thresholds: the same settings as the CLI's
+        self.settings = settings if settings is not None else load_settings()
         self.store = Store.open(path)
         self.snapshot = snapshot or self.store.snapshot()
         self.filters = flt
         con = self.store.connect(self.snapshot)
+        connect_settings(con, self.settings)
         # Scratch space outside the store (DuckDB's spill files), removed with the view.
         scratch = Path(tempfile.mkdtemp(prefix="attribution-dashboard-"))
         weakref.finalize(self, _discard, con, scratch)
@@ -265,14 +275,18 @@ class View:
         """The `analyze` summary (findings, lengths, concurrency, latency, goodput, capacity) of the filtered
         requests, and a `store` table of what the store holds (all of it, unfiltered)."""
         def run(sel: Selection) -> Analysis:
-            res = analyses.analyze(self.con, since=sel.window, by=by)
+            st = self.settings
+            res = analyses.analyze(self.con, since=sel.window, by=by, slo=analyses.parse_slo(list(st.slo) or None,
+                                                                                             st.slo_preset),
+                                   gpu_hour_cost=st.gpu_hour_cost, gpus_per_pod=st.gpus_per_pod,
+                                   ceiling_share=st.ceiling_share, percentiles=st.percentiles)
             res.tables["store"] = store_table(str(self.store.root), self.snapshot.version)
             res.titles["store"] = f"what the store holds ({self.store.root}, unfiltered)"
             return res
         return self._run(by, run)
 
     def lengths(self, *, by: str = "workload", bins_per_decade: int = 10) -> Analysis | Empty:
-        return self._run(by, analyses.lengths, bins_per_decade=bins_per_decade)
+        return self._run(by, analyses.lengths, bins_per_decade=bins_per_decade, percentiles=self.settings.percentiles)
 
     def concurrency(self, *, by: str = "workload", per_group: bool = True, bucket_s: int | None = None
                     ) -> Analysis | Empty:
@@ -280,27 +294,32 @@ class View:
 
     def latency(self, *, by: str = "workload", slo: tuple[str, ...] = (), preset: str | None = None
                 ) -> Analysis | Empty:
+        """`slo`/`preset` as typed on the page, else the settings' SLO."""
         try:
-            parsed = analyses.parse_slo(list(slo), preset)
+            if not slo and preset is None:
+                slo, preset = self.settings.slo, self.settings.slo_preset
+            parsed = analyses.parse_slo(list(slo) or None, preset)
         except AttributionError as exc:
             return Empty(str(exc))
-        return self._run(by, analyses.latency, slo=parsed, scores=analyses.score_presets())
+        return self._run(by, analyses.latency, slo=parsed, scores=analyses.score_presets(),
+                         percentiles=self.settings.percentiles)
 
     def thresholds(self, *, specs: tuple[str, ...] = ()) -> Analysis | Empty:
         try:
-            cat = thresholds.load_catalogue(specs=list(specs))
+            cat = thresholds.load_catalogue(list(self.settings.catalogue), [*self.settings.thresholds, *specs])
         except AttributionError as exc:
             return Empty(str(exc))
         return self._run("all", thresholds.thresholds, catalogue=cat)
 
     def compare(self, *, cohort_by: str = "version", before: str | None = None, after: str | None = None,
                 resamples: int = 1000) -> Analysis | Empty:
-        return self._run("all", compare, by=CohortBy(cohort_by), before=before, after=after, resamples=resamples)
+        return self._run("all", compare, by=CohortBy(cohort_by), before=before, after=after, resamples=resamples,
+                         tolerance=self.settings.tolerance)
 
     def memsplit(self, *, model: str | None = None, whatif: bool = False) -> Analysis | Empty:
         with self.lock:
             try:
-                return memsplit(self.con, model or None, since=self.filters.since, until=self.filters.until,
+                return memsplit(self.con, model or self.settings.model, since=self.filters.since, until=self.filters.until,
                                 run_whatif=whatif)
             except AttributionError as exc:
                 return Empty(str(exc))

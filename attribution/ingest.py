@@ -22,6 +22,7 @@ from typing import Any
 import polars as pl
 
 from attribution import census, detect, discovery, domains, reader, sources, workers
+from attribution.config import env, env_int
 from attribution.errors import InputError, UsageError
 from attribution.schema import META_TABLES, TABLES, conform, empty
 from attribution.sources.base import ParseContext, ParseResult, Source
@@ -41,7 +42,7 @@ _DOCKER_PATH_RE = re.compile(r"/containers/([0-9a-f]{64})/\1-json\.log(?:\.\d+)?
 
 def local_tz() -> str:
     """The machine's IANA zone: $TZ, else /etc/localtime's target, else UTC."""
-    tz = os.environ.get("TZ", "").lstrip(":")
+    tz = (env("TZ") or "").lstrip(":")
     if tz and "/" in tz or tz == "UTC":
         return tz
     try:
@@ -478,7 +479,7 @@ def ingest(
         ZoneInfo(tz)
     except (KeyError, ValueError) as exc:
         raise UsageError(f"--tz {tz!r}: not a known time zone (use an IANA name such as Europe/Berlin)") from exc
-    chunk_bytes = chunk_bytes or int(os.environ.get("ATTRIBUTION_CHUNK_BYTES", reader.DEFAULT_CHUNK_BYTES))
+    chunk_bytes = chunk_bytes or env_int("ATTRIBUTION_CHUNK_BYTES", reader.DEFAULT_CHUNK_BYTES)
     max_line_bytes = max_line_bytes or reader.DEFAULT_MAX_LINE_BYTES
     files, skipped = discovery.discover_inputs(paths)
     jobs = jobs or workers.default_jobs()

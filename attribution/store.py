@@ -31,13 +31,14 @@ from typing import Any
 import polars as pl
 
 from attribution import reader
+from attribution.config import env, env_float
 from attribution.errors import StoreError, StoreLocked
 
 LAYOUT_VERSION = 1
 MARKER = reader.STORE_MARKER
 CHECKPOINT_EVERY = 50
 PARQUET_ZSTD_LEVEL = 1  # smaller and ~30% faster to write than the default level on our tables
-GRACE_S = float(os.environ.get("ATTRIBUTION_GRACE_S", "3600"))
+GRACE_S = 3600.0  # default of $ATTRIBUTION_GRACE_S
 _COMMIT_RE = re.compile(r"^(\d{20})\.json$")
 _CKPT_RE = re.compile(r"^(\d{20})\.checkpoint\.json$")
 
@@ -46,7 +47,7 @@ def default_store_path(explicit: str | os.PathLike[str] | None = None) -> Path:
     """`--store`, else $ATTRIBUTION_STORE, else ./attribution-store."""
     if explicit:
         return Path(explicit)
-    return Path(os.environ.get("ATTRIBUTION_STORE") or "attribution-store")
+    return Path(env("ATTRIBUTION_STORE") or "attribution-store")
 
 
 @dataclass
@@ -191,7 +192,7 @@ class Writer:
             if rel not in known:
                 p.unlink(missing_ok=True)
         now = time.time()
-        expired = [p for p, ts in self.snapshot.removed.items() if now - ts >= GRACE_S]
+        expired = [p for p, ts in self.snapshot.removed.items() if now - ts >= env_float("ATTRIBUTION_GRACE_S", GRACE_S)]
         if expired:
             for rel in expired:
                 (self.root / rel).unlink(missing_ok=True)

@@ -5,7 +5,6 @@ public views users query (`requests`, `engine_steps`, `engine_config`, `access_l
 
 from __future__ import annotations
 
-import os
 import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -14,6 +13,7 @@ import duckdb
 import polars as pl
 
 from attribution import joincache, queries
+from attribution.config import env
 from attribution.errors import UsageError
 from attribution.schema import TABLES, empty
 
@@ -125,7 +125,7 @@ def connect(store: Store, snapshot: Snapshot) -> duckdb.DuckDBPyConnection:
 
 def workloads_file(store: Store) -> Path | None:
     """$ATTRIBUTION_WORKLOADS, else <store>/workloads.toml, else ./workloads.toml."""
-    for cand in (os.environ.get("ATTRIBUTION_WORKLOADS"), store.root / "workloads.toml", "workloads.toml"):
+    for cand in (env("ATTRIBUTION_WORKLOADS"), store.root / "workloads.toml", "workloads.toml"):
         if cand and Path(cand).is_file():
             return Path(cand)
     return None

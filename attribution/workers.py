@@ -33,9 +33,11 @@ Message = tuple[Any, ...]
 
 def default_jobs() -> int:
     """Worker processes for an ingest: `$ATTRIBUTION_JOBS`, else the CPUs this process may run on."""
-    env = os.environ.get("ATTRIBUTION_JOBS")
-    if env:
-        return max(1, int(env))
+    from attribution.config import env_int
+
+    jobs = env_int("ATTRIBUTION_JOBS")
+    if jobs is not None:
+        return jobs
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not Linux

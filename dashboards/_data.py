@@ -12,7 +12,9 @@ import streamlit as st
 
 from attribution import dashboard
 from attribution.analyses import Analysis
+from attribution.config import Settings, load_settings
 from attribution.dashboard import Choices, Empty, Filters
+from attribution.errors import AttributionError
 from attribution.store import Snapshot, Store, default_store_path
 
 REFRESH_S = 15  # how often a page looks for the commits of a running ingest (offered, not applied)
@@ -22,6 +24,14 @@ SHARE_SUFFIXES = ("share", "utilization")
 
 def store() -> str:
     return str(default_store_path().resolve())
+
+
+@st.cache_resource(ttl=REFRESH_S, show_spinner=False)
+def settings() -> Settings:
+    """The settings every page uses (SLO, percentiles, GPU-hour cost, workloads, model, thresholds): the CLI's
+    config.load_settings, from $ATTRIBUTION_CONFIG (set by `attribution dashboard --config`), else the
+    nearest attribution.toml, else the defaults."""
+    return load_settings()
 
 
 @st.cache_data(ttl=REFRESH_S, show_spinner=False)
@@ -57,9 +67,17 @@ def snapshot() -> Snapshot | None:
     return None if commit is None else _snapshot(store(), commit)
 
 
+def settings_ok() -> bool:
+    try:
+        settings()
+    except AttributionError:
+        return False
+    return True
+
+
 @st.cache_resource(max_entries=2, show_spinner="Opening the store ...")
 def _view(path: str, commit: int, flt: Filters) -> dashboard.View:
-    return dashboard.View(path, flt, _snapshot(path, commit))
+    return dashboard.View(path, flt, _snapshot(path, commit), settings())
 
 
 @st.cache_data(max_entries=4, show_spinner="Reading the filter values ...")
@@ -88,6 +106,10 @@ def _call(page: str, **kwargs: Any) -> Analysis | Empty:
     if commit is None:
         return Empty(f"No store at {path} yet. Ingest logs into it, e.g. `attribution ingest sample_logs/ "
                      f"--store {path} --year 2026 --tz UTC`, or start the dashboard with `--store DIR`.")
+    try:
+        settings()
+    except AttributionError as exc:  # a bad attribution.toml or $ATTRIBUTION_<KEY>: say so on the page
+        return Empty(f"settings: {exc}")
     return _run(path, commit, filters(), page, tuple(sorted(kwargs.items())))
 
 

@@ -4,7 +4,7 @@
 --   several data-parallel ranks (engine_index > 0) is reported per rank as `deployment #rank`.
 -- Parameters: none: reads the temporary table concurrency_step_lines (queries/concurrency_step_lines.sql, which
 --   takes the window, the deployments and $max_gap_s).
--- Columns: deployment, grp (NULL), metric, peak, peak_at, mean, p50, p90, p99 (each line weighted by the time
+-- Columns: deployment, grp (NULL), metric, peak, peak_at, mean, p50, p90, p95, p99 (each line weighted by the time
 --   to the next line of its engine, capped at $max_gap_s; pXX = the smallest value v such that the lines
 --   with values <= v cover at least XX% of the weighted time), span_s (weighted time), arrivals (NULL), lines.
 --   kv_tokens and the weights as concurrency_step_lines defines them.
@@ -39,6 +39,7 @@ final as (
         coalesce(sum(c.value * c.dur) / nullif(sum(c.dur), 0), avg(c.value)) as mean,
         min(c.value) filter (where c.cum >= 0.5 * c.total) as p50,
         min(c.value) filter (where c.cum >= 0.9 * c.total) as p90,
+        min(c.value) filter (where c.cum >= 0.95 * c.total) as p95,
         min(c.value) filter (where c.cum >= 0.99 * c.total) as p99,
         max(c.total) / 1e6 as span_s,
         null::bigint as arrivals,

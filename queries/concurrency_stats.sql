@@ -3,7 +3,7 @@
 -- Grain: one row per (deployment, grp, metric); metric is running, waiting, in_system, kv_tokens or
 --   seen_at_arrival; grp NULL = every request of the deployment.
 -- Parameters: none (reads concurrency_segments).
--- Columns: deployment, grp, metric, peak, peak_at (first instant at the peak), mean, p50, p90, p99, span_s,
+-- Columns: deployment, grp, metric, peak, peak_at (first instant at the peak), mean, p50, p90, p95, p99, span_s,
 --   arrivals. Time-weighted (running, waiting, in_system, kv_tokens): over the partition's span (first arrival
 --   to last end, within the window), mean = time average, pXX = the smallest value v such that the state is
 --   <= v for at least XX% of the span (for kv_tokens, each state counts with its mean in whole tokens).
@@ -69,6 +69,7 @@ weighted as (
         sum(value * dur) / nullif(sum(dur), 0) as mean,
         min(value) filter (where cum >= 0.5 * total) as p50,
         min(value) filter (where cum >= 0.9 * total) as p90,
+        min(value) filter (where cum >= 0.95 * total) as p95,
         min(value) filter (where cum >= 0.99 * total) as p99,
         max(total) / 1e6 as span_s
     from cumulative
@@ -78,7 +79,7 @@ weighted as (
 timed as (
     select
         w.deployment, w.grp, w.metric, p.peak, to_timestamp(p.peak_t / 1e6) as peak_at,
-        w.mean, w.p50, w.p90, w.p99, w.span_s, null::bigint as arrivals
+        w.mean, w.p50, w.p90, w.p95, w.p99, w.span_s, null::bigint as arrivals
     from weighted as w
     join peaks_long as p
         on w.deployment = p.deployment and w.grp is not distinct from p.grp and w.metric = p.metric
@@ -99,7 +100,7 @@ seen as (
         max(seen) as peak,
         to_timestamp(arg_max(t, {top: seen, neg_t: -t}) / 1e6) as peak_at,
         avg(seen) as mean,
-        quantile_cont(seen, [0.5, 0.9, 0.99]) as q,
+        quantile_cont(seen, [0.5, 0.9, 0.95, 0.99]) as q,
         count(*) as arrivals
     from arrivals
     group by all
@@ -108,7 +109,7 @@ seen as (
 final as (
     select * from timed
     union all
-    select deployment, grp, metric, peak, peak_at, mean, q[1], q[2], q[3], null, arrivals from seen
+    select deployment, grp, metric, peak, peak_at, mean, q[1], q[2], q[3], q[4], null, arrivals from seen
 )
 
 select * from final

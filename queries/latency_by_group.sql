@@ -2,9 +2,9 @@
 --   output token and end to end?
 -- Grain: one row per (grp, metric); metric is queue_s, ttft_s, tpot_s or e2e_s; completed requests only
 --   (status not error / failed / aborted) whose source gave that phase.
--- Parameters: none (reads analysis_requests).
--- Columns: grp, metric, requests, mean, p50, p90, p99, p99_9, max (seconds; exact percentiles, quantile_cont
---   = linear interpolation, numpy's default).
+-- Parameters: $quantiles (DOUBLE[] of fractions, e.g. [0.5, 0.9, 0.95, 0.99, 0.999]).
+-- Columns: grp, metric, requests, mean, q (the $quantiles of the seconds, in order: exact percentiles,
+--   quantile_cont = linear interpolation, numpy's default), max.
 with
 
 requests as (
@@ -23,14 +23,14 @@ stats as (
         metric,
         count(*) as requests,
         avg(seconds) as mean,
-        quantile_cont(seconds, [0.5, 0.9, 0.99, 0.999]) as q,
+        quantile_cont(seconds, $quantiles::double[]) as q,
         max(seconds) as max
     from long
     group by grp, metric
 ),
 
 final as (
-    select grp, metric, requests, mean, q[1] as p50, q[2] as p90, q[3] as p99, q[4] as p99_9, max
+    select grp, metric, requests, mean, q, max
     from stats
 )
 

@@ -1,9 +1,9 @@
 -- Question: how long does each phase take per group and prompt-length bucket (long prompts wait and prefill longer)?
 -- Grain: one row per (grp, bucket, metric) with at least one request; completed requests only.
 -- Parameters: $bucket_edges (BIGINT[], ascending lower edges of the buckets after the first, e.g.
---   [256, 1024, 4096, 16384, 65536]: buckets <256, 256-1023, ..., 65536+).
+--   [256, 1024, 4096, 16384, 65536]: buckets <256, 256-1023, ..., 65536+); $quantiles (DOUBLE[] of fractions).
 -- Columns: grp, bucket (label), bucket_lo, bucket_hi (prompt_tokens in [bucket_lo, bucket_hi); hi NULL = open),
---   metric (queue_s, ttft_s, tpot_s, e2e_s), requests, mean, p50, p90, p99, max (seconds; quantile_cont).
+--   metric (queue_s, ttft_s, tpot_s, e2e_s), requests, mean, q (the $quantiles, quantile_cont), max (seconds).
 with
 
 requests as (
@@ -38,7 +38,7 @@ stats as (
         grp, bucket_lo, bucket_hi, metric,
         count(*) as requests,
         avg(seconds) as mean,
-        quantile_cont(seconds, [0.5, 0.9, 0.99]) as q,
+        quantile_cont(seconds, $quantiles::double[]) as q,
         max(seconds) as max
     from long
     group by all
@@ -50,7 +50,7 @@ final as (
         case when bucket_lo = 0 then '<' || bucket_hi
              when bucket_hi is null then bucket_lo || '+'
              else bucket_lo || '-' || (bucket_hi - 1) end as bucket,
-        bucket_lo, bucket_hi, metric, requests, mean, q[1] as p50, q[2] as p90, q[3] as p99, max
+        bucket_lo, bucket_hi, metric, requests, mean, q, max
     from stats
 )
 

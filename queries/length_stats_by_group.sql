@@ -1,9 +1,9 @@
 -- Question: how long are prompts, outputs and cached prefixes per group, counted by requests and by tokens?
 -- Grain: one row per (grp, metric); metric is prompt_tokens, output_tokens or cached_tokens.
--- Parameters: none (reads analysis_requests, prepared by attribution.analyses for the window and grouping).
--- Columns: grp, metric, requests (rows where the source gave the count), tokens (their sum), mean, p50, p90,
---   p99, p99_9, max (request-weighted; exact, quantile_cont = linear interpolation, numpy's default),
---   tok_p50, tok_p90, tok_p99 (token-weighted: the smallest length L such that requests of length <= L hold at
+-- Parameters: $quantiles (DOUBLE[] of fractions); reads analysis_requests, prepared by attribution.analyses.
+-- Columns: grp, metric, requests (rows where the source gave the count), tokens (their sum), mean, q (the
+--   $quantiles, request-weighted; exact, quantile_cont = linear interpolation, numpy's default), max,
+--   tok_p50, tok_p90, tok_p95, tok_p99 (token-weighted: the smallest length L such that requests of length <= L hold at
 --   least that share of the tokens), top1_token_share (share of the tokens in the longest 1% of requests,
 --   ceil(requests / 100) of them).
 with
@@ -25,7 +25,7 @@ stats as (
         count(*) as requests,
         sum(length)::bigint as tokens,
         avg(length) as mean,
-        quantile_cont(length, [0.5, 0.9, 0.99, 0.999]) as q,
+        quantile_cont(length, $quantiles::double[]) as q,
         max(length) as max
     from long
     group by grp, metric
@@ -57,6 +57,7 @@ weighted as (
         metric,
         min(length) filter (where cum_tokens >= 0.5 * total_tokens) as tok_p50,
         min(length) filter (where cum_tokens >= 0.9 * total_tokens) as tok_p90,
+        min(length) filter (where cum_tokens >= 0.95 * total_tokens) as tok_p95,
         min(length) filter (where cum_tokens >= 0.99 * total_tokens) as tok_p99,
         -- the longest ceil(n / 100) requests: of each length, those not already counted among longer ones
         sum(length * least(n_length, greatest(ceil(n / 100)::bigint - longer, 0)))
@@ -68,9 +69,10 @@ weighted as (
 final as (
     select
         s.grp, s.metric, requests, tokens, mean,
-        q[1] as p50, q[2] as p90, q[3] as p99, q[4] as p99_9, max,
+        q, max,
         case when tokens > 0 then tok_p50 end as tok_p50,
         case when tokens > 0 then tok_p90 end as tok_p90,
+        case when tokens > 0 then tok_p95 end as tok_p95,
         case when tokens > 0 then tok_p99 end as tok_p99,
         top1_token_share
     from stats as s

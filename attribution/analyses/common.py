@@ -10,6 +10,7 @@ import contextlib
 import itertools
 import re
 import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from enum import StrEnum
@@ -26,6 +27,9 @@ PERCENTILE_METHOD = (
     "Percentiles are exact over per-request rows: DuckDB quantile_cont, linear interpolation between the two "
     "nearest ranks (numpy's default method)."
 )
+# the percentiles the findings and charts read are always computed, besides the ones a user chose
+BUILTIN_PERCENTILES = (50.0, 90.0, 99.0)
+_PCOL_RE = re.compile(r"^p\d+(?:_\d+)?$")
 _RELATIVE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h|d|w)\s*$", re.IGNORECASE)
 _UNITS = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _SERIALS = itertools.count(1)
@@ -235,3 +239,32 @@ def name_groups(df: pl.DataFrame, by: GroupBy) -> pl.DataFrame:
     if by == GroupBy.deployment and "deployment" in df.columns:
         return df.drop("grp")
     return df.rename({"grp": "group" if by == GroupBy.all else by.value})
+
+
+def percentile_list(chosen: Iterable[float] | None = None) -> list[float]:
+    """The percentiles an analysis computes: `chosen` (default: the `percentiles` setting's default) and the
+    ones findings and charts read (BUILTIN_PERCENTILES), sorted."""
+    from attribution.config import DEFAULT_PERCENTILES, parse_percentiles
+
+    picked = parse_percentiles(list(chosen)) if chosen is not None else DEFAULT_PERCENTILES
+    return sorted(set(picked) | set(BUILTIN_PERCENTILES))
+
+
+def percentile_column(q: float) -> str:
+    """The column of a percentile: 50 -> p50, 99.9 -> p99_9."""
+    return f"p{q:g}".replace(".", "_")
+
+
+def spread_percentiles(df: pl.DataFrame, percentiles: list[float], column: str = "q") -> pl.DataFrame:
+    """`df` with its list column `column` (the quantiles of `percentiles`, in order) as one column per
+    percentile (p50, p95, p99_9, ...) in its place."""
+    names = [percentile_column(q) for q in percentiles]
+    at = df.columns.index(column)
+    spread = df.with_columns(pl.col(column).list.get(i, null_on_oob=True).alias(n) for i, n in enumerate(names))
+    cols = df.columns[:at] + names + df.columns[at + 1:]
+    return spread.select(cols)
+
+
+def percentile_columns(df: pl.DataFrame) -> list[str]:
+    """The percentile columns of `df` (p50, p90, p95, p99, p99_9, ...), in order; not token-weighted ones."""
+    return [c for c in df.columns if _PCOL_RE.match(c)]

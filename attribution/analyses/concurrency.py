@@ -24,7 +24,7 @@ METRIC_ORDER = {m: i for i, m in enumerate(("running", "waiting", "in_system", "
 NICE_BUCKETS_S = (1, 5, 10, 30, 60, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400)
 SCHEMA = {
     "deployment": pl.Utf8, "grp": pl.Utf8, "metric": pl.Utf8, "source": pl.Utf8, "peak": pl.Float64,
-    "mean": pl.Float64, "p50": pl.Float64, "p90": pl.Float64, "p99": pl.Float64, "peak_at": pl.Datetime("us", "UTC"),
+    "mean": pl.Float64, "p50": pl.Float64, "p90": pl.Float64, "p95": pl.Float64, "p99": pl.Float64, "peak_at": pl.Datetime("us", "UTC"),
 }
 
 DEFINITIONS = {

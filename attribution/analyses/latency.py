@@ -4,9 +4,9 @@ per-request scores from named presets (presets.toml, e.g. the contest score ERS)
 
 from __future__ import annotations
 
-import os
 import re
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -14,7 +14,16 @@ from typing import Any
 
 import polars as pl
 
-from attribution.analyses.common import PERCENTILE_METHOD, Analysis, Selection, base_params, name_groups
+from attribution.analyses.common import (
+    PERCENTILE_METHOD,
+    Analysis,
+    Selection,
+    base_params,
+    name_groups,
+    percentile_list,
+    spread_percentiles,
+)
+from attribution.config import env
 from attribution.errors import UsageError
 
 SLO_METRICS = ("queue", "ttft", "tpot", "e2e")
@@ -58,7 +67,7 @@ class Score:
 def presets_files() -> list[Path | Any]:
     """The packaged presets.toml, then $ATTRIBUTION_PRESETS (its entries win)."""
     files: list[Any] = [resources.files("attribution.analyses") / "presets.toml"]
-    if extra := os.environ.get("ATTRIBUTION_PRESETS"):
+    if extra := env("ATTRIBUTION_PRESETS"):
         files.append(Path(extra))
     return files
 
@@ -155,19 +164,22 @@ DEFINITIONS = {
 
 
 def latency(sel: Selection, *, slo: Slo | None = None, scores: list[Score] | None = None,
-            bucket_edges: tuple[int, ...] | list[int] = DEFAULT_BUCKETS) -> Analysis:
+            bucket_edges: tuple[int, ...] | list[int] = DEFAULT_BUCKETS,
+            percentiles: Iterable[float] | None = None) -> Analysis:
     """Percentiles per group (`percentiles`) and per prompt-length bucket (`buckets`), goodput for `slo`
     (`goodput`, and `slo_terms`: the share meeting each term alone), and one row per group and score preset
-    (`scores`)."""
+    (`scores`). `percentiles` adds to p50, p90 and p99 (default: the `percentiles` setting's default)."""
     slo = slo or parse_slo()
     scores = score_presets() if scores is None else scores
     edges = sorted({int(e) for e in bucket_edges})
     if not edges or edges[0] <= 0:
         raise UsageError("prompt buckets need positive edges, e.g. 256,1024,4096")
     metrics, limits = [m for m, _ in slo.terms], [v for _, v in slo.terms]
+    pcts = percentile_list(percentiles)
+    qs = [q / 100 for q in pcts]
     tables = {
-        "percentiles": sel.run("latency_by_group"),
-        "buckets": sel.run("latency_by_prompt_bucket", bucket_edges=edges),
+        "percentiles": spread_percentiles(sel.run("latency_by_group", quantiles=qs), pcts),
+        "buckets": spread_percentiles(sel.run("latency_by_prompt_bucket", bucket_edges=edges, quantiles=qs), pcts),
         "goodput": sel.run("goodput_by_group", slo_metrics=metrics, slo_limits=limits),
         "slo_terms": sel.run("slo_terms_by_group", slo_metrics=metrics, slo_limits=limits),
     }
@@ -185,7 +197,8 @@ def latency(sel: Selection, *, slo: Slo | None = None, scores: list[Score] | Non
     by = sel.by.value
     return Analysis(
         name="latency",
-        params={**base_params(sel), "slo": slo.to_dict(), "scores": [s.name for s in scores], "bucket_edges": edges},
+        params={**base_params(sel), "slo": slo.to_dict(), "scores": [s.name for s in scores], "bucket_edges": edges,
+                "percentiles": pcts},
         tables={k: name_groups(v, sel.by) for k, v in tables.items()},
         titles={
             "percentiles": f"latency by {by} (seconds)",

@@ -10,7 +10,7 @@ from typing import Any
 import polars as pl
 
 from attribution.analyses.capacity import capacity
-from attribution.analyses.common import Analysis, GroupBy, Selection, base_params, select
+from attribution.analyses.common import Analysis, GroupBy, Selection, base_params, percentile_columns, select
 from attribution.analyses.concurrency import concurrency
 from attribution.analyses.latency import Slo, latency, parse_slo
 from attribution.analyses.lengths import lengths
@@ -47,20 +47,21 @@ def cohort_of(sel: Selection) -> GroupBy | None:
 
 def analyze(con, *, since: Any = None, until: Any = None, by: GroupBy | str = GroupBy.workload,
             slo: Slo | None = None, gpu_hour_cost: float | None = None,
-            ceiling_share: float = CEILING_SHARE) -> Analysis:
+            ceiling_share: float = CEILING_SHARE, percentiles: Any = None,
+            gpus_per_pod: int | None = None) -> Analysis:
     """Run lengths, concurrency, latency, goodput and capacity on one window and return the one-screen
     summary tables and `findings`."""
     sel = select(con, since=since, until=until, by=by)
     slo = slo or parse_slo()
-    len_r = lengths(sel)
+    len_r = lengths(sel, percentiles=percentiles)
     conc = concurrency(sel, per_group=False)  # the summary shows pods only
-    cap = capacity(sel, gpu_hour_cost=gpu_hour_cost, per_group=False, conc=conc)
-    lat = latency(sel, slo=slo)
+    cap = capacity(sel, gpu_hour_cost=gpu_hour_cost, gpus_per_pod=gpus_per_pod, per_group=False, conc=conc)
+    lat = latency(sel, slo=slo, percentiles=percentiles)
     cohort = cohort_of(sel)
     lat_cohort = lat
     if cohort:
         csel = select(con, since=sel.window, by=cohort)
-        lat_cohort = latency(csel, slo=slo, scores=[])
+        lat_cohort = latency(csel, slo=slo, scores=[], percentiles=percentiles)
         # cohorts in time order (first arrival), so that a change reads from before to after
         order = fetch(con, "select grp, min(t_arrival) as t from analysis_requests where in_window group by grp")
         rank = dict(zip(order["grp"], order["t"].rank("ordinal"), strict=True))
@@ -73,7 +74,7 @@ def analyze(con, *, since: Any = None, until: Any = None, by: GroupBy | str = Gr
         "lengths": lengths_table(len_r.tables["stats"], gcol),
         "concurrency": concurrency_table(conc.tables["pods"], conc.tables["deployments"], cap),
         "latency": lat_cohort.tables["percentiles"].filter(pl.col("metric") != "queue_s").select(
-            ccol, "metric", "requests", "p50", "p90", "p99"),
+            ccol, "metric", "requests", *percentile_columns(lat_cohort.tables["percentiles"])),
         "goodput": goodput_table(lat.tables["goodput"], lat.tables.get("scores"), gcol),
         "capacity": capacity_table(cap),
     }
@@ -83,7 +84,7 @@ def analyze(con, *, since: Any = None, until: Any = None, by: GroupBy | str = Gr
     return Analysis(
         name="analyze",
         params={**base_params(sel), "cohort": cohort.value if cohort else None, "slo": slo.to_dict(),
-                "gpu_hour_cost": gpu_hour_cost},
+                "gpu_hour_cost": gpu_hour_cost, "gpus_per_pod": gpus_per_pod, "ceiling_share": ceiling_share},
         tables=tables,
         titles={
             "findings": "worth a look",
@@ -101,7 +102,7 @@ def analyze(con, *, since: Any = None, until: Any = None, by: GroupBy | str = Gr
 def lengths_table(stats: pl.DataFrame, gcol: str) -> pl.DataFrame:
     """The summary's length rows (prompt and output per group) from `lengths`' stats table."""
     return stats.filter(pl.col("metric") != "cached_tokens").select(
-        gcol, pl.col("metric").str.replace("_tokens", ""), "requests", "mean", "p50", "p90", "p99", "max",
+        gcol, pl.col("metric").str.replace("_tokens", ""), "requests", "mean", *percentile_columns(stats), "max",
         pl.col("top1_token_share").alias("top1_share"))
 
 

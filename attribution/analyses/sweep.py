@@ -224,7 +224,7 @@ def _first_at_max(values: np.ndarray, t: np.ndarray) -> tuple[Any, int]:
 
 
 def _time_weighted(value: np.ndarray, dur: np.ndarray) -> dict[str, Any]:
-    """mean and the smallest values covering 50/90/99% of the time (concurrency_stats.sql `weighted`)."""
+    """mean and the smallest values covering 50/90/95/99% of the time (concurrency_stats.sql `weighted`)."""
     if value.size and value.min() >= 0 and value.max() < 1 << 26 and np.array_equal(value, np.floor(value)):
         # whole numbers (counts, whole tokens): time per value by counting, no sort
         iv = value.astype(np.int64)
@@ -241,7 +241,7 @@ def _time_weighted(value: np.ndarray, dur: np.ndarray) -> dict[str, Any]:
     out: dict[str, Any] = {"mean": float(np.sum(vals * durs.astype(np.float64)) / total) if total else None,
                            "span_s": total / 1e6}
     # `cum >= 0.99 * total` compares exactly in SQL (a DECIMAL literal times an integer): so here
-    for name, (num, den) in (("p50", (1, 2)), ("p90", (9, 10)), ("p99", (99, 100))):
+    for name, (num, den) in (("p50", (1, 2)), ("p90", (9, 10)), ("p95", (19, 20)), ("p99", (99, 100))):
         out[name] = float(vals[np.argmax(cum * den >= num * total)])
     return out
 
@@ -272,11 +272,12 @@ def stats(parts: list[Segments]) -> pl.DataFrame:
             seen.append({"deployment": s.deployment, "grp": s.grp, "metric": "seen_at_arrival",
                          **_seen(s.t[a], s.in_system[a] - 1, s.arrivals[a])})
     schema = {"deployment": pl.Utf8, "grp": pl.Utf8, "metric": pl.Utf8, "peak": pl.Float64, "peak_t": pl.Int64,
-              "mean": pl.Float64, "p50": pl.Float64, "p90": pl.Float64, "p99": pl.Float64, "span_s": pl.Float64,
+              "mean": pl.Float64, "p50": pl.Float64, "p90": pl.Float64, "p95": pl.Float64, "p99": pl.Float64,
+              "span_s": pl.Float64,
               "arrivals": pl.Int64}
     return pl.DataFrame(rows + seen, schema=schema).with_columns(
         peak_at=pl.col("peak_t").cast(pl.Datetime("us")).dt.replace_time_zone("UTC")).select(
-        "deployment", "grp", "metric", "peak", "peak_at", "mean", "p50", "p90", "p99", "span_s", "arrivals")
+        "deployment", "grp", "metric", "peak", "peak_at", "mean", "p50", "p90", "p95", "p99", "span_s", "arrivals")
 
 
 def quantile_cont(values: np.ndarray, counts: np.ndarray, q: float) -> float:
@@ -304,7 +305,8 @@ def _seen(t: np.ndarray, seen: np.ndarray, arrivals: np.ndarray) -> dict[str, An
     n = int(arrivals.sum())
     return {"peak": float(seen[i]), "peak_t": int(t[i]), "mean": float(np.sum(seen * arrivals)) / n,
             "p50": quantile_cont(vals, counts, 0.5), "p90": quantile_cont(vals, counts, 0.9),
-            "p99": quantile_cont(vals, counts, 0.99), "span_s": None, "arrivals": n}
+            "p95": quantile_cont(vals, counts, 0.95), "p99": quantile_cont(vals, counts, 0.99), "span_s": None,
+            "arrivals": n}
 
 
 def span_s(parts: list[Segments]) -> float:

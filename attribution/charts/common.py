@@ -16,7 +16,7 @@ PALETTE = (
     "#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000",
     "#4E79A7", "#F28E2B", "#59A14F", "#B07AA1", "#76B7B2", "#EDC948", "#FF9DA7", "#9C755F",
 )
-QUANTILE_COLOURS = {"p50": "#56B4E9", "p90": "#0072B2", "p99": "#D55E00", "p99_9": "#882255", "max": "#555555",
+QUANTILE_COLOURS = {"p50": "#56B4E9", "p90": "#0072B2", "p95": "#CC79A7", "p99": "#D55E00", "p99_9": "#882255", "max": "#555555",
                     "mean": "#009E73", "peak": "#882255"}
 HEIGHT = 360
 FONT = "system-ui, -apple-system, Segoe UI, Roboto, Helvetica, Arial, sans-serif"

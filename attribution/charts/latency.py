@@ -14,7 +14,7 @@ from attribution.charts.common import QUANTILE_COLOURS, colours, group_column, l
 METRICS = ("ttft_s", "tpot_s", "e2e_s")
 
 
-def percentiles(a: Analysis, *, metrics: tuple[str, ...] = METRICS, quantiles: tuple[str, ...] = ("p50", "p90", "p99"),
+def percentiles(a: Analysis, *, metrics: tuple[str, ...] = METRICS, quantiles: tuple[str, ...] = ("p50", "p90", "p95", "p99"),
                 title: str | None = None) -> go.Figure:
     """One panel per metric (log scale): grouped bars of `quantiles` per group. From the `percentiles` table;
     metrics the logs do not give are left out."""
@@ -31,7 +31,7 @@ def percentiles(a: Analysis, *, metrics: tuple[str, ...] = METRICS, quantiles: t
     for col, m in enumerate(present, start=1):
         rows = pct.filter(pl.col("metric") == m)
         names = [str(v) for v in rows[gcol]] if gcol else ["all"] * rows.height
-        for q in quantiles:
+        for q in [q for q in quantiles if q in pct.columns]:
             fig.add_trace(go.Bar(x=names, y=rows[q].to_list(), name=q, legendgroup=q, showlegend=col == 1,
                                  marker_color=QUANTILE_COLOURS.get(q),
                                  hovertemplate="%{x}: %{y:.3g} s<extra>" + f"{label(m)} {q}</extra>"), row=1, col=col)

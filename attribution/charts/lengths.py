@@ -82,7 +82,7 @@ def count_vs_tokens(a: Analysis, *, metric: str = "prompt_tokens", title: str | 
 
 
 def percentiles(a: Analysis, *, metric: str = "prompt_tokens", title: str | None = None) -> go.Figure:
-    """p50 / p90 / p99 / max per group as grouped bars (log scale), from the `stats` table."""
+    """p50 / p90 / p95 / p99 / max per group as grouped bars (log scale), from the `stats` table."""
     title = title or f"{label(metric)}: percentiles per group"
     stats = table(a, "stats")
     rows = stats.filter(pl.col("metric") == metric) if stats is not None else None
@@ -91,7 +91,7 @@ def percentiles(a: Analysis, *, metric: str = "prompt_tokens", title: str | None
     gcol = group_column(rows, exclude=("metric",))
     names = [str(v) for v in rows[gcol]] if gcol else ["all"] * rows.height
     fig = go.Figure()
-    for q in ("p50", "p90", "p99", "max"):
+    for q in [c for c in ("p50", "p90", "p95", "p99", "max") if c in rows.columns]:
         fig.add_trace(go.Bar(x=names, y=rows[q].to_list(), name=q, marker_color=QUANTILE_COLOURS[q],
                              hovertemplate="%{x}: %{y:,.0f}<extra>" + q + "</extra>"))
     fig.update_layout(barmode="group")

@@ -4,7 +4,6 @@ Commands live in the modules imported below, each registering on the one Typer `
 
 from __future__ import annotations
 
-import os
 import sys
 
 from attribution import render
@@ -18,6 +17,7 @@ from attribution.cli import (
     store_cmds,  # noqa: F401  (registers ingest, status, query, export)
 )
 from attribution.cli.app import app
+from attribution.config import env
 from attribution.errors import AttributionError
 
 __all__ = ["app", "main"]
@@ -30,7 +30,7 @@ def main() -> None:
         render.err.print(f"[red]error:[/] {exc}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     except Exception as exc:  # a bug: one line, the traceback only on request
-        if os.environ.get("ATTRIBUTION_DEBUG"):
+        if env("ATTRIBUTION_DEBUG"):
             raise
         render.err.print(
             f"[red]internal error:[/] {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} "

@@ -4,7 +4,6 @@ numbers are the library's, the same in the table, CSV and JSON forms."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import polars as pl
@@ -14,7 +13,8 @@ from rich.table import Table
 
 from attribution import analyses, render
 from attribution.analyses import Analysis, GroupBy
-from attribution.cli.app import FormatOpt, StoreOpt, app, open_store
+from attribution.cli.app import ConfigOpt, FormatOpt, StoreOpt, app, connect, resolve
+from attribution.config import Settings, describe
 from attribution.errors import UsageError
 from attribution.render import Format
 from attribution.store import default_store_path
@@ -37,10 +37,21 @@ PresetOpt = Annotated[str | None, typer.Option(
     "--preset", help="A named SLO from presets.toml (chat, ...).", show_default=False)]
 CostOpt = Annotated[float | None, typer.Option(
     "--gpu-hour-cost", help="Price of one GPU-hour (e.g. 2.0) for the cost per million tokens.", show_default=False)]
+PercentilesOpt = Annotated[str | None, typer.Option(
+    "--percentiles", help="Percentiles to show besides p50, p90 and p99, e.g. 50,90,95,99,99.9 (default: the "
+                          "`percentiles` setting, 50,90,95,99,99.9).", show_default=False)]
+GpusOpt = Annotated[int | None, typer.Option(help="GPUs per pod (default: the engine's tp_size, else 1).",
+                                             show_default=False)]
 
 
-def _select(store: Path | None, since: str | None, until: str | None, by: GroupBy) -> analyses.Selection:
-    return analyses.select(open_store(store).connect(), since=since, until=until, by=by)
+def _select(settings: Settings, since: str | None, until: str | None, by: GroupBy) -> analyses.Selection:
+    return analyses.select(connect(settings), since=since, until=until, by=by)
+
+
+def _with_settings(res: Analysis, settings: Settings, keys: tuple[str, ...]) -> Analysis:
+    """Say in the result (its JSON params) which settings it used, their values and where each came from."""
+    res.params["settings"] = describe(settings, keys)
+    return res
 
 
 def _cell(v: object, column: str) -> str:
@@ -93,6 +104,7 @@ def show(result: Analysis, fmt: Format, table: str | None = None, hide: tuple[st
 @app.command("lengths")
 def lengths_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt = None,
                 by: ByOpt = GroupBy.workload, fmt: FormatOpt = Format.table, table: TableOpt = None,
+                config: ConfigOpt = None, percentiles: PercentilesOpt = None,
                 bins_per_decade: Annotated[int, typer.Option(help="Histogram bins per power of ten.")] = 10,
                 histogram: Annotated[bool, typer.Option(help="Also print the histogram table.")] = False) -> None:
     """Prompt, output and cached tokens per group: count, mean, p50/p90/p99/p99.9, max, token-weighted
@@ -100,13 +112,17 @@ def lengths_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt 
 
     Example: attribution lengths --by workload --since 7d
     """
-    res = analyses.lengths(_select(store, since, until, by), bins_per_decade=bins_per_decade)
+    st = resolve(config, store=store, percentiles=percentiles)
+    res = analyses.lengths(_select(st, since, until, by), bins_per_decade=bins_per_decade,
+                           percentiles=st.percentiles)
+    _with_settings(res, st, ("percentiles", "workloads"))
     show(res, fmt, table, hide=() if histogram else ("histogram",))
 
 
 @app.command("concurrency")
 def concurrency_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt = None,
                     by: ByOpt = GroupBy.workload, fmt: FormatOpt = Format.table, table: TableOpt = None,
+                    config: ConfigOpt = None,
                     per_group: Annotated[bool, typer.Option(help="Also sweep each group on its own.")] = True,
                     timeseries: Annotated[bool, typer.Option(help="Add running/waiting over time.")] = False,
                     bucket: Annotated[int | None, typer.Option(help="Time-series bucket in seconds (default: "
@@ -120,15 +136,18 @@ def concurrency_cmd(store: StoreOpt = None, since: SinceOpt = None, until: Until
 
     Example: attribution concurrency --by workload --timeseries --format json
     """
-    res = analyses.concurrency(_select(store, since, until, by), per_group=per_group, estimate=estimate,
+    st = resolve(config, store=store)
+    res = analyses.concurrency(_select(st, since, until, by), per_group=per_group, estimate=estimate,
                                service_model=service_model, timeseries=timeseries, bucket_s=bucket)
+    _with_settings(res, st, ("workloads",))
     show(res, fmt, table)
 
 
 @app.command("latency")
 def latency_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt = None,
                 by: ByOpt = GroupBy.workload, fmt: FormatOpt = Format.table, table: TableOpt = None,
-                slo: SloOpt = None, preset: PresetOpt = None,
+                slo: SloOpt = None, preset: PresetOpt = None, config: ConfigOpt = None,
+                percentiles: PercentilesOpt = None,
                 score: Annotated[list[str] | None, typer.Option(help="Score preset (default: all, e.g. ers).",
                                                                 show_default=False)] = None,
                 buckets: Annotated[str, typer.Option(help="Prompt-length bucket edges in tokens.")]
@@ -142,26 +161,28 @@ def latency_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt 
         edges = [int(x) for x in buckets.split(",") if x.strip()]
     except ValueError:
         raise UsageError(f"--buckets {buckets!r}: write token counts separated by commas") from None
-    sel = _select(store, since, until, by)
-    res = analyses.latency(sel, slo=analyses.parse_slo(slo, preset), scores=analyses.score_presets(score),
-                           bucket_edges=edges)
+    st = resolve(config, store=store, slo=slo, slo_preset=preset, percentiles=percentiles)
+    sel = _select(st, since, until, by)
+    res = analyses.latency(sel, slo=analyses.parse_slo(list(st.slo) or None, st.slo_preset),
+                           scores=analyses.score_presets(score), bucket_edges=edges, percentiles=st.percentiles)
+    _with_settings(res, st, ("slo", "slo_preset", "percentiles", "workloads"))
     show(res, fmt, table)
 
 
 @app.command("capacity")
 def capacity_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt = None,
                  by: ByOpt = GroupBy.all, fmt: FormatOpt = Format.table, table: TableOpt = None,
-                 gpu_hour_cost: CostOpt = None,
-                 gpus_per_pod: Annotated[int | None, typer.Option(help="GPUs per pod (default: the engine's "
-                                                                       "tp_size, else 1).", show_default=False)] = None,
-                 ) -> None:
+                 gpu_hour_cost: CostOpt = None, gpus_per_pod: GpusOpt = None, config: ConfigOpt = None) -> None:
     """Completed requests per pod per day, the requests per day it could complete at its running limit (measured
     at saturation, else extrapolated from service times, with a 95% interval), and the cost per million
     input and output tokens.
 
     Example: attribution capacity --gpu-hour-cost 2.0
     """
-    res = analyses.capacity(_select(store, since, until, by), gpu_hour_cost=gpu_hour_cost, gpus_per_pod=gpus_per_pod)
+    st = resolve(config, store=store, gpu_hour_cost=gpu_hour_cost, gpus_per_pod=gpus_per_pod)
+    res = analyses.capacity(_select(st, since, until, by), gpu_hour_cost=st.gpu_hour_cost,
+                            gpus_per_pod=st.gpus_per_pod)
+    _with_settings(res, st, ("gpu_hour_cost", "gpus_per_pod", "workloads"))
     show(res, fmt, table)
 
 
@@ -171,7 +192,8 @@ def analyze_cmd(
                                                            "none: summarise the store as it is.")] = None,
     store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt = None, by: ByOpt = GroupBy.workload,
     fmt: FormatOpt = Format.table, table: TableOpt = None, slo: SloOpt = None, preset: PresetOpt = None,
-    gpu_hour_cost: CostOpt = None,
+    gpu_hour_cost: CostOpt = None, gpus_per_pod: GpusOpt = None, config: ConfigOpt = None,
+    percentiles: PercentilesOpt = None,
     year: Annotated[int | None, typer.Option(help="Year of vLLM timestamps (they have none).")] = None,
     tz: Annotated[str | None, typer.Option(help="Zone of naive log timestamps; default: this machine's.")] = None,
     label: Annotated[str | None, typer.Option(help="Cohort tag for the ingested files.")] = None,
@@ -182,15 +204,20 @@ def analyze_cmd(
 
     Example: attribution analyze sample_logs/ --store demo-store --year 2026 --tz UTC
     """
+    st = resolve(config, store=store, slo=slo, slo_preset=preset, gpu_hour_cost=gpu_hour_cost,
+                 gpus_per_pod=gpus_per_pod, percentiles=percentiles)
     if paths:
         from attribution.cli.store_cmds import _IngestProgress, _print_summary
         from attribution.ingest import ingest
 
         prog = _IngestProgress()
         with prog.p:
-            summary = ingest(paths, default_store_path(store), deployment=deployment, label=label, year=year, tz=tz,
+            summary = ingest(paths, default_store_path(st.store), deployment=deployment, label=label, year=year, tz=tz,
                              progress=prog)
         _print_summary(summary)
-    res = analyses.analyze(open_store(store).connect(), since=since, until=until, by=by,
-                           slo=analyses.parse_slo(slo, preset), gpu_hour_cost=gpu_hour_cost)
+    res = analyses.analyze(connect(st), since=since, until=until, by=by,
+                           slo=analyses.parse_slo(list(st.slo) or None, st.slo_preset), gpu_hour_cost=st.gpu_hour_cost,
+                           gpus_per_pod=st.gpus_per_pod, ceiling_share=st.ceiling_share, percentiles=st.percentiles)
+    _with_settings(res, st, ("slo", "slo_preset", "gpu_hour_cost", "gpus_per_pod", "ceiling_share", "percentiles",
+                             "workloads"))
     show(res, fmt, table)

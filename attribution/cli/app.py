@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from attribution.config import Settings, connect_settings, load_settings
 from attribution.render import Format
 from attribution.store import Store, default_store_path
 
@@ -28,3 +29,21 @@ FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format
 
 def open_store(store: Path | None) -> Store:
     return Store.open(default_store_path(store))
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option("--config", help="Settings file (default: $ATTRIBUTION_CONFIG, else the nearest attribution.toml, "
+                                  "or pyproject.toml with a tool.attribution table).", show_default=False),
+]
+
+
+def resolve(config: Path | None, **flags: object) -> Settings:
+    """Every setting a command uses, one precedence: its flag, else $ATTRIBUTION_<KEY>, else the config file,
+    else the default (attribution.config.load_settings)."""
+    return load_settings(flags, config=config)
+
+
+def connect(settings: Settings):  # noqa: ANN201 (a DuckDB connection)
+    """A connection to the settings' store with the settings' workload names applied."""
+    con = open_store(default_store_path(settings.store)).connect()
+    connect_settings(con, settings)
+    return con

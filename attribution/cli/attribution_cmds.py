@@ -13,8 +13,8 @@ from rich.markup import escape
 
 from attribution import render
 from attribution.analyses import Analysis
-from attribution.cli.analyses import SinceOpt, TableOpt, UntilOpt, _select, _table, show_data
-from attribution.cli.app import FormatOpt, StoreOpt, app
+from attribution.cli.analyses import SinceOpt, TableOpt, UntilOpt, _select, _table, _with_settings, show_data
+from attribution.cli.app import ConfigOpt, FormatOpt, StoreOpt, app, resolve
 from attribution.compare import CohortBy, compare
 from attribution.errors import UsageError
 from attribution.render import Format
@@ -101,6 +101,7 @@ def _show(res: Analysis, fmt: Format, table: str | None, detail: bool, hide_empt
 def thresholds_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt = None,
                    fmt: FormatOpt = Format.table, table: TableOpt = None, threshold: ThresholdOpt = None,
                    catalogue: CatalogueOpt = None, feature: FeatureOpt = None, gpu_mem_gib: GpuOpt = None,
+                   config: ConfigOpt = None,
                    list_: Annotated[bool, typer.Option("--list", help="Print the feature catalogue and exit.")]
                    = False, detail: AllOpt = False) -> None:
     """Which engine features' thresholds the traffic crossed: per feature the requests over it (count, share,
@@ -109,11 +110,13 @@ def thresholds_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilO
 
     Example: attribution thresholds --threshold "sparse_prefill: kv_len_at_prefill > 95000"
     """
-    cat = load_catalogue(catalogue, threshold)
+    st = resolve(config, store=store, catalogue=[str(p) for p in catalogue or []], thresholds=threshold)
+    cat = load_catalogue(list(st.catalogue), list(st.thresholds))
     if list_:
         render.frame(feature_table(cat.select(feature)), fmt, "feature catalogue")
         return
-    res = thresholds(_select(store, since, until, "all"), cat, features=feature, gpu_mem_gib=gpu_mem_gib)
+    res = thresholds(_select(st, since, until, "all"), cat, features=feature, gpu_mem_gib=gpu_mem_gib)
+    _with_settings(res, st, ("catalogue", "thresholds", "workloads"))
     _show(res, fmt, table, detail)
 
 
@@ -131,12 +134,16 @@ def compare_cmd(
     mix: Annotated[str, typer.Option(help="Common mix: pooled (both cohorts), before or after.")] = "pooled",
     resamples: Annotated[int, typer.Option(help="Bootstrap resamples.")] = 1000,
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
-    tolerance: Annotated[float, typer.Option(help="Smallest change called material (0.05 = 5%).")] = 0.05,
-    alpha: Annotated[float, typer.Option(help="Family-wise false-alarm rate of the verdicts (Holm).")] = 0.05,
+    tolerance: Annotated[float | None, typer.Option(help="Smallest change called material (default: the "
+                                                         "`tolerance` setting, 0.05 = 5%).", show_default=False)]
+    = None,
+    alpha: Annotated[float | None, typer.Option(help="Family-wise false-alarm rate of the verdicts (Holm; "
+                                                     "default: the `alpha` setting, 0.05).", show_default=False)]
+    = None,
     percentile: Annotated[float, typer.Option(help="Percentile the attribution table compares.")] = 0.5,
     capacity: Annotated[bool, typer.Option(help="Add per-pod capacity before and after.")] = True,
     threshold: ThresholdOpt = None, catalogue: CatalogueOpt = None, feature: FeatureOpt = None,
-    gpu_mem_gib: GpuOpt = None, detail: AllOpt = False,
+    gpu_mem_gib: GpuOpt = None, detail: AllOpt = False, config: ConfigOpt = None,
 ) -> None:
     """Two cohorts side by side: queue, TTFT, TPOT and end-to-end percentile ratios re-weighted to a common
     workload x prompt-length mix, with bootstrap intervals; per feature, whether it can explain the change.
@@ -147,9 +154,12 @@ def compare_cmd(
         edges = tuple(int(x) for x in buckets.split(",") if x.strip())
     except ValueError:
         raise UsageError(f"--buckets {buckets!r}: write token counts separated by commas") from None
-    res = compare(_select(store, since, until, "all"), by=cohort_by, before=before, after=after,
-                  catalogue=load_catalogue(catalogue, threshold), features=feature,
+    st = resolve(config, store=store, catalogue=[str(p) for p in catalogue or []], thresholds=threshold,
+                 tolerance=tolerance, alpha=alpha)
+    res = compare(_select(st, since, until, "all"), by=cohort_by, before=before, after=after,
+                  catalogue=load_catalogue(list(st.catalogue), list(st.thresholds)), features=feature,
                   metrics=tuple(metric) if metric else tuple(("queue_s", "ttft_s", "tpot_s", "e2e_s")),
-                  edges=edges, mix=mix, resamples=resamples, seed=seed, tolerance=tolerance, alpha=alpha,
+                  edges=edges, mix=mix, resamples=resamples, seed=seed, tolerance=st.tolerance, alpha=st.alpha,
                   attribution_percentile=percentile, capacity=capacity, gpu_mem_gib=gpu_mem_gib)
+    _with_settings(res, st, ("tolerance", "alpha", "catalogue", "thresholds", "workloads"))
     _show(res, fmt, table, detail)

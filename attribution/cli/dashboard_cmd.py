@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from attribution import dashboard, render
-from attribution.cli.app import StoreOpt, app
+from attribution.cli.app import ConfigOpt, StoreOpt, app, resolve
 from attribution.store import default_store_path
 
 
@@ -18,6 +19,7 @@ def dashboard_cmd(
     host: Annotated[str, typer.Option(help="Address to bind; the default serves this machine only. Use "
                                            "0.0.0.0 to share it (anyone who reaches the port reads the store).")]
     = "127.0.0.1",
+    config: ConfigOpt = None,
 ) -> None:
     """Explore the store in a browser: filter to a time range, deployment, workload, label or engine version
     and see lengths, concurrency, latency, feature thresholds, the memory split and a cohort comparison.
@@ -25,9 +27,11 @@ def dashboard_cmd(
 
     Example: attribution dashboard --store demo-store --port 8501
     """
-    path = default_store_path(store)
+    st = resolve(config, store=store)  # a bad setting is a usage error here, not a broken page later
+    path = default_store_path(st.store)
     if dashboard.store_version(path) is None:
         render.err.print(f"[yellow]note:[/] no store at {path} yet; the pages stay empty until an ingest fills it",
                          highlight=False)
     render.err.print(f"dashboard on http://{host}:{port}  (Ctrl-C stops it)", highlight=False)
-    dashboard.launch(path, host=host, port=port)
+    found = Path(st.config_file) if st.config_file else None
+    dashboard.launch(path, host=host, port=port, config=config or found)

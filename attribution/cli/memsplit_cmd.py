@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
-from attribution.cli.analyses import SinceOpt, TableOpt, UntilOpt, show
-from attribution.cli.app import FormatOpt, StoreOpt, app, open_store
+from attribution.cli.analyses import SinceOpt, TableOpt, UntilOpt, _with_settings, show
+from attribution.cli.app import ConfigOpt, FormatOpt, StoreOpt, app, connect, resolve
 from attribution.memory.profile import GiB
 from attribution.memsplit import Overrides, Settings, memsplit
 from attribution.render import Format
@@ -70,6 +70,7 @@ def memsplit_cmd(
         ),
     ] = None,
     store: StoreOpt = None,
+    config: ConfigOpt = None,
     fmt: FormatOpt = Format.table,
     table: TableOpt = None,
     show_all: Annotated[
@@ -89,9 +90,10 @@ def memsplit_cmd(
         mamba_ssm_dtype=mamba_ssm_dtype,
         slots_per_request=slots_per_request,
     )
+    st = resolve(config, store=store, model=model)
     res = memsplit(
-        open_store(store).connect(),
-        model,
+        connect(st),
+        st.model,
         engine=engine and engine.value,
         deployments=deployment,
         since=since,
@@ -101,5 +103,6 @@ def memsplit_cmd(
         service_model=service_model,
         settings=Settings(kv_low=kv_low, percentile=percentile, headroom=headroom),
     )
+    _with_settings(res, st, ("model", "workloads"))
     hide = () if show_all else tuple(n for n in res.tables if n not in BRIEF)
     show(res, fmt, table, hide=hide)

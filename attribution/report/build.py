@@ -33,7 +33,7 @@ from attribution.analyses.summary import (
     lengths_table,
     pick_findings,
 )
-from attribution.config import Settings, workload_map
+from attribution.config import Settings, connect_settings
 from attribution.errors import InputError, UsageError
 from attribution.memsplit import memsplit
 from attribution.report import sections
@@ -111,9 +111,7 @@ def run_analyses(store: Store, settings: Settings, *, since: Any = None, until: 
     say = progress or (lambda _: None)
     snapshot = store.snapshot()
     con = store.connect(snapshot)
-    names = workload_map(settings)
-    if names is not None:  # the config names workloads: replace the store's own mapping for this connection
-        con.register("_workload_map", names.to_arrow())
+    connect_settings(con, settings)  # the config's workload names replace the store's own mapping here
     window = report_window(con, since=since, until=until, week=week, default=settings.window)
     by = GroupBy(settings.by)
     slo = parse_slo(list(settings.slo) or None, settings.slo_preset)
@@ -123,15 +121,16 @@ def run_analyses(store: Store, settings: Settings, *, since: Any = None, until: 
     catalogue = load_catalogue(list(settings.catalogue), list(settings.thresholds))
     if sel.requests:
         say("lengths, concurrency, latency, capacity")
-        inp.lengths = lengths(sel)
+        inp.lengths = lengths(sel, percentiles=settings.percentiles)
         inp.concurrency = concurrency(sel, per_group=False, timeseries=True)
-        inp.latency = latency(sel, slo=slo)
+        inp.latency = latency(sel, slo=slo, percentiles=settings.percentiles)
         inp.capacity = capacity(sel, gpu_hour_cost=settings.gpu_hour_cost, gpus_per_pod=settings.gpus_per_pod,
                                 per_group=False, conc=inp.concurrency)
         inp.findings = _findings(inp)
         cohort = cohort_of(sel)
         if cohort is not None:
-            inp.cohort_latency = latency(select(con, since=window, by=cohort), slo=slo, scores=[])
+            inp.cohort_latency = latency(select(con, since=window, by=cohort), slo=slo, scores=[],
+                                         percentiles=settings.percentiles)
         say("thresholds")
         everything = select(con, since=window, by=GroupBy.all)
         inp.thresholds = thresholds(everything, catalogue)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from attribution import charts
+from attribution.analyses.common import percentile_columns
 from attribution.charts.common import group_column
 from attribution.report.fmt import num, pct
 from attribution.report.model import Section
@@ -80,7 +81,8 @@ def lengths_section(inp: Inputs) -> Section:
         s.lines.append(f"{r[gcol]}: prompts p50 {num(r['p50'])}, p99 {num(r['p99'])}, max {num(r['max'])} tokens"
                        + (f"; the longest 1% carry {pct(share)} of its prompt tokens." if share is not None else "."))
     s.table("stats", a.titles["stats"], view(stats.filter(pl.col("metric") != "cached_tokens"), [
-        gcol, "metric", "requests", "mean", "p50", "p90", "p99", "max", "tok_p50", "tok_p90", "top1_token_share"]))
+        gcol, "metric", "requests", "mean", *percentile_columns(stats), "max", "tok_p50", "tok_p90", "tok_p95",
+        "tok_p99", "top1_token_share"]))
     s.chart("prompt", charts.lengths.count_vs_tokens(a, metric="prompt_tokens"))
     s.chart("output", charts.lengths.count_vs_tokens(a, metric="output_tokens"))
     s.notes += a.notes
@@ -106,8 +108,8 @@ def concurrency_section(inp: Inputs) -> Section:
         if kv := rows.get("kv_tokens"):
             text += f", live KV tokens up to {num(kv['peak'])}"
         s.lines.append(text + ".")
-    s.table("pods", a.titles["pods"], view(pods, ["deployment", "metric", "source", "peak", "mean", "p50", "p90",
-                                                   "p99", "peak_at"]))
+    s.table("pods", a.titles["pods"], view(pods, ["deployment", "metric", "source", "peak", "mean",
+                                                   *percentile_columns(pods), "peak_at"]))
     s.chart("over_time", charts.concurrency.over_time(a))
     s.chart("peaks", charts.concurrency.peaks(a, metric="running"))
     s.notes += a.notes
@@ -133,12 +135,12 @@ def latency_section(inp: Inputs) -> Section:
         if parts:
             s.lines.append(f"Per {ccol}: " + ", ".join(parts) + " met the SLO.")
     pct_table = a.tables["percentiles"]
-    s.table("percentiles", a.titles["percentiles"], view(pct_table, [gcol, "metric", "requests", "mean", "p50", "p90",
-                                                                      "p99", "max"]))
+    s.table("percentiles", a.titles["percentiles"], view(pct_table, [gcol, "metric", "requests", "mean",
+                                                                      *percentile_columns(pct_table), "max"]))
     if cl is not None:
         ccol = group_column(cl.tables["percentiles"], exclude=("metric",))
         s.table("cohorts", f"latency by {ccol} (seconds)", view(cl.tables["percentiles"], [
-            ccol, "metric", "requests", "p50", "p90", "p99", "max"]))
+            ccol, "metric", "requests", *percentile_columns(cl.tables["percentiles"]), "max"]))
     s.table("goodput", a.titles["goodput"], view(good, [gcol, "requests", "failed", "good", "good_share",
                                                         "goodput_per_s", "requests_per_s"]))
     s.table("slo_terms", a.titles["slo_terms"], view(a.tables["slo_terms"], [gcol, "term", "limit_s", "measured",
