@@ -4,8 +4,9 @@ of lines, filling provenance, and committing rows together with the file's new o
 Per file (`plan_file`): an unchanged file (same size and mtime) is skipped without being read; a file whose
 head and whose bytes just before the last offset still match their fingerprints is read from that offset (a
 grown log, or a log renamed by rotation when its old path is gone); a file where either changed (rotated,
-truncated or rewritten in place, even behind a constant banner) is new content and is read from the start. Rows and the offset they lead to are committed together, so an interrupted ingest
-resumes exactly where its last commit stopped.
+truncated or rewritten in place, even behind a constant banner) is new content and is read from the start.
+Rows and the offset they lead to are committed together, so an interrupted ingest resumes exactly where its
+last commit stopped. Inputs that are not read (see PROBLEMS) are recorded with the reason.
 """
 
 from __future__ import annotations
@@ -273,8 +274,12 @@ def parse_units(
     wrapped = isinstance(src, WrappedSource)
     if wrapped:
         ctx.options.setdefault("_max_line_bytes", max_line_bytes)
-    if src.wrapper.mode == "document" if wrapped else (src.mode == "whole" and hasattr(src, "parse_document")):
-        yield from _parse_document(path, src, ctx)  # streamed in batches (a wrapper's, a JSON document's)
+    if wrapped:
+        streamed = src.wrapper.mode == "document"
+    else:
+        streamed = src.mode == "whole" and hasattr(src, "parse_document")
+    if streamed:  # in batches: a document wrapper's file, a JSON document, a CSV export
+        yield from _parse_document(path, src, ctx)
         return
     if src.mode == "whole":
         pieces = reader.Pieces(path)
@@ -330,9 +335,9 @@ def parse_units(
 
 def _parse_document(path: Path, src: Source, ctx: ParseContext
                     ) -> Iterator[tuple[reader.Chunk | None, dict[str, Any], dict[str, pl.DataFrame]]]:
-    """A document wrapper's file or a streamed JSON document (a source with `parse_document`), batch by batch
-    (memory bounded by a batch). Like a whole-file
-    source's, the file is read again from the start when it changes; only the last unit carries its bytes."""
+    """A document wrapper's file or a whole-file source's with `parse_document`, batch by batch (memory
+    bounded by a batch). Like a whole-file source's, the file is read again from the start when it changes;
+    only the last unit carries its bytes."""
     pieces = reader.Pieces(path)
     held = None
     for result in src.parse_document(pieces, ctx):
@@ -486,8 +491,8 @@ def ingest(
     # Likely parallel: start the workers now, they import while the files are planned.
     early = jobs > 1 and len(files) > 1 and sum(_size(f) for f in files) >= PARALLEL_MIN_BYTES
     with workers.Pool(min(jobs, len(files)) if early else 0) as pool:
-        return _ingest(files, skipped, store, pool, jobs, t0, fmt=fmt, deployment=deployment, label=label, year=year,
-                       tz=tz, options=options, chunk_bytes=chunk_bytes, max_line_bytes=max_line_bytes,
+        return _ingest(files, skipped, store, pool, jobs, t0, fmt=fmt, deployment=deployment, label=label,
+                       year=year, tz=tz, options=options, chunk_bytes=chunk_bytes, max_line_bytes=max_line_bytes,
                        progress=progress, max_ts=t0 + max_future)
 
 
