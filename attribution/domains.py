@@ -48,11 +48,26 @@ def _checked(raw: pl.Expr, dtype: pl.DataType, raw_dtype: pl.DataType, dom: Doma
     return pl.when(reason.is_null()).then(v), reason
 
 
+def _unique_flags(df: pl.DataFrame) -> pl.DataFrame:
+    """A flag named twice in one startup line (a repeated argument) keeps its last value: the view makes a
+    MAP of the flags, and a MAP's keys are unique."""
+    keys = pl.col("flags").list.eval(pl.element().struct.field("key").n_unique())
+    dup = df.select((keys.list.first() != pl.col("flags").list.len()).fill_null(False)).to_series()
+    if not dup.any():
+        return df
+    flags = df["flags"].to_list()  # (rare: a list of structs cannot be scattered into)
+    for i in dup.arg_true().to_list():
+        flags[i] = list({d["key"]: d for d in flags[i]}.values())
+    return df.with_columns(pl.Series("flags", flags, dtype=df.schema["flags"]))
+
+
 def validate(table: str, df: pl.DataFrame, ts_hi: pl.Expr | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """`df` with every value outside its column's domain set to null, and the errors (line, reason, sample):
     one per value, the sample being the column and the value (a number or a time, never text)."""
     ts_hi = ts_max() if ts_hi is None else ts_hi
     schema = TABLES[table]
+    if "flags" in df.columns and isinstance(df.schema["flags"], pl.List):
+        df = _unique_flags(df)
     fixes, reasons, names = [], [], []
     for name, raw_dtype in df.schema.items():
         dom = domain_of(table, name) if name in schema else None

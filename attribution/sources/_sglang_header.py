@@ -14,7 +14,7 @@ import polars as pl
 from attribution.sources._sglang_layouts import generic, inner_prefix, outer_times, strip_ray
 from attribution.sources.base import ParseContext
 from attribution.sources.common import segments
-from attribution.sources.timefmt import to_utc
+from attribution.sources.timefmt import representable, to_utc
 
 HEADER_RE = r"^.*?\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{3})?|\d\d:\d\d:\d\d(?:\.\d{3})?)((?: [A-Z][A-Z_]*\d+)*)\] (.*)$"
 # HEADER_RE for a record that starts with its header, without capturing the message; the two time forms share
@@ -81,7 +81,7 @@ def headed(lines: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     if has_rec:
         df = _rec_days(df, ctx.tz)
     naive = (pl.col("_day").cast(pl.Int64, strict=False) * _US_PER_DAY + pl.col("_tod")).cast(pl.Datetime("us"))
-    own = pl.coalesce(to_utc(naive, ctx.tz), pl.col("_abs"))
+    own = representable(pl.coalesce(to_utc(naive, ctx.tz), pl.col("_abs")))
     # A time that reads but does not convert (a local time in the DST gap of --tz, year 0000) is unreadable
     # too: the line must not take the previous line's time below.
     df = df.with_columns(

@@ -26,6 +26,12 @@ def to_utc(naive: pl.Expr, tz: str) -> pl.Expr:
     )
 
 
+def representable(ts: pl.Expr) -> pl.Expr:
+    """`ts` where a Python datetime can hold it (years 1-9999), else null: a parser's state keeps times as
+    Python values, and a year 0000 must fail one line (the ingest's domain check reports it), not a chunk."""
+    return pl.when(ts.dt.year().is_between(1, 9999)).then(ts)
+
+
 def assign_years(month: pl.Series, ctx: ParseContext) -> pl.Series:
     """Year of each line given its month (null where the line has no timestamp). Updates ctx.state. A month
     outside 1-12 counts as none (it cannot be a rollover)."""
