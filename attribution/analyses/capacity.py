@@ -87,10 +87,10 @@ def capacity(sel: Selection, *, gpu_hour_cost: float | None = None, gpus_per_pod
         notes.append(f"the waiting/running split is unknown for {', '.join(queued)}: their ceiling counts queued "
                      "requests too, so capacity_per_day is an upper bound; busiest_hour_per_day is what they did "
                      "deliver")
-    missing = sorted(set(base["deployment"]) - set(df["deployment"]))
+    missing = sorted(set(base["deployment"]) - set(df["deployment"]), key=str)
     if missing:
         notes.append(f"no completed requests with an end time (e.g. arrival-only traces), so no capacity: "
-                     f"{', '.join(missing)}")
+                     f"{', '.join(map(str, missing))}")
     return Analysis(
         name="capacity",
         params={**base_params(sel), "gpu_hour_cost": gpu_hour_cost, "gpus_per_pod": gpus_per_pod},
