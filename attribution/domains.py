@@ -10,6 +10,7 @@ import time
 import polars as pl
 
 from attribution.schema import TABLES, TS, TS_MIN, Domain, domain_of
+from attribution.sources.timefmt import PY_MAX_US, PY_MIN_US
 
 MAX_FUTURE_S = 86400.0  # default of the `max_future` setting: a timestamp at most a day after the ingest's clock
 _INT64_MAX = float(2**63 - 1)
@@ -48,11 +49,43 @@ def _checked(raw: pl.Expr, dtype: pl.DataType, raw_dtype: pl.DataType, dom: Doma
     return pl.when(reason.is_null()).then(v), reason
 
 
+def _unique_flags(df: pl.DataFrame) -> pl.DataFrame:
+    """A flag named twice in one startup line (a repeated argument) keeps its last value: the view makes a
+    MAP of the flags, and a MAP's keys are unique."""
+    keys = pl.col("flags").list.eval(pl.element().struct.field("key").n_unique())
+    dup = df.select((keys.list.first() != pl.col("flags").list.len()).fill_null(False)).to_series()
+    if not dup.any():
+        return df
+    flags = df["flags"].to_list()  # (rare: a list of structs cannot be scattered into)
+    for i in dup.arg_true().to_list():
+        flags[i] = list({d["key"]: d for d in flags[i]}.values())
+    return df.with_columns(pl.Series("flags", flags, dtype=df.schema["flags"]))
+
+
+def _sample(col: pl.Series) -> pl.Series:
+    """Values as text for the error samples; a time beyond years 1-9999 as microseconds since 1970 (Polars
+    cannot print it)."""
+    if isinstance(col.dtype, pl.List):
+        return pl.Series([None] * col.len(), dtype=pl.Utf8)
+    if isinstance(col.dtype, pl.Datetime):
+        us = col.dt.epoch("us")
+        ok = us.is_between(PY_MIN_US, PY_MAX_US).fill_null(False)
+        text = (us.cast(pl.Utf8) + " us since 1970").to_list()
+        if ok.any():
+            shown = col.filter(ok).cast(pl.Utf8).to_list()
+            for i, v in zip(ok.arg_true().to_list(), shown, strict=True):
+                text[i] = v
+        return pl.Series(text, dtype=pl.Utf8)
+    return col.cast(pl.Utf8, strict=False).str.slice(0, 40)
+
+
 def validate(table: str, df: pl.DataFrame, ts_hi: pl.Expr | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """`df` with every value outside its column's domain set to null, and the errors (line, reason, sample):
     one per value, the sample being the column and the value (a number or a time, never text)."""
     ts_hi = ts_max() if ts_hi is None else ts_hi
     schema = TABLES[table]
+    if "flags" in df.columns and isinstance(df.schema["flags"], pl.List):
+        df = _unique_flags(df)
     fixes, reasons, names = [], [], []
     for name, raw_dtype in df.schema.items():
         dom = domain_of(table, name) if name in schema else None
@@ -85,9 +118,7 @@ def validate(table: str, df: pl.DataFrame, ts_hi: pl.Expr | None = None) -> tupl
     for i in bad_cols:
         name, why = names[i], whys.columns[i]
         mask = whys[why].is_not_null()
-        col = df[name].filter(mask)
-        value = (pl.Series([None] * col.len(), dtype=pl.Utf8) if isinstance(col.dtype, pl.List)
-                 else col.cast(pl.Utf8, strict=False).str.slice(0, 40))
+        value = _sample(df[name].filter(mask))
         errors.append(pl.DataFrame({
             "line": line.filter(mask),
             "reason": (f"{name} " + whys[why].filter(mask) + ": stored as null"),

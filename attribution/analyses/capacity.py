@@ -120,10 +120,10 @@ def capacity(sel: Selection, *, gpu_hour_cost: float | None = None, gpus_per_pod
     for r in guessed.iter_rows(named=True):
         notes.append(f"{r['deployment']}: no configured running limit; capacity uses {r['running_limit']:,} "
                      f"({r['limit_source']})")
-    missing = sorted(set(base["deployment"]) - set(df["deployment"]))
+    missing = sorted(set(base["deployment"]) - set(df["deployment"]), key=str)
     if missing:
         notes.append(f"no completed requests with an end time (e.g. arrival-only traces), so no capacity: "
-                     f"{', '.join(missing)}")
+                     f"{', '.join(map(str, missing))}")
     return Analysis(
         name="capacity",
         params={**base_params(sel), "gpu_hour_cost": gpu_hour_cost, "gpus_per_pod": gpus_per_pod},

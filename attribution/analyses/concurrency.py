@@ -141,10 +141,10 @@ def concurrency(sel: Selection, *, per_group: bool = True, estimate: bool = True
         if ts is not None:
             series.append(ts.with_columns(source=pl.lit("sampled")))
     if sampled:
-        notes.append(f"sampled (engine step lines only, not per-request intervals): {', '.join(sampled)}")
+        notes.append(f"sampled (engine step lines only, not per-request intervals): {', '.join(map(str, sampled))}")
     if split_deps:
         notes.append(f"running, waiting and kv_tokens sampled from the engine's step lines (in_system and "
-                     f"seen_at_arrival exact): {', '.join(split_deps)}")
+                     f"seen_at_arrival exact): {', '.join(map(str, split_deps))}")
 
     arrival_only = by_source["estimate"]["deployment"].to_list()
     if arrival_only and estimate:
@@ -157,7 +157,7 @@ def concurrency(sel: Selection, *, per_group: bool = True, estimate: bool = True
             series.append(ts.with_columns(source=pl.lit("estimate")))
         notes.extend(est_notes)
     elif arrival_only:
-        notes.append(f"arrivals only, not estimated (estimate=False): {', '.join(arrival_only)}")
+        notes.append(f"arrivals only, not estimated (estimate=False): {', '.join(map(str, arrival_only))}")
 
     allrows = pl.concat([pl.DataFrame(schema=SCHEMA),
                          *(f.select(list(SCHEMA)).cast(SCHEMA) for f in frames if f.width)])

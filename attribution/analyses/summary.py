@@ -193,7 +193,8 @@ def pick_findings(t: dict[str, pl.DataFrame], cohort_pct: pl.DataFrame, slo_term
         share = r["good_share"]
         if share is not None and share < 0.9:
             terms = slo_terms.filter(pl.col(gcol) == r[gcol]).sort("met_share")
-            worst = f"; {terms['term'][0]} is met by {terms['met_share'][0]:.0%}" if terms.height else ""
+            worst = (f"; {terms['term'][0]} is met by {terms['met_share'][0]:.0%}"
+                     if terms.height and terms["met_share"][0] is not None else "")
             found.append((1 - share, "slo", f"{share:.0%} of {r[gcol]} requests meet {slo.describe()}{worst}"))
     for r in t["lengths"].filter(pl.col("metric") == "prompt").iter_rows(named=True):
         if (r["top1_share"] or 0) >= 0.05:

@@ -14,6 +14,7 @@ from attribution.analyses.common import Analysis, resolve_window
 from attribution.errors import UsageError
 from attribution.memory.profile import GiB
 from attribution.memsplit.current import CurrentSplit, Overrides, current_split
+from attribution.memsplit.current import when as _when
 from attribution.memsplit.diagnosis import (
     LIMITS,
     Settings,
@@ -111,7 +112,7 @@ def _limit_note(c: CurrentSplit, b: dict[str, Any] | None, limit: str, status: s
         return []
     share = b["below_cap_waiting_request_s"] / b["waiting_request_s"]
     return [
-        f"{c.deployment} ({c.started:%Y-%m-%d %H:%M}): {share:.0%} of the queueing happened below the "
+        f"{c.deployment} ({_when(c.started)}): {share:.0%} of the queueing happened below the "
         f"running "
         "cap with KV to spare, so a new split changes little (see the what-if): the engine's throughput is "
         "the limit"
@@ -127,7 +128,7 @@ def _split(row: dict[str, Any], model: str | None, ov: Overrides, notes: list[st
         # A start whose model line was not logged (or was rotated away): its model profile is unknown. (An
         # empty name would be read as the path `.`, a directory without a config.json.)
         notes.append(
-            f"{row['deployment']} ({row['started']:%Y-%m-%d %H:%M}) skipped: the engine start names no model, "
+            f"{row['deployment']} ({_when(row['started'])}) skipped: the engine start names no model, "
             "so its model profile is unknown; pass --model PRESET or --model path/to/config.json"
         )
         return None
@@ -135,7 +136,7 @@ def _split(row: dict[str, Any], model: str | None, ov: Overrides, notes: list[st
         return current_split(row, row.get("model") or "", ov)
     except UsageError as exc:
         notes.append(
-            f"{row['deployment']} ({row['started']:%Y-%m-%d %H:%M}) skipped: {exc}; pass --model "
+            f"{row['deployment']} ({_when(row['started'])}) skipped: {exc}; pass --model "
             "PRESET or --model path/to/config.json"
         )
         return None
@@ -174,7 +175,7 @@ def memsplit(
     if not splits:
         raise UsageError("no engine start to analyse: " + "; ".join(notes))
     frames = step_frames(con, s)
-    notes += [f"{c.deployment} ({c.started:%Y-%m-%d %H:%M}): {n}" for c in splits for n in c.notes]
+    notes += [f"{c.deployment} ({_when(c.started)}): {n}" for c in splits for n in c.notes]
     exact_df = pl.DataFrame()
     if exact:
         exact_df, more = exact_in_system(con, splits)

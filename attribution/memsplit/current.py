@@ -316,3 +316,8 @@ def _check(
             f"memory ({R / GiB:.2f} GiB): the KV cache is probably smaller per token than "
             f"{profile.kv_dtype} (an fp8 KV cache? pass --kv-cache-dtype fp8)"
         )
+
+
+def when(t: Any) -> str:
+    """A start's time for a note; a start whose time did not read has none."""
+    return f"{t:%Y-%m-%d %H:%M}" if t is not None else "time unknown"

@@ -18,6 +18,7 @@ import polars as pl
 from attribution import queries
 from attribution.errors import UsageError
 from attribution.memsplit.current import CurrentSplit
+from attribution.memsplit.current import when as _when
 from attribution.memsplit.recommend import Recommendation
 
 WAITED_S = 1.0  # a request "waited" when it queued at least this long
@@ -161,7 +162,7 @@ def whatif(
         return [], [f"{c.deployment}: no requests with prompt and output lengths to replay"]
     profile = service_profile(c.engine, c.version, service_model)
     notes = [
-        f"{c.deployment} ({c.started:%Y-%m-%d %H:%M}): replayed {arrivals.height:,} requests with the "
+        f"{c.deployment} ({_when(c.started)}): replayed {arrivals.height:,} requests with the "
         f"`{profile.name}` step costs ({profile.engine} {profile.version}); an estimate"
     ]
     pools = [PoolConfig("current", c.kv_pool_tokens, c.cap or c.state_cap, c.state_slots)]
@@ -170,7 +171,7 @@ def whatif(
     rows = [measured(arrivals, c)] + [replay(arrivals, c, p, profile) for p in pools]
     if rec.status == "fits":
         notes.append(
-            f"{c.deployment} ({c.started:%Y-%m-%d %H:%M}): the recommended split is the current one; "
+            f"{c.deployment} ({_when(c.started)}): the recommended split is the current one; "
             "nothing else to replay"
         )
     return rows, notes

@@ -90,7 +90,7 @@ def parse_server_args(df: pl.DataFrame) -> tuple[pl.DataFrame | None, pl.DataFra
     sep = (pl.col("t") == ",") & (pl.col("before") == 1)
     fields = (
         tok.filter(~pl.col("line").is_in(bad_lines.implode()))
-        .with_columns(sep.cast(pl.Int32).cum_sum().over("line").alias("field"))
+        .with_columns(sep.cast(pl.Int32, strict=False).cum_sum().over("line").alias("field"))
         # drop the ServerArgs( opening, its closing ) and the separators themselves
         .filter(~sep & (pl.col("before") >= 1) & ~((pl.col("before") == 1) & (pl.col("depth") == 0)))
         .group_by("line", "field", maintain_order=True)
@@ -142,7 +142,7 @@ def _running_total(rows: pl.DataFrame, col: str, state: dict, key: str) -> pl.Da
             + pl.when(pl.col("start_line") == rows["start_line"][0]).then(prev).otherwise(0)
         )
         .round(0)
-        .cast(pl.Int64)
+        .cast(pl.Int64, strict=False)
         .alias(col)
     )
     state[key] = {"start": int(rows["start_line"][-1]), "total": int(rows[col][-1])}
@@ -206,7 +206,7 @@ def parse_memory(
             .str.extract(r"=([\d.]+)")
             .cast(pl.Float64, strict=False)
         )
-        s = s.with_columns(*cols, (mem * GIB).round(0).cast(pl.Int64).alias("available_gpu_mem_bytes"))
+        s = s.with_columns(*cols, (mem * GIB).round(0).cast(pl.Int64, strict=False).alias("available_gpu_mem_bytes"))
         ok = pl.col("kv_pool_tokens").is_not_null()
         errs.append(_err(s.filter(~ok), "unreadable max_total_num_tokens line"))
         out.append(
@@ -223,9 +223,9 @@ def parse_memory(
     )
     if mam.height:
         m = pl.col("_m").struct
-        gib = pl.sum_horizontal(*(m.field(str(i)).cast(pl.Float64) for i in range(2, 6)))
+        gib = pl.sum_horizontal(*(m.field(str(i)).cast(pl.Float64, strict=False) for i in range(2, 6)))
         mam = mam.with_columns(
-            m.field("1").cast(pl.Int64).alias("state_pool_slots"),
+            m.field("1").cast(pl.Int64, strict=False).alias("state_pool_slots"),
             (gib * GIB).alias("state_pool_bytes"),
             m.field("2").is_not_null().alias("_ok"),
         )
@@ -234,7 +234,7 @@ def parse_memory(
         out.append(mam.select("line", "ts", "start_line", "state_pool_slots", "state_pool_bytes"))
 
     wts = base.filter(msg.str.starts_with("Load weight end.")).with_columns(
-        msg.str.extract(r"mem usage=([\d.]+) GB").cast(pl.Float64).alias("_gib")
+        msg.str.extract(r"mem usage=([\d.]+) GB").cast(pl.Float64, strict=False).alias("_gib")
     )
     if wts.height:
         errs.append(_err(wts.filter(pl.col("_gib").is_null()), "unreadable Load weight end line"))
@@ -284,8 +284,8 @@ def _kv_pools(base: pl.DataFrame, state: dict) -> tuple[pl.DataFrame | None, pl.
         msg.str.extract_groups(KV_RE).alias("_m"),
         msg.str.extract(r"swa_layer_tokens=(\d+)").cast(pl.Int64, strict=False).alias("_swa_hint"),
         (
-            is_end.cast(pl.Int32).cum_sum().over("start_line")
-            - is_end.cast(pl.Int32)
+            is_end.cast(pl.Int32, strict=False).cum_sum().over("start_line")
+            - is_end.cast(pl.Int32, strict=False)
             + pl.when(pl.col("start_line") == first).then(prev_ends).otherwise(0)
         ).alias("_group"),
     ).with_columns(
@@ -304,11 +304,11 @@ def _kv_pools(base: pl.DataFrame, state: dict) -> tuple[pl.DataFrame | None, pl.
     m = pl.col("_m").struct
     is_kv = msg.str.contains(r"KV Cache (?:is allocated|VA upper bound)\.")
     kv = rows.filter(is_kv)
-    gib = pl.coalesce(m.field("4").cast(pl.Float64) + m.field("5").cast(pl.Float64), m.field("6").cast(pl.Float64))
+    gib = pl.coalesce(m.field("4").cast(pl.Float64, strict=False) + m.field("5").cast(pl.Float64, strict=False), m.field("6").cast(pl.Float64, strict=False))
     tokens = m.field("3").cast(pl.Int64, strict=False)
     name = m.field("1")
     kv = kv.with_columns(
-        (gib * GIB).round(0).cast(pl.Int64).alias("kv_pool_bytes"),
+        (gib * GIB).round(0).cast(pl.Int64, strict=False).alias("kv_pool_bytes"),
         tokens.alias("kv_pool_tokens"),
         tokens.is_not_null().alias("_ok"),
     )

@@ -14,7 +14,7 @@ import polars as pl
 from attribution.sources._sglang_layouts import generic, inner_prefix, outer_times, strip_ray
 from attribution.sources.base import ParseContext
 from attribution.sources.common import segments
-from attribution.sources.timefmt import to_utc
+from attribution.sources.timefmt import representable, to_utc
 
 HEADER_RE = r"^.*?\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{3})?|\d\d:\d\d:\d\d(?:\.\d{3})?)((?: [A-Z][A-Z_]*\d+)*)\] (.*)$"
 # HEADER_RE for a record that starts with its header, without capturing the message; the two time forms share
@@ -70,18 +70,18 @@ def headed(lines: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     )
     tod_us = (
         pl.when(pl.col("_dated"))
-        .then(pl.col("_dt").dt.time().cast(pl.Int64) // 1000)
-        .otherwise(pl.col("_tm").cast(pl.Int64) // 1000)
+        .then(pl.col("_dt").dt.time().cast(pl.Int64, strict=False) // 1000)
+        .otherwise(pl.col("_tm").cast(pl.Int64, strict=False) // 1000)
     )
     df = df.with_columns(
         tod_us.alias("_tod"),
-        pl.when(pl.col("_dated")).then(pl.col("_dt").dt.date().cast(pl.Int32)).alias("_day"),
+        pl.when(pl.col("_dated")).then(pl.col("_dt").dt.date().cast(pl.Int32, strict=False)).alias("_day"),
     ).with_columns((pl.col("_ts").is_not_null() & pl.col("_tod").is_null()).alias("bad_ts"))
     df = _assign_days(df, ctx)
     if has_rec:
         df = _rec_days(df, ctx.tz)
-    naive = (pl.col("_day").cast(pl.Int64) * _US_PER_DAY + pl.col("_tod")).cast(pl.Datetime("us"))
-    own = pl.coalesce(to_utc(naive, ctx.tz), pl.col("_abs"))
+    naive = (pl.col("_day").cast(pl.Int64, strict=False) * _US_PER_DAY + pl.col("_tod")).cast(pl.Datetime("us"))
+    own = representable(pl.coalesce(to_utc(naive, ctx.tz), pl.col("_abs")))
     # A time that reads but does not convert (a local time in the DST gap of --tz, year 0000) is unreadable
     # too: the line must not take the previous line's time below.
     df = df.with_columns(
@@ -89,14 +89,14 @@ def headed(lines: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         (pl.col("bad_ts") | (pl.col("_tod").is_not_null() & own.is_null())).alias("bad_ts"),
     )
     last = st.get("last_ts_us")
-    ts_us = pl.col("ts").cast(pl.Int64)
+    ts_us = pl.col("ts").cast(pl.Int64, strict=False)
     if last is not None:
         ts_us = pl.when(pl.int_range(pl.len()) == 0).then(ts_us.fill_null(last)).otherwise(ts_us)
     df = df.with_columns(ts_us.forward_fill().cast(pl.Datetime("us", "UTC")).alias("ts"))
     if df.height and df["ts"][-1] is not None:
-        st["last_ts_us"] = int(df["ts"].cast(pl.Int64)[-1])
+        st["last_ts_us"] = int(df["ts"].cast(pl.Int64, strict=False)[-1])
     no_rank = r"[A-Z]0*[1-9]"
-    gpu = pl.col("ranks").str.extract(r" GPU(\d+)").cast(pl.Int64)
+    gpu = pl.col("ranks").str.extract(r" GPU(\d+)").cast(pl.Int64, strict=False)
     return df.select(
         "line",
         "seg",
@@ -106,7 +106,7 @@ def headed(lines: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         (pl.col("_notime") & pl.col("ts").is_null()).alias("no_ts"),
         "ts",
         "ranks",
-        pl.coalesce(pl.col("ranks").str.extract(r" DP(\d+)").cast(pl.Int64), gpu).alias("engine_index"),
+        pl.coalesce(pl.col("ranks").str.extract(r" DP(\d+)").cast(pl.Int64, strict=False), gpu).alias("engine_index"),
         (~pl.col("ranks").str.contains(no_rank)).alias("primary"),
         (~pl.col("ranks").str.replace_all(r" (?:DP|GPU)\d+", "").str.contains(no_rank)).alias("tp0"),
         pl.coalesce("_msg", "text").alias("msg"),
@@ -121,11 +121,11 @@ def _rec_days(df: pl.DataFrame, tz: str) -> pl.DataFrame:
     short = ~pl.col("_dated") & pl.col("_tod").is_not_null() & pl.col("rec_ts").is_not_null()
     if not df.select(short.any()).item():
         return df
-    local = pl.col("rec_ts").dt.convert_time_zone(tz).dt.replace_time_zone(None).cast(pl.Int64)
+    local = pl.col("rec_ts").dt.convert_time_zone(tz).dt.replace_time_zone(None).cast(pl.Int64, strict=False)
     day = local // _US_PER_DAY
     diff = day * _US_PER_DAY + pl.col("_tod") - local
-    day = day - (diff > _HALF_DAY_US).cast(pl.Int64) + (diff < -_HALF_DAY_US).cast(pl.Int64)
-    return df.with_columns(pl.when(short).then(day.cast(pl.Int32)).otherwise(pl.col("_day")).alias("_day"))
+    day = day - (diff > _HALF_DAY_US).cast(pl.Int64, strict=False) + (diff < -_HALF_DAY_US).cast(pl.Int64, strict=False)
+    return df.with_columns(pl.when(short).then(day.cast(pl.Int32, strict=False)).otherwise(pl.col("_day")).alias("_day"))
 
 
 def msg_starts_with(df: pl.DataFrame, prefix: str) -> pl.Series:
@@ -285,12 +285,12 @@ def _assign_days(df: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     prev = timed["_tod"].shift(1)
     if st.get("last_tod_us") is not None:
         prev = prev.scatter(0, st["last_tod_us"])
-    timed = timed.with_columns(prev.alias("_prev"), pl.col("_dated").cast(pl.Int32).cum_sum().alias("_grp"))
+    timed = timed.with_columns(prev.alias("_prev"), pl.col("_dated").cast(pl.Int32, strict=False).cum_sum().alias("_grp"))
     roll = (~pl.col("_dated") & ((pl.col("_prev") - pl.col("_tod")) > _HALF_DAY_US)).fill_null(False)
     timed = timed.with_columns(
         pl.col("_day").forward_fill().fill_null(pl.lit(st.get("day"), pl.Int32)).alias("_anchor"),
-        roll.cast(pl.Int32).cum_sum().over("_grp").alias("_rolls"),
-    ).with_columns((pl.col("_anchor") + pl.col("_rolls")).cast(pl.Int32).alias("_day"))
+        roll.cast(pl.Int32, strict=False).cum_sum().over("_grp").alias("_rolls"),
+    ).with_columns((pl.col("_anchor") + pl.col("_rolls")).cast(pl.Int32, strict=False).alias("_day"))
     st["day"] = int(timed["_day"][-1])
     st["last_tod_us"] = int(timed["_tod"][-1])
     # put the days back at the timed rows' positions (a join on line and seg costs more than the rest)

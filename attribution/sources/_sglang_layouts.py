@@ -46,7 +46,7 @@ def strip_ray(text: pl.Series) -> tuple[pl.Series, pl.Series | None]:
     if dedup.any():
         didx = dedup.arg_true()
         cut = part.gather(didx)
-        reps = reps.scatter(idx.gather(didx), cut.str.extract(RAY_REPEAT_RE, 1).cast(pl.Int64))
+        reps = reps.scatter(idx.gather(didx), cut.str.extract(RAY_REPEAT_RE, 1).cast(pl.Int64, strict=False))
         part = part.scatter(didx, cut.str.replace(RAY_REPEAT_RE, ""))
     return text.scatter(idx, part), reps
 

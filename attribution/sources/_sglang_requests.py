@@ -128,7 +128,7 @@ def _json_fields(prefix: str) -> list[pl.Expr]:
     return [
         jp("id").alias("_meta_id"),
         pl.coalesce(jp("finish_reason.type"), jp("finish_reason")).alias("finish_reason"),
-        *(jp(k).cast(pl.Float64, strict=False).cast(pl.Int64).alias(c) for k, c in META_INT.items()),
+        *(jp(k).cast(pl.Float64, strict=False).cast(pl.Int64, strict=False).alias(c) for k, c in META_INT.items()),
         *(jp(k).cast(pl.Float64, strict=False).alias(c) for k, c in META_FLOAT.items()),
     ]
 
@@ -364,7 +364,7 @@ def parse_requests(
     recv = _first_rids(text.filter(received)).with_columns(pl.lit("received").alias("_kind"))
     fin = _scan(text.filter(~received)).with_columns(
         pl.lit("finished").alias("_kind"),
-        pl.col("_max_tok").str.extract(r"(\d+)$").cast(pl.Int64).alias("max_tokens"),
+        pl.col("_max_tok").str.extract(r"(\d+)$").cast(pl.Int64, strict=False).alias("max_tokens"),
         pl.col("_stream_tok")
         .str.extract(r"=(\w+)$")
         .replace_strict({"True": True, "False": False}, default=None, return_dtype=pl.Boolean)

@@ -102,7 +102,7 @@ def strip_dedup(segs: pl.DataFrame) -> tuple[pl.DataFrame, int, int | None]:
         return segs, 0, None
     idx = has.arg_true()
     sub = segs["text"].gather(idx)
-    n = sub.str.extract(DEDUP_RE, 1).cast(pl.Int64)
+    n = sub.str.extract(DEDUP_RE, 1).cast(pl.Int64, strict=False)
     hidden = int((n - 1).clip(lower_bound=0).sum() or 0)
     first = segs["line"].gather(idx).filter(n.is_not_null())
     text = segs["text"].scatter(idx, sub.str.replace(DEDUP_RE, ""))
@@ -113,7 +113,7 @@ def proc_rank(text: pl.Expr, proc: pl.Expr) -> pl.Expr:
     """The data-parallel rank a process name carries (`EngineCore_DP1`, 0.8-0.10 `EngineCore_1`), else
     null. TP/PP/EP workers (`Worker_TP0`, `VllmWorker rank=0`) belong to one engine: no rank."""
     name = pl.coalesce(proc, text.str.extract(PROC_NAME_RE, 1))
-    return name.str.extract(r"(?:DP|^EngineCore_)(\d+)", 1).cast(pl.Int64)
+    return name.str.extract(r"(?:DP|^EngineCore_)(\d+)", 1).cast(pl.Int64, strict=False)
 
 
 def years_near(month: pl.Expr, ref: pl.Expr, tz: str) -> pl.Expr:
@@ -122,6 +122,6 @@ def years_near(month: pl.Expr, ref: pl.Expr, tz: str) -> pl.Expr:
     (a December header, a January record), the one after in the opposite case. Integer arithmetic only:
     a header and its record are hours apart, never months."""
     local = ref.dt.convert_time_zone(tz)
-    rm = local.dt.month().cast(pl.Int32)
+    rm = local.dt.month().cast(pl.Int32, strict=False)
     shift = pl.when(month - rm >= 6).then(-1).when(rm - month >= 6).then(1).otherwise(0)
-    return (local.dt.year().cast(pl.Int32) + shift).cast(pl.Int32)
+    return (local.dt.year().cast(pl.Int32, strict=False) + shift).cast(pl.Int32, strict=False)

@@ -111,7 +111,7 @@ def records(lines: pl.DataFrame, ctx: ParseContext) -> tuple[pl.DataFrame, tuple
     msg = pl.col("text").str.strip_prefix(pl.col("_hdr"))
     if fw is not None:
         msg = pl.when(pl.col("_hdr").is_not_null()).then(msg).when(pl.col("fw_msg")).then(pl.col("text"))
-    recs = recs.with_columns(msg=msg, _date=date)
+    recs = recs.with_columns(msg=msg, _date=date, **{c: timefmt.representable(pl.col(c)) for c in extra})
     years = _years(recs, ctx, extra)
     # One year for the whole chunk (no rollover inside it) is a literal, not a column cast to text.
     year = (
@@ -123,7 +123,7 @@ def records(lines: pl.DataFrame, ctx: ParseContext) -> tuple[pl.DataFrame, tuple
     ts = timefmt.to_utc(naive, ctx.tz)
     if fw is not None:  # a Dynamo or KServe message: the framework's time
         ts = pl.when(pl.col("_hdr").is_null() & pl.col("fw_msg")).then(pl.col("fw_ts")).otherwise(ts)
-    recs = recs.with_columns(ts=ts)
+    recs = recs.with_columns(ts=timefmt.representable(ts))
     # A header whose time does not read (month 13, non-ASCII digits, a local time --tz skips): reported, and
     # the record is not used (its time would otherwise be the previous line's)
     recs = recs.with_columns(bad_ts=pl.col("_hdr").is_not_null() & pl.col("ts").is_null())

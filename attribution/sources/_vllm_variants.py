@@ -79,8 +79,8 @@ def spec_decode(heads: pl.DataFrame, rank: pl.Expr) -> tuple[pl.DataFrame, pl.Da
         kind=pl.lit("spec_decode"),
         engine_index=rank,
         accept_len="accept_len",
-        spec_accepted_tokens=pl.col("_acc").cast(pl.Int64),
-        spec_drafted_tokens=pl.col("_dra").cast(pl.Int64),
+        spec_accepted_tokens=pl.col("_acc").cast(pl.Int64, strict=False),
+        spec_drafted_tokens=pl.col("_dra").cast(pl.Int64, strict=False),
         spec_accept_rate=pl.coalesce("_pct", "_frac"),
         spec_accepted_tput="spec_accepted_tput",
         spec_drafted_tput="spec_drafted_tput",
@@ -103,8 +103,8 @@ def v0_prefix(heads: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         "idx",
         "ts",
         "line",
-        prefix_hit_rate=g("gpu").cast(pl.Float64) / 100,
-        cpu_prefix_hit_rate=g("cpu").cast(pl.Float64) / 100,
+        prefix_hit_rate=g("gpu").cast(pl.Float64, strict=False) / 100,
+        cpu_prefix_hit_rate=g("cpu").cast(pl.Float64, strict=False) / 100,
     )
     return ok, errors
 
@@ -170,7 +170,7 @@ def attach_engine(spec: pl.DataFrame, stats: pl.DataFrame, state: dict) -> pl.Da
             )
             cand = first if cand is None else pl.concat([first, cand.cast({"idx": pl.Int64})])
         if cand is not None:
-            spec = spec.with_columns(pl.col("idx").cast(pl.Int64)).sort("idx")
+            spec = spec.with_columns(pl.col("idx").cast(pl.Int64, strict=False)).sort("idx")
             spec = spec.join_asof(cand.cast({"idx": pl.Int64}).sort("idx"), on="idx", strategy="backward")
             same = (pl.col("ts") - pl.col("_t")).dt.total_seconds().is_between(0, 1)
             spec = spec.with_columns(

@@ -100,7 +100,7 @@ def epoch(raw: pl.Expr, unit: str = "epoch_s") -> pl.Expr:
     m = raw.str.extract_groups(r"^(?<i>\d+)(?:\.(?<f>\d+))?$")
     us = m.struct.field("i").cast(pl.Int64, strict=False) * 10**digits
     if digits:
-        us = us + m.struct.field("f").fill_null("").str.slice(0, digits).str.pad_end(digits, "0").cast(pl.Int64)
+        us = us + m.struct.field("f").fill_null("").str.slice(0, digits).str.pad_end(digits, "0").cast(pl.Int64, strict=False)
     approx = (raw.cast(pl.Float64, strict=False) * 10**digits).round().cast(pl.Int64, strict=False)
     return pl.from_epoch(pl.coalesce(us, approx), time_unit="us").dt.replace_time_zone("UTC")
 
@@ -161,7 +161,7 @@ def finish(df: pl.DataFrame) -> pl.DataFrame:
     """Shared tail of every gateway source: derive the missing one of arrival / finished / e2e_s and of
     first_token / ttft_s, status from http_status, the hashed key, the join key and the workload
     (key alias, else team, else hashed key, else model: DESIGN.md); drop helper columns."""
-    us = pl.duration(microseconds=(pl.col("e2e_s") * 1e6).round().cast(pl.Int64))
+    us = pl.duration(microseconds=(pl.col("e2e_s") * 1e6).round().cast(pl.Int64, strict=False))
     for c, dtype in (("arrival", TS), ("finished", TS), ("e2e_s", pl.Float64),
                      ("first_token", TS), ("ttft_s", pl.Float64)):
         if c not in df.columns:
@@ -170,7 +170,7 @@ def finish(df: pl.DataFrame) -> pl.DataFrame:
     df = df.with_columns(pl.coalesce("arrival", pl.col("finished") - us).alias("arrival"),
                          pl.coalesce("finished", pl.col("arrival") + us).alias("finished"),
                          pl.coalesce("e2e_s", secs).alias("e2e_s"))
-    ttft_us = pl.duration(microseconds=(pl.col("ttft_s") * 1e6).round().cast(pl.Int64))
+    ttft_us = pl.duration(microseconds=(pl.col("ttft_s") * 1e6).round().cast(pl.Int64, strict=False))
     df = df.with_columns(
         pl.coalesce("first_token", pl.col("arrival") + ttft_us).alias("first_token"),
         pl.coalesce("ttft_s", seconds_between(pl.col("arrival"), pl.col("first_token"))),

@@ -48,7 +48,7 @@ def split_documents(text: str) -> pl.DataFrame:
     document); anything else (pretty-printed JSON) is one document at its first line."""
     text = text.lstrip("\ufeff")
     lines = pl.DataFrame({"text": text.split("\n")}).with_row_index("line", offset=1)
-    lines = lines.with_columns(pl.col("line").cast(pl.Int64), pl.col("text").str.strip_chars())
+    lines = lines.with_columns(pl.col("line").cast(pl.Int64, strict=False), pl.col("text").str.strip_chars())
     lines = lines.filter(pl.col("text").str.len_bytes() > 0)
     if lines.height == 0:
         return lines

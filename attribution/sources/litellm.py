@@ -127,7 +127,7 @@ def _common(df: pl.DataFrame) -> pl.DataFrame:
         pl.when(cache_hit).then(None).otherwise(request_key(pl.col("request_id"))).alias("request_key"),
         pl.col("status").str.to_lowercase().replace({"success": "ok", "failure": "error"}).alias("status"),
         pl.coalesce(pl.col("error_class"), err_class).alias("error"),
-        pl.col("error_code").str.extract(r"^(\d{3})$", 1).cast(pl.Int64).alias("http_status"),
+        pl.col("error_code").str.extract(r"^(\d{3})$", 1).cast(pl.Int64, strict=False).alias("http_status"),
         *(pl.col(c).cast(pl.Float64, strict=False).cast(pl.Int64, strict=False)
           for c in ("prompt_tokens", "output_tokens", "cached_tokens", "max_tokens") if c in df.columns),
     )
@@ -288,12 +288,12 @@ def _spend_frame(data: bytes, line0: int = 0) -> pl.DataFrame:
             elif isinstance(dtype, pl.Struct):
                 c = c.struct.json_encode()  # metadata read back as a struct rather than JSON text
             conv.append(c.cast(pl.Utf8, strict=False).alias(name))
-        df = df.select(conv).with_row_index("line", offset=1).with_columns(pl.col("line").cast(pl.Int64))
+        df = df.select(conv).with_row_index("line", offset=1).with_columns(pl.col("line").cast(pl.Int64, strict=False))
     else:
         df = pl.read_csv(io.BytesIO(data), infer_schema=False, encoding="utf8-lossy")
         newlines = pl.sum_horizontal(pl.col(c).str.count_matches("\n", literal=True).fill_null(0) for c in df.columns)
         start = (newlines + 1).cum_sum() - newlines + 1 + line0  # line 1 is the header
-        df = df.select(start.cast(pl.Int64).alias("line"), *(c for c in df.columns if c in _SPEND_COLS))
+        df = df.select(start.cast(pl.Int64, strict=False).alias("line"), *(c for c in df.columns if c in _SPEND_COLS))
     return df.with_columns(pl.lit(None, pl.Utf8).alias(c) for c in _SPEND_COLS if c not in df.columns)
 
 

@@ -69,8 +69,8 @@ class MooncakeTrace(Source):
                 pl.format("mooncake-{}-{}", pl.lit(file_stem(ctx.path)), pl.col("line")).alias("request_id"),
                 "line",
                 after_start(trace_start(ctx), pl.col("ms") / 1000).alias("arrival"),
-                pl.col("p").cast(pl.Int64).alias("prompt_tokens"),
-                pl.col("o").cast(pl.Int64).alias("output_tokens"),
+                pl.col("p").alias("prompt_tokens"),
+                pl.col("o").alias("output_tokens"),
                 pl.lit("ok").alias("status"),
                 pl.lit(known_workload(ctx.path), pl.Utf8).alias("workload"),
                 pl.col("h")

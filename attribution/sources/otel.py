@@ -74,7 +74,7 @@ def _attr(col: str, key: str) -> pl.Expr:
 
 
 def _unix_nano(expr: pl.Expr) -> pl.Expr:
-    ns = pl.coalesce(expr.cast(pl.Int64, strict=False), expr.cast(pl.Float64, strict=False).cast(pl.Int64))
+    ns = pl.coalesce(expr.cast(pl.Int64, strict=False), expr.cast(pl.Float64, strict=False).cast(pl.Int64, strict=False))
     return (ns // 1000).cast(TS)
 
 

@@ -98,7 +98,7 @@ def parse_access(df: pl.DataFrame) -> tuple[pl.DataFrame | None, pl.DataFrame | 
         "method",
         # the query string can carry keys or user data: only the path is kept
         pl.col("_path").str.replace(r"\?.*$", "").alias("path"),
-        pl.col("_status").cast(pl.Int64).alias("http_status"),
+        pl.col("_status").cast(pl.Int64, strict=False).alias("http_status"),
     )
     errors = cand.filter(~pl.col("_ok")).select(
         "line", pl.lit("unreadable access line").alias("reason"), redact_expr(pl.col("msg")).alias("sample")

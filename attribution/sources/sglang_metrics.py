@@ -18,7 +18,7 @@ from attribution.sources.base import ParseContext, ParseResult, Source
 
 def _num(key: str, dtype: pl.DataType) -> pl.Expr:
     v = pl.col("text").str.json_path_match(f"$.{key}").cast(pl.Float64, strict=False)
-    return v.cast(dtype) if dtype == pl.Int64 else v
+    return v  # counts stay floats: the ingest checks them against their domain (whole, in range)
 
 
 class SGLangMetrics(Source):

@@ -26,6 +26,16 @@ def to_utc(naive: pl.Expr, tz: str) -> pl.Expr:
     )
 
 
+def representable(ts: pl.Expr) -> pl.Expr:
+    """`ts` where a Python datetime can hold it (years 1-9999), else null: a parser's state keeps times as
+    Python values, and a year 0000 must fail one line (the ingest's domain check reports it), not a chunk."""
+    # (compared as microseconds: `dt.year()` of a time beyond chrono's range panics)
+    return pl.when(ts.dt.epoch("us").is_between(PY_MIN_US, PY_MAX_US)).then(ts)
+
+
+PY_MIN_US, PY_MAX_US = -62135596800 * 10**6, 253402300799 * 10**6  # 0001-01-01 .. 9999-12-31 23:59:59
+
+
 def assign_years(month: pl.Series, ctx: ParseContext) -> pl.Series:
     """Year of each line given its month (null where the line has no timestamp). Updates ctx.state. A month
     outside 1-12 counts as none (it cannot be a rollover)."""

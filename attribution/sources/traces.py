@@ -66,7 +66,7 @@ def epoch_us(dt: datetime) -> int:
 
 def after_start(start: datetime, offset_s: pl.Expr) -> pl.Expr:
     """UTC timestamp `start + offset_s` seconds (rounded to the microsecond); null where the offset is."""
-    return (pl.lit(epoch_us(start), pl.Int64) + (offset_s * 1e6).round().cast(pl.Int64)).cast(TS)
+    return (pl.lit(epoch_us(start), pl.Int64) + (offset_s * 1e6).round().cast(pl.Int64, strict=False)).cast(TS)
 
 
 def file_stem(path: str) -> str:
@@ -256,8 +256,8 @@ class BurstGPTTrace(Source):
                 pl.when(ok).then(pl.col("e2e_s")).alias("e2e_s"),
                 "model",
                 "workload",
-                pl.col("p").cast(pl.Int64).alias("prompt_tokens"),
-                pl.col("o").cast(pl.Int64).alias("output_tokens"),
+                pl.col("p").alias("prompt_tokens"),
+                pl.col("o").alias("output_tokens"),
                 # The dataset marks a failed request by zero response tokens; it then has no latency.
                 pl.when(ok).then(pl.lit("ok")).otherwise(pl.lit("failed")).alias("status"),
             ),

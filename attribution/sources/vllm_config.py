@@ -232,8 +232,8 @@ def extract_facts(recs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     facts = facts.with_columns(
         _m_init=pl.when(init).then(msg.str.extract(r"with config: model='([^']*)'", 1)),
         _s_init=pl.when(init).then(msg.str.extract(r", served_model_name=([^,]+), ", 1)),
-        _tp_init=pl.when(init).then(msg.str.extract(r", tensor_parallel_size=(\d+), ", 1).cast(pl.Int64)),
-        _len_init=pl.when(init).then(msg.str.extract(r", max_seq_len=(\d+), ", 1).cast(pl.Int64)),
+        _tp_init=pl.when(init).then(msg.str.extract(r", tensor_parallel_size=(\d+), ", 1).cast(pl.Int64, strict=False)),
+        _len_init=pl.when(init).then(msg.str.extract(r", max_seq_len=(\d+), ", 1).cast(pl.Int64, strict=False)),
     )
     args_rows = facts.filter("_is_args")
     parsed = pl.DataFrame(
@@ -250,8 +250,8 @@ def extract_facts(recs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         tp_size=pl.coalesce("_a_tp_size", "_tp_init"),
         max_model_len=pl.coalesce("_a_max_model_len", "max_model_len", "_len_init"),
         block_size=pl.coalesce("_a_block_size", "block_size"),
-        available_kv_bytes=(pl.col("available_kv_gib") * GIB).round(0).cast(pl.Int64),
-        weights_bytes=(pl.col("weights_gib") * GIB).round(0).cast(pl.Int64),
+        available_kv_bytes=(pl.col("available_kv_gib") * GIB).round(0).cast(pl.Int64, strict=False),
+        weights_bytes=(pl.col("weights_gib") * GIB).round(0).cast(pl.Int64, strict=False),
         _err=pl.coalesce("_err", "_error"),
         rank=pl.when(pl.col("_v_banner").is_not_null())
         .then(RANK_BANNER)
@@ -312,7 +312,7 @@ def assign_starts(recs: pl.DataFrame, facts: pl.DataFrame, state: dict[str, Any]
             _fact=pl.lit(None, pl.Boolean),
             **{f"_f_{k}": pl.lit(None, t) for k, t in _CTX.items()},
         )
-    recs = recs.with_columns(_cum=pl.col("traffic").cast(pl.Int64).cum_sum())
+    recs = recs.with_columns(_cum=pl.col("traffic").cast(pl.Int64, strict=False).cum_sum())
     marks = recs.filter(pl.col("rank").is_not_null()).select("idx", "line", "rank", "_cum")
     if marks.height:
         prev_rank = marks["rank"].shift(1)

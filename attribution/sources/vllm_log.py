@@ -124,7 +124,7 @@ def _request_keys(ids: pl.Series, engine_side: pl.Series | bool = False) -> pl.S
 
 def _version_at_least(version: pl.Expr, major: int, minor: int) -> pl.Expr:
     parts = version.str.extract_groups(r"^(\d+)\.(\d+)")
-    ma, mi = parts.struct.field("1").cast(pl.Int64), parts.struct.field("2").cast(pl.Int64)
+    ma, mi = parts.struct.field("1").cast(pl.Int64, strict=False), parts.struct.field("2").cast(pl.Int64, strict=False)
     return (ma > major) | ((ma == major) & (mi >= minor))
 
 
@@ -205,7 +205,7 @@ class VllmLog(Source):
             res.add_errors(req_errors)
             res.add("request_events", events.result())
             res.add("access_log", access.result())
-        rows = [df["line"].cast(pl.Int64) for df in res.tables.values()]
+        rows = [df["line"].cast(pl.Int64, strict=False) for df in res.tables.values()]
         if rows or res.consumed is not None:
             made = pl.concat([*rows, *([res.consumed] if res.consumed is not None else [])])
             res.add_consumed(continuation_lines(lines, made))
@@ -245,7 +245,7 @@ def _stats(heads: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     body = pl.col("msg").str.strip_chars_end().str.strip_suffix(".")  # V0 ends with `.`
     prefix = r"^(?:Engine (\d+): |(\d+) Engines Aggregated: )"
     rows = rows.with_columns(
-        engine_index=body.str.extract(prefix, 1).cast(pl.Int64),
+        engine_index=body.str.extract(prefix, 1).cast(pl.Int64, strict=False),
         _v0=pl.col("msg").str.contains("Pending: ", literal=True),
         _parts=body.str.replace(prefix, "").str.split(", "),
     )
@@ -326,11 +326,11 @@ def _iterations(heads: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         "line",
         engine=pl.lit("vllm"),
         kind=pl.lit("iteration"),
-        engine_index=pl.coalesce(g("eng").cast(pl.Int64), _proc_rank()),
-        running=g("cr").cast(pl.Int64) + g("gr").cast(pl.Int64),
-        batch_tokens=g("ct").cast(pl.Int64) + g("gt").cast(pl.Int64),
-        elapsed_s=g("ms").cast(pl.Float64) / 1000,
-        kv_usage=g("kv").cast(pl.Float64) / 100,
+        engine_index=pl.coalesce(g("eng").cast(pl.Int64, strict=False), _proc_rank()),
+        running=g("cr").cast(pl.Int64, strict=False) + g("gr").cast(pl.Int64, strict=False),
+        batch_tokens=g("ct").cast(pl.Int64, strict=False) + g("gt").cast(pl.Int64, strict=False),
+        elapsed_s=g("ms").cast(pl.Float64, strict=False) / 1000,
+        kv_usage=g("kv").cast(pl.Float64, strict=False) / 100,
     )
     return ok, errors
 
@@ -363,7 +363,7 @@ def _received(heads: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     limit = pl.col("ctx_max_log_len")
     rows = rows.with_columns(
         max_tokens=max_tokens.cast(pl.Int64, strict=False),
-        prompt_tokens=pl.when(complete & (limit.is_null() | (n_ids < limit))).then(n_ids).cast(pl.Int64),
+        prompt_tokens=pl.when(complete & (limit.is_null() | (n_ids < limit))).then(n_ids).cast(pl.Int64, strict=False),
     )
     bad = pl.col("request_id").is_null()
     errors = _errors(
@@ -475,7 +475,7 @@ def _access(recs: pl.DataFrame) -> pl.DataFrame:
         client=pl.col("field_0").str.replace(r":\d+(?: \d+)?$", ""),
         method=request("field_0"),
         path=request("field_1").str.replace(r"\?.*$", ""),
-        http_status=request("field_3").str.head(3).cast(pl.Int64),
+        http_status=request("field_3").str.head(3).cast(pl.Int64, strict=False),
     )
 
 
