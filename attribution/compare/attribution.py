@@ -195,3 +195,20 @@ def _same(a: tuple[float, float, float], b: tuple[float, float, float], toleranc
     """Two changes are the same when their intervals overlap or they differ by less than the tolerance."""
     close = all(np.isfinite([a[0], b[0]])) and a[0] > 0 and b[0] > 0 and abs(np.log(a[0] / b[0])) < np.log1p(tolerance)
     return close or _overlap(a, b)
+
+
+def sharpest(att: pl.DataFrame) -> list[str]:
+    """Where several features could explain one metric's change (their crossing sets overlap), name the one
+    whose crossing and other requests differ most: the likelier of them."""
+    if att.is_empty():
+        return []
+    out = []
+    for (m,), part in att.filter(pl.col("verdict") == "explains").group_by("metric", maintain_order=True):
+        if part.height < 2:
+            continue
+        part = part.with_columns((pl.col("crossing_ratio") / pl.col("other_ratio")).log().abs().alias("_c"))
+        best = part.sort("_c", descending=True).row(0, named=True)
+        out.append(f"{part.height} features could explain the {m} change ({', '.join(part['feature'])}): their "
+                   f"crossing requests overlap; the sharpest contrast is {best['feature']} (crossing "
+                   f"x{best['crossing_ratio']:.3g}, others x{best['other_ratio']:.3g})")
+    return out

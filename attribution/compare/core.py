@@ -202,7 +202,7 @@ def compare(sel: Selection, *, by: CohortBy | str = CohortBy.label, before: str 
     tables["cohorts"] = _cohorts(rows, cohorts)
     if capacity:
         tables["capacity"] = _capacity(sel, cohorts)
-    notes = _notes(tables, tolerance) + _sharpest(tables["attribution"])
+    notes = _notes(tables, tolerance) + attr.sharpest(tables["attribution"])
     titles = {
         "summary": f"{cohorts.describe('after')} vs {cohorts.describe('before')}: re-weighted percentiles",
         "by_workload": "per workload (re-weighted over prompt-length buckets)",
@@ -367,23 +367,6 @@ def _capacity(sel: Selection, cohorts: Cohorts) -> pl.DataFrame:
         coalesce=True)
     ratio = (pl.col("capacity_per_day_after") / pl.col("capacity_per_day_before")).alias("capacity_ratio")
     return wide.with_columns(ratio).sort("deployment") if "capacity_per_day" in nums else wide.sort("deployment")
-
-
-def _sharpest(att: pl.DataFrame) -> list[str]:
-    """Where several features could explain one metric's change (their crossing sets overlap), name the one
-    whose crossing and other requests differ most: the likelier of them."""
-    if att.is_empty():
-        return []
-    out = []
-    for (m,), part in att.filter(pl.col("verdict") == "explains").group_by("metric", maintain_order=True):
-        if part.height < 2:
-            continue
-        part = part.with_columns((pl.col("crossing_ratio") / pl.col("other_ratio")).log().abs().alias("_c"))
-        best = part.sort("_c", descending=True).row(0, named=True)
-        out.append(f"{part.height} features could explain the {m} change ({', '.join(part['feature'])}): their "
-                   f"crossing requests overlap; the sharpest contrast is {best['feature']} (crossing "
-                   f"x{best['crossing_ratio']:.3g}, others x{best['other_ratio']:.3g})")
-    return out
 
 
 def _notes(tables: dict[str, pl.DataFrame], tolerance: float) -> list[str]:
