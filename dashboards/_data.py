@@ -161,7 +161,7 @@ def _columns(df: pl.DataFrame) -> dict[str, Any]:
     are (a fixed number of decimals would print 0.0004 requests/s as 0); the data keeps full precision."""
     config: dict[str, Any] = {}
     for c, dtype in df.schema.items():
-        if dtype.is_float() and (c.endswith(SHARE_SUFFIXES) or c.startswith("share_")):
+        if dtype.is_float() and (c.endswith(SHARE_SUFFIXES) or c.startswith("share_") or "_share_of_" in c):
             config[c] = st.column_config.NumberColumn(format="percent")
         elif dtype.is_integer() or (dtype.is_float() and (df[c].abs().max() or 0) >= 1000):
             config[c] = st.column_config.NumberColumn(format="localized")

@@ -3,10 +3,10 @@
 --   (grp = UTC date of arrival).
 -- Parameters: none (reads thr_request_flags and thr_requests).
 -- Columns: feature, level, grp, requests (evaluated for the feature: served by a start where it is on or
---   possibly on), crossed, share (crossed / requests), all_requests (every request of the group in the
---   window), share_of_all (crossed / all_requests), prefill_token_share (uncached prompt tokens of the
---   crossing requests / those of all requests of the group), prompt_token_share (the same for prompt
---   tokens), crossed_estimated (crossings whose quantity was estimated), unknown (requests whose quantity
+--   possibly on), crossed, share_of_engine_requests (crossed / requests), all_requests (every request of
+--   the group in the window), share_of_all_requests (crossed / all_requests),
+--   prefill_token_share_of_all_requests (uncached prompt tokens of the crossing requests / those of all
+--   requests of the group), prompt_token_share_of_all_requests (the same for prompt tokens), crossed_estimated (crossings whose quantity was estimated), unknown (requests whose quantity
 --   is missing), min_crossing, max_value (the smallest crossing value, the largest value seen).
 with
 
@@ -75,11 +75,11 @@ final as (
         c.grp,
         c.requests,
         c.crossed,
-        c.crossed / nullif(c.requests, 0) as share,
+        c.crossed / nullif(c.requests, 0) as share_of_engine_requests,
         t.all_requests,
-        c.crossed / nullif(t.all_requests, 0) as share_of_all,
-        c.crossed_prefill_tokens / nullif(t.prefill_tokens, 0) as prefill_token_share,
-        c.crossed_prompt_tokens / nullif(t.prompt_tokens, 0) as prompt_token_share,
+        c.crossed / nullif(t.all_requests, 0) as share_of_all_requests,
+        c.crossed_prefill_tokens / nullif(t.prefill_tokens, 0) as prefill_token_share_of_all_requests,
+        c.crossed_prompt_tokens / nullif(t.prompt_tokens, 0) as prompt_token_share_of_all_requests,
         c.crossed_estimated,
         c.unknown,
         c.min_crossing,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -49,3 +50,15 @@ def sample_store_at(basetemp: Path) -> Path:
 def sample_store(tmp_path_factory) -> Path:
     """sample_logs/ ingested once per test session; tests only read it. Returns the store directory."""
     return sample_store_at(tmp_path_factory.getbasetemp())
+
+
+def litellm_line(i: int, alias: str, start: float, first: float, end: float, prompt: int, out: int,
+                 base: float = 1739235379.0) -> str:
+    """One LiteLLM spend-log line (the documented `StandardLoggingPayload` fields the gateway source reads) of
+    a streamed request `start`, `first` (token) and `end` seconds after `base`, for a key alias."""
+    return json.dumps({
+        "id": f"chatcmpl-{i:032x}", "call_type": "acompletion", "stream": True, "status": "success",
+        "startTime": base + start, "completionStartTime": base + first, "endTime": base + end,
+        "model": "hosted_vllm/Qwen/Qwen3-8B", "model_group": "qwen", "api_base": "http://10.0.0.5:8000/v1",
+        "prompt_tokens": prompt, "completion_tokens": out, "metadata": {"user_api_key_alias": alias},
+    })

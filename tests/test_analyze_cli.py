@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO
+from conftest import REPO, litellm_line
 from typer.testing import CliRunner
 
 from attribution import render
@@ -32,13 +32,8 @@ REQUESTS = [
 SLO = ["--slo", "ttft=0.5", "--slo", "tpot=150ms"]
 
 
-def _litellm_line(i: int, alias: str, start: float, first: float, end: float, prompt: int, out: int) -> str:
-    return json.dumps({
-        "id": f"chatcmpl-{i:032x}", "call_type": "acompletion", "stream": True, "status": "success",
-        "startTime": BASE + start, "completionStartTime": BASE + first, "endTime": BASE + end,
-        "model": "hosted_vllm/Qwen/Qwen3-8B", "model_group": "qwen", "api_base": "http://10.0.0.5:8000/v1",
-        "prompt_tokens": prompt, "completion_tokens": out, "metadata": {"user_api_key_alias": alias},
-    })
+def _litellm_line(i: int, *r) -> str:
+    return litellm_line(i, *r, base=BASE)
 
 
 @pytest.fixture

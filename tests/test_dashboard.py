@@ -49,9 +49,18 @@ def test_cli_passes_store_port_and_host(tmp_path, monkeypatch):
     monkeypatch.setattr(dashboard, "launch", lambda store, **kw: calls.append((store, kw)))
     r = CliRunner().invoke(app, ["dashboard", "--store", str(tmp_path / "x"), "--port", "9001"])
     assert r.exit_code == 0, r.output
-    assert calls == [(tmp_path / "x", {"host": "127.0.0.1", "port": 9001})]
+    assert calls == [(tmp_path / "x", {"host": "127.0.0.1", "port": 9001, "config": None})]
     r = CliRunner().invoke(app, ["dashboard", "--host", "0.0.0.0"])
     assert r.exit_code == 0 and calls[-1][1]["host"] == "0.0.0.0"
+    # the settings file reaches the app as $ATTRIBUTION_CONFIG; a bad one stops here, as a usage error
+    cfg = tmp_path / "attribution.toml"
+    cfg.write_text("gpu_hour_cost = 2.5\n")
+    r = CliRunner().invoke(app, ["dashboard", "--config", str(cfg)])
+    assert r.exit_code == 0 and calls[-1][1]["config"] == cfg
+    assert dashboard.command(tmp_path, config=cfg)[1]["ATTRIBUTION_CONFIG"] == str(cfg.resolve())
+    cfg.write_text("gpu_hour_cost = -1\n")
+    r = CliRunner().invoke(app, ["dashboard", "--config", str(cfg)])
+    assert r.exit_code != 0 and len(calls) == 3
 
 
 def test_the_app_ships_inside_the_package():

@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO
+from conftest import REPO, litellm_line
 from typer.testing import CliRunner
 
 from attribution.cli import app
@@ -31,20 +31,12 @@ REQUESTS = [
 TOML = 'by = "all"\nslo = ["ttft=0.25"]\npercentiles = [50, 95, 99.9]\ngpu_hour_cost = 3.0\n'
 
 
-def _line(i: int, alias: str, start: float, first: float, end: float, prompt: int, out: int) -> str:
-    return json.dumps({
-        "id": f"chatcmpl-{i:032x}", "call_type": "acompletion", "stream": True, "status": "success",
-        "startTime": BASE + start, "completionStartTime": BASE + first, "endTime": BASE + end,
-        "model": "hosted_vllm/Qwen/Qwen3-8B", "model_group": "qwen", "api_base": "http://10.0.0.5:8000/v1",
-        "prompt_tokens": prompt, "completion_tokens": out, "metadata": {"user_api_key_alias": alias},
-    })
-
-
 @pytest.fixture
 def store(tmp_path):
     logs = tmp_path / "logs"
     logs.mkdir()
-    (logs / "litellm.jsonl").write_text("\n".join(_line(i, *r) for i, r in enumerate(REQUESTS)) + "\n")
+    lines = [litellm_line(i, *r, base=BASE) for i, r in enumerate(REQUESTS)]
+    (logs / "litellm.jsonl").write_text("\n".join(lines) + "\n")
     ingest([str(logs)], tmp_path / "store")
     return tmp_path / "store"
 

@@ -159,7 +159,7 @@ def test_request_crossings_equal_the_simulators_requests(vllm_store):
         hit = [r for r in truth if rule(r)]
         assert main[fid]["requests"] == main[fid]["all_requests"] == len(truth)
         assert main[fid]["crossed"] == len(hit) > 0
-        assert main[fid]["prefill_token_share"] == pytest.approx(sum(uncached(r) for r in hit) / total_prefill)
+        assert main[fid]["prefill_token_share_of_all_requests"] == pytest.approx(sum(uncached(r) for r in hit) / total_prefill)
         assert main[fid]["crossed_estimated"] == 0  # the gateway gives cached tokens
         by_wl = {r["workload"]: r["crossed"] for r in out.tables["by_workload"].to_dicts() if r["feature"] == fid}
         assert by_wl == {a: sum(1 for r in hit if r["key_alias"] == a) for a in {r["key_alias"] for r in truth}}

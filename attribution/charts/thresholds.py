@@ -12,8 +12,8 @@ from attribution.charts.common import colours, layout, message, table
 
 
 def crossings(a: Analysis, *, only_crossed: bool = True, title: str | None = None) -> go.Figure:
-    """Horizontal bars per request-scoped feature: share of its evaluated requests that crossed, and share of
-    the prefill tokens those requests carry (the `requests` table). `only_crossed` leaves out features no
+    """Horizontal bars per request-scoped feature: share of its engines' requests that crossed, and share of
+    all requests' prefill tokens those requests carry (the `requests` table). `only_crossed` leaves out features no
     request crossed."""
     title = title or "features: requests over the threshold, and their share of prefill tokens"
     req = table(a, "requests")
@@ -21,14 +21,15 @@ def crossings(a: Analysis, *, only_crossed: bool = True, title: str | None = Non
         req = req.filter(pl.col("crossed") > 0)
     if req is None or not req.height:
         return message("no request crossed a feature threshold in this window", title)
-    req = req.sort("share", "feature", descending=[False, True])
+    req = req.sort("share_of_engine_requests", "feature", descending=[False, True])
     names = [f"{f} ({op} {t})" for f, op, t in zip(req["feature"], req["op"], req["threshold"], strict=True)]
     fig = go.Figure()
-    fig.add_trace(go.Bar(y=names, x=req["share"].to_list(), orientation="h", name="share of requests",
+    fig.add_trace(go.Bar(y=names, x=req["share_of_engine_requests"].to_list(), orientation="h",
+                         name="share of its engines' requests",
                          marker_color="#0072B2", customdata=req["crossed"].to_list(),
                          hovertemplate="%{y}: %{x:.2%} (%{customdata:,} requests)<extra></extra>"))
-    fig.add_trace(go.Bar(y=names, x=req["prefill_token_share"].to_list(), orientation="h",
-                         name="share of prefill tokens", marker_color="#E69F00",
+    fig.add_trace(go.Bar(y=names, x=req["prefill_token_share_of_all_requests"].to_list(), orientation="h",
+                         name="share of all prefill tokens", marker_color="#E69F00",
                          hovertemplate="%{y}: %{x:.2%} of prefill tokens<extra></extra>"))
     fig.update_layout(barmode="group")
     fig.update_xaxes(tickformat=".0%", range=[0, 1.02])
@@ -53,10 +54,11 @@ def by_day(a: Analysis, *, features: list[str] | None = None, title: str | None 
     fig = go.Figure()
     for (feature,), part in sorted(rows.partition_by("feature", as_dict=True).items()):
         part = part.sort("day")
-        fig.add_trace(go.Scatter(x=[str(d) for d in part["day"]], y=part["share"].to_list(), mode="lines+markers",
+        fig.add_trace(go.Scatter(x=[str(d) for d in part["day"]], y=part["share_of_engine_requests"].to_list(),
+                                 mode="lines+markers",
                                  name=feature, line={"color": cmap[feature]}, customdata=part["crossed"].to_list(),
                                  hovertemplate="%{x}: %{y:.2%} (%{customdata:,})<extra>%{fullData.name}</extra>"))
-    fig.update_yaxes(tickformat=".0%", rangemode="tozero", title="share of requests")
+    fig.update_yaxes(tickformat=".0%", rangemode="tozero", title="share of its engines' requests")
     fig.update_xaxes(type="category", title="day (UTC)")
     return layout(fig, title)
 

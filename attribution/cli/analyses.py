@@ -57,7 +57,7 @@ def _with_settings(res: Analysis, settings: Settings, keys: tuple[str, ...]) -> 
 def _cell(v: object, column: str) -> str:
     """Display only: shares as percentages, large numbers without exponents (the data keeps full precision)."""
     if isinstance(v, float) and v == v:
-        if column.endswith("share") or column == "utilization":
+        if column.endswith("share") or "_share_of_" in column or column == "utilization":
             return f"{v:.1%}"
         if abs(v) >= 1000:
             return f"{v:,.0f}"

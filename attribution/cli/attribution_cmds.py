@@ -36,10 +36,12 @@ AllOpt = Annotated[bool, typer.Option("--all", help="Also print the detail table
 
 # Columns of the terminal view; JSON and CSV carry all of them.
 VIEW = {
-    "requests": ["feature", "quantity", "op", "threshold", "status", "requests", "crossed", "share",
-                 "prefill_token_share", "method"],
-    "by_workload": ["feature", "workload", "requests", "crossed", "share", "prefill_token_share"],
-    "by_day": ["feature", "day", "requests", "crossed", "share", "prefill_token_share"],
+    "requests": ["feature", "quantity", "op", "threshold", "status", "requests", "crossed", "share_of_engine_requests",
+                 "share_of_all_requests", "prefill_token_share_of_all_requests", "method"],
+    "by_workload": ["feature", "workload", "requests", "crossed", "share_of_engine_requests", "share_of_all_requests",
+                    "prefill_token_share_of_all_requests"],
+    "by_day": ["feature", "day", "requests", "crossed", "share_of_engine_requests", "share_of_all_requests",
+               "prefill_token_share_of_all_requests"],
     "steps": ["feature", "deployment", "quantity", "op", "threshold", "rows", "crossed_rows", "time_share",
               "episodes", "longest_episode_s", "max_value", "method"],
     "summary": ["metric", "percentile", "before", "after", "ratio", "ci_95", "raw_ratio", "verdict", "n_before",
@@ -74,7 +76,7 @@ def _view(name: str, df: pl.DataFrame) -> pl.DataFrame:
             pl.format("x{} {}", pl.col("other_ratio").round_sig_figs(3), _ci("other_lo", "other_hi")).alias("others"))
     cols = [c for c in VIEW.get(name, df.columns) if c in df.columns]
     df = df.select(cols)
-    shares = [c for c in df.columns if c.endswith("share") or c.startswith("share_")]
+    shares = [c for c in df.columns if c.endswith("share") or "share_of_" in c or c.startswith("share_")]
     return df.with_columns(pl.col(c).map_elements(_pct, return_dtype=pl.Utf8) for c in shares)
 
 

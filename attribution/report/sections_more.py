@@ -119,19 +119,21 @@ def thresholds_section(inp: Inputs) -> Section:
     a = inp.thresholds
     s = Section("thresholds", "Feature-threshold crossings", definitions=a.definitions)
     req = a.tables["requests"]
-    crossed = req.filter(pl.col("crossed") > 0).sort("share", descending=True)
-    for r in crossed.filter(pl.col("share") < 1).head(5).iter_rows(named=True):
+    crossed = req.filter(pl.col("crossed") > 0).sort("share_of_engine_requests", descending=True)
+    for r in crossed.filter(pl.col("share_of_engine_requests") < 1).head(5).iter_rows(named=True):
         s.lines.append(f"{r['feature']} ({r['quantity']} {r['op']} {r['threshold']}): {r['crossed']:,} requests "
-                       f"({pct(r['share'])}), {pct(r['prefill_token_share'])} of the prefill tokens.")
-    always = crossed.filter(pl.col("share") >= 1)["feature"].to_list()
+                       f"({pct(r['share_of_engine_requests'])} of the {r['requests']:,} its engines served, "
+                       f"{pct(r['share_of_all_requests'])} of all), {pct(r['prefill_token_share_of_all_requests'])} "
+                       "of all prefill tokens.")
+    always = crossed.filter(pl.col("share_of_engine_requests") >= 1)["feature"].to_list()
     if always:
         s.lines.append(f"On every evaluated request: {', '.join(always)}.")
     never = req.filter(pl.col("crossed") == 0)["feature"].to_list()
     if never:
         s.lines.append(f"Never crossed: {', '.join(never)}.")
     s.table("requests", a.titles["requests"], _cols(req, [
-        "feature", "quantity", "op", "threshold", "status", "requests", "crossed", "share", "prefill_token_share",
-        "max_value", "method"]))
+        "feature", "quantity", "op", "threshold", "status", "requests", "crossed", "share_of_engine_requests",
+        "all_requests", "share_of_all_requests", "prefill_token_share_of_all_requests", "max_value", "method"]))
     s.table("steps", a.titles["steps"], _cols(a.tables["steps"], [
         "feature", "deployment", "quantity", "op", "threshold", "rows", "crossed_rows", "time_share", "episodes",
         "longest_episode_s", "max_value", "method"]))

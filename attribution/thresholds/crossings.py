@@ -23,10 +23,13 @@ DEFINITIONS = {
     "requests": "requests evaluated for the feature: served by an engine start where it is on, or possibly on "
     "(status unknown: not an engine flag), in the window",
     "crossed": "requests whose quantity is beyond the threshold effective for the start that served them",
-    "share": "crossed / requests",
-    "share_of_all": "crossed / every request of the group in the window",
-    "prefill_token_share": "uncached prompt tokens (prompt - cached; the prompt where cached is unknown) of the "
-    "crossing requests / those of every request of the group: the share of prefill work the feature touches",
+    "share_of_engine_requests": "crossed / requests: of the requests served by engine starts where the feature "
+    "is on or possibly on (e.g. only the SGLang ones for an SGLang feature)",
+    "share_of_all_requests": "crossed / every request of the group in the window (all engines)",
+    "prefill_token_share_of_all_requests": "uncached prompt tokens (prompt - cached; the prompt where cached is "
+    "unknown) of the crossing requests / those of every request of the group (all engines): the share of "
+    "prefill work the feature touches",
+    "prompt_token_share_of_all_requests": "the same for prompt tokens, cached or not",
     "kv_len_at_prefill": "KV length at prefill = cached + new tokens = the prompt",
     "peak_kv_len": "prompt + output tokens",
     "time_share": "step features: time the quantity was over the threshold / time covered by the rows, a row "
@@ -132,7 +135,8 @@ def thresholds(sel: Selection, catalogue: Catalogue | None = None, *, features: 
             return_dtype=pl.Utf8).alias("method")
     ).drop("count_from", "scope").sort("feature")
     per = {lvl: cross.filter(pl.col("level") == lvl).drop("level").rename({"grp": lvl}).select(
-        "feature", lvl, "requests", "crossed", "share", "share_of_all", "prefill_token_share")
+        "feature", lvl, "requests", "crossed", "share_of_engine_requests", "all_requests", "share_of_all_requests",
+        "prefill_token_share_of_all_requests")
         for lvl in ("workload", "day")}
     step_info = info.filter(pl.col("scope") == "step").drop("scope")
     step_rows = {lvl: step_info.join(steps.filter(pl.col("level") == lvl).drop("level").rename({"grp": lvl}),
