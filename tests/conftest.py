@@ -49,3 +49,22 @@ def sample_store_at(basetemp: Path) -> Path:
 def sample_store(tmp_path_factory) -> Path:
     """sample_logs/ ingested once per test session; tests only read it. Returns the store directory."""
     return sample_store_at(tmp_path_factory.getbasetemp())
+
+
+def run_cli(capsys, *args: str) -> tuple[int, str, str]:
+    """`attribution ARGS` through the CLI's own entry point: exit code, stdout, stderr."""
+    import sys
+
+    from attribution.cli import main
+
+    argv = sys.argv
+    sys.argv = ["attribution", *args]
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        sys.argv = argv
+    out = capsys.readouterr()
+    return code, out.out, out.err
