@@ -60,7 +60,7 @@ class Settings:
 
     def public(self) -> dict[str, Any]:
         """The settings as plain data, without the store path and file locations (for report output)."""
-        skip = {"store", "config_file", "sources"}
+        skip = {"store", "config_file", "sources", "max_future"}  # (max_future is the ingest's, not the report's)
         return {f.name: _plain(getattr(self, f.name)) for f in fields(self) if f.name not in skip}
 
 

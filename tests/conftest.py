@@ -62,3 +62,22 @@ def litellm_line(i: int, alias: str, start: float, first: float, end: float, pro
         "model": "hosted_vllm/Qwen/Qwen3-8B", "model_group": "qwen", "api_base": "http://10.0.0.5:8000/v1",
         "prompt_tokens": prompt, "completion_tokens": out, "metadata": {"user_api_key_alias": alias},
     })
+
+
+def run_cli(capsys, *args: str) -> tuple[int, str, str]:
+    """`attribution ARGS` through the CLI's own entry point: exit code, stdout, stderr."""
+    import sys
+
+    from attribution.cli import main
+
+    argv = sys.argv
+    sys.argv = ["attribution", *args]
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        sys.argv = argv
+    out = capsys.readouterr()
+    return code, out.out, out.err

@@ -7,15 +7,14 @@ small corpus generated here, as the issue's adversarial pass built it."""
 from __future__ import annotations
 
 import json
-import sys
 import time
 from datetime import UTC, datetime, timedelta
 
 import polars as pl
 import pytest
+from conftest import REPO, run_cli
 
 from attribution.analyses.common import resolve_window
-from attribution.cli import main
 from attribution.db import fetch
 from attribution.ingest import ingest, parse_path
 from attribution.status import store_status
@@ -53,27 +52,13 @@ def sglang_decode(stamp: str, queue: str = "0", usage: str = "0.01") -> str:
             f"gen throughput (token/s): 2.00, #queue-req: {queue}")
 
 
-def run(capsys, *args: str) -> tuple[int, str, str]:
-    argv = sys.argv
-    sys.argv = ["attribution", *args]
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    finally:
-        sys.argv = argv
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
 def readers_work(capsys, store, tmp_path) -> None:
     """Every reader the issue saw fail exits 0 on the store."""
     assert store_status(Store.open(store))["rows"]
     for args in (("status",), ("query", "select * from requests"), ("query", "select * from engine_steps"),
                  ("analyze",), ("concurrency",), ("capacity",), ("lengths",), ("latency",),
                  ("report", "--out", str(tmp_path / "r.json"), "--since", "30d")):
-        code, _out, err = run(capsys, *args, "--store", str(store))
+        code, _out, err = run_cli(capsys, *args, "--store", str(store))
         assert code == 0, (args, err)
 
 
@@ -183,3 +168,15 @@ def test_validate_is_per_value_and_vectorised():
     assert fixed["ts"].is_null().to_list() == [False, True, False, True]
     assert sorted(zip(errs["line"].to_list(), [r.split(" ")[0] for r in errs["reason"]], strict=True)) == [
         (2, "running"), (2, "ts"), (3, "kv_usage"), (3, "running"), (4, "ts")]
+
+
+def test_bench_duration_no_calendar_holds(tmp_path):
+    """Found by the fuzz bench: a vLLM bench run with `duration: 1e300` failed the file (OverflowError); its
+    start is now unknown and the file is read."""
+    case = REPO / "tests" / "cases" / "vllm_bench" / "append_result.jsonl"
+    run = json.loads(case.read_text().splitlines()[0])
+    run["duration"] = 1e300
+    (tmp_path / "bench.jsonl").write_text(json.dumps(run) + "\n")
+    parsed = parse_path(tmp_path / "bench.jsonl", "vllm_bench", tz="UTC")
+    assert parsed.source == "vllm_bench"  # (on the old code parse_path raised OverflowError)
+    assert parsed.tables["requests"]["arrival"].null_count() == parsed.tables["requests"].height

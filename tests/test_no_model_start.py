@@ -5,29 +5,14 @@ path `.`); now the start's model profile is unknown, said so, and the report is 
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
-from conftest import shared
+from conftest import run_cli, shared
 
-from attribution.cli import main
 from attribution.ingest import ingest
 
 REAL = "vllm_repo-jayashan10-Deepseek-qwen-deployment.log"
 MODEL = "deepseek-r1-14b"  # the model this log's start names; every line naming it is left out below
-
-
-def run(capsys, *args: str) -> tuple[int, str]:
-    argv = sys.argv
-    sys.argv = ["attribution", *args]
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    finally:
-        sys.argv = argv
-    return code, capsys.readouterr().err
 
 
 @pytest.fixture
@@ -42,14 +27,14 @@ def store(tmp_path):
 
 
 def test_memsplit_says_the_model_is_unknown(store, capsys):
-    code, err = run(capsys, "memsplit", "--store", str(store))
+    code, _out, err = run_cli(capsys, "memsplit", "--store", str(store))
     assert "config.json" not in err.replace("path/to/config.json", "")
     assert code == 2 and "names no model" in err and "model profile is unknown" in err
 
 
 def test_report_is_written_and_says_why_there_is_no_memory_split(store, tmp_path, capsys):
     out = tmp_path / "report.json"
-    code, err = run(capsys, "report", "--store", str(store), "--out", str(out))
+    code, _out, err = run_cli(capsys, "report", "--store", str(store), "--out", str(out))
     assert code == 0, err
     doc = json.loads(out.read_text())
     mem = next(s for s in doc["sections"] if s["id"] == "memsplit")

@@ -165,7 +165,10 @@ def _vllm_run_start(run: dict, ctx: ParseContext) -> datetime | None:
     except ValueError:
         return None
     dur = run.get("duration")
-    return end - timedelta(seconds=float(dur)) if isinstance(dur, int | float) and dur >= 0 else end
+    try:
+        return end - timedelta(seconds=float(dur)) if isinstance(dur, int | float) and dur >= 0 else end
+    except (OverflowError, ValueError):  # a duration no calendar holds (1e300 s): the start is unknown
+        return None
 
 
 class VllmBench(Source):
