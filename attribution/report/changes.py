@@ -28,7 +28,8 @@ DEFINITIONS = {
     "interval (see `attribution compare`)",
     "regression": "a latency percentile that rose materially (improvement: fell): " + judge.RULE
     + "; the family is every row of the overall and per-workload tables against the previous window and "
-    "inside this window together",
+    "inside this window together, at half of alpha (traffic and length drift a quarter each: all the "
+    "report's alarms together false-alarm at most alpha)",
     "too few requests": judge.MIN_RULE,
     "change": "an engine start in the window: new deployment (no start or request of it before, while the store "
     "has earlier data), new version (its previous start ran another version), restart (same version), first "
@@ -199,7 +200,8 @@ def changes(con: duckdb.DuckDBPyConnection, window: Window, *, sel: Selection | 
                 notes.append(f"no latency comparison with the previous window: {exc}")
         else:
             notes.append("the previous window holds no requests: nothing to compare this window with")
-    family = judge.judge(family, alpha)  # one family: every alarm this section can raise
+    # one family: every latency alarm this section can raise, at its share of alpha (drift has the rest)
+    family = judge.judge(family, alpha * drifts.LATENCY_SHARE)
     for which in ("week", "upgrade"):
         if f"{which}_summary" not in family:
             continue

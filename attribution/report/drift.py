@@ -17,6 +17,9 @@ from attribution.compare.judge import ALPHA, BLOCKS, design_effect
 LENGTHS = ("prompt_tokens", "output_tokens")
 MIN_REQUESTS = 50  # fewer requests on a side than this: too few to call a length distribution changed
 ALARMS = ("new", "gone", "share change", "rate change", "drift")  # statuses that are a drift alarm
+# The report's alpha is split between its three families (Bonferroni), so that all its alarms together
+# false-alarm at most alpha: latency (Holm inside), traffic and lengths (Bonferroni inside).
+LATENCY_SHARE, TRAFFIC_SHARE, LENGTHS_SHARE = 0.5, 0.25, 0.25
 
 
 @dataclass(frozen=True)
@@ -25,20 +28,20 @@ class DriftSettings:
     share: float = 0.05         # a new or vanished group carrying at least this share of its window's requests
     share_change: float = 0.05  # a change of a group's share of requests by at least this much (absolute)
     rate: float = 0.5           # an arrival-rate change by at least this factor (0.5: x1.5 or /1.5)
-    alpha: float = ALPHA        # false-alarm rate of each family (traffic rows, length rows): Bonferroni
+    alpha: float = ALPHA        # the report's false-alarm rate; traffic and lengths get their shares of it
 
 
 DEFINITIONS = {
     "traffic status": "new / gone: the group has requests in one window only and carries at least the "
     "`drift_share` of that window's requests (`new (small)` / `gone (small)` below it: no alarm); share change: "
     "its share of the requests of the groups on both sides moved by at least `drift_share_change` (share_change)"
-    " and its interval (Bonferroni over the groups; the binomial variance times the design effect of "
+    " and its interval (a quarter of alpha, Bonferroni over the groups and the rate; the binomial variance times the design effect of "
     f"the share over {BLOCKS} consecutive blocks of arrivals, as requests come in sessions and bursts) excludes 0; rate change (row `all`): requests per hour of data changed by "
     "at least the factor 1 + `drift_rate` and its quasi-Poisson interval (the dispersion of the counts in "
     f"{BLOCKS} stretches of time) excludes no change",
     "distance": "Kolmogorov-Smirnov distance between the two length distributions (the largest difference of "
     "their cumulative shares; 0 = the same, 1 = disjoint); distance_lo / distance_hi: its interval from the "
-    "Dvoretzky-Kiefer-Wolfowitz bound on each side (level alpha, Bonferroni over the rows)",
+    "Dvoretzky-Kiefer-Wolfowitz bound on each side (a quarter of alpha, Bonferroni over the rows)",
     "drift": f"distance >= the drift threshold and distance_lo > 0, with at least {MIN_REQUESTS} requests on "
     "each side",
 }
@@ -62,7 +65,7 @@ def traffic(before: pl.DataFrame, now: pl.DataFrame, hours_before: float, hours_
               .join(now.group_by("grp").len("requests_now"), on="grp", how="full", coalesce=True)
               .with_columns(pl.col("requests_before", "requests_now").fill_null(0)).sort("grp"))
     k = max(counts.height, 1)
-    z = _z(s.alpha / k)
+    z = _z(s.alpha * TRAFFIC_SHARE / k)
     # a share change is measured among the groups on both sides: a new group alone moves no one else
     both = (pl.col("requests_before") > 0) & (pl.col("requests_now") > 0)
     mb = max(int(counts.filter(both)["requests_before"].sum()), 1)
@@ -87,7 +90,7 @@ def traffic(before: pl.DataFrame, now: pl.DataFrame, hours_before: float, hours_
         .when((pl.col("share_change").abs() >= s.share_change) & significant).then(pl.lit("share change"))
         .otherwise(pl.lit("stable")))
     df = df.with_columns(status.alias("status"))
-    ratio, lo, hi = _rate_ratio(nb, na, hours_before, hours_now, _z(s.alpha),
+    ratio, lo, hi = _rate_ratio(nb, na, hours_before, hours_now, _z(s.alpha * TRAFFIC_SHARE / k),
                                 _dispersion(before), _dispersion(now))
     rate_changed = all(np.isfinite([ratio, lo, hi])) and abs(math.log(ratio)) >= math.log1p(s.rate) \
         and (lo > 1 or hi < 1)
@@ -167,7 +170,7 @@ def lengths(before: pl.DataFrame, now: pl.DataFrame, s: DriftSettings = DriftSet
             b = b_all.get((g,), pl.DataFrame({metric: []}))[metric].to_numpy()
             a = a_all.get((g,), pl.DataFrame({metric: []}))[metric].to_numpy()
             d = ks(b, a) if b.size and a.size else float("nan")
-            eps = sum(math.sqrt(math.log(2 * tests / s.alpha) / (2 * n)) for n in (b.size, a.size)) \
+            eps = sum(math.sqrt(math.log(2 * tests / (s.alpha * LENGTHS_SHARE)) / (2 * n)) for n in (b.size, a.size)) \
                 if b.size and a.size else float("nan")
             rows.append({"grp": g, "metric": metric, "requests_before": b.size, "requests_now": a.size,
                          "distance": d, "distance_lo": max(d - eps, 0.0) if b.size and a.size else None,

@@ -53,7 +53,8 @@ def alarms(a: pl.DataFrame, b: pl.DataFrame, hours: float, seed: int, resamples:
     t = latency_tables(rows(a, b), resamples=resamples, seed=seed)
     cmp_changed = {(r["metric"], r["percentile"]) for name in ("summary", "by_workload", "by_bucket")
                    for r in t[name].filter(pl.col("changed")).iter_rows(named=True)}
-    fam = judge.judge({"week_summary": t["summary"], "week_by_workload": t["by_workload"]})
+    fam = judge.judge({"week_summary": t["summary"], "week_by_workload": t["by_workload"]},
+                      judge.ALPHA * drifts.LATENCY_SHARE)
     reg = regressions(fam["week_summary"], fam["week_by_workload"])
     ra, rb = (x.rename({"workload": "grp"}) for x in (a, b))
     traffic = drifts.traffic(ra, rb, hours, hours)
