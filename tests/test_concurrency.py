@@ -280,3 +280,21 @@ def test_timeseries_of_step_lines_where_requests_cannot_split_running_from_waiti
     assert got[("pod-a", 0)]["covered_s"] == pytest.approx(70)
     # the pods' step-line figures also head the pods table
     assert _stats(res, "running", "pod-s")["peak"] == 7
+
+
+def test_a_request_longer_than_any_model_is_not_replayed_and_said():
+    # An admissible count (the schema admits up to 2^53) that no engine ran: 600M prompt tokens in a trace made
+    # the estimate simulate minutes of chunked prefill (the fuzz bench, issue 16); it is left out and counted.
+    from attribution.analyses.estimate import MAX_REPLAY_TOKENS
+
+    n = 50
+    df = pl.DataFrame({
+        "deployment": ["trace"] * n, "workload": ["t"] * n, "source_kind": ["trace"] * n,
+        "arrival": [T0 + timedelta(seconds=i) for i in range(n)],
+        "prompt_tokens": [600_000_000] + [1000] * (n - 1), "output_tokens": [10] * n,
+    })
+    res = concurrency(select(frames_connection(df)))
+    assert any(note.startswith("ESTIMATE for trace (49 arrivals") for note in res.notes)
+    assert f"1 arrivals longer than {MAX_REPLAY_TOKENS:,} tokens (beyond any model's context) were not replayed" \
+        in res.notes
+    assert _stats(res, "running", "trace")["peak"] >= 1

@@ -16,6 +16,9 @@ TS = pl.Datetime("us", "UTC")
 
 
 MAX_PODS = 256
+# Longer requests are not replayed: beyond any served model's context (10M tokens), a count the schema admits
+# (up to 2^53) but no engine ran, and replaying it would take the simulator minutes of chunked prefill.
+MAX_REPLAY_TOKENS = 10_000_000
 
 
 def _service_model(name: str, longest: int):
@@ -74,8 +77,13 @@ def estimate_concurrency(sel: Selection, deployments: list[str], *, service_mode
     from attribution.analyses.concurrency import exact_frames
 
     arrivals = sel.run("estimate_arrivals", deployments=deployments)
+    size = pl.col("prompt_tokens") + pl.col("output_tokens").fill_null(1)
+    too_long = arrivals.filter(size > MAX_REPLAY_TOKENS).height
+    arrivals = arrivals.filter(size.fill_null(0) <= MAX_REPLAY_TOKENS)
+    skipped = [f"{too_long:,} arrivals longer than {MAX_REPLAY_TOKENS:,} tokens (beyond any model's context) were "
+               "not replayed"] if too_long else []
     if arrivals.is_empty():
-        return pl.DataFrame(), None, []
+        return pl.DataFrame(), None, skipped
     longest = int((arrivals["prompt_tokens"] + arrivals["output_tokens"].fill_null(1)).max())
     scn = _service_model(service_model, longest)
     parts, pods = [], {}
@@ -93,5 +101,5 @@ def estimate_concurrency(sel: Selection, deployments: list[str], *, service_mode
         f"trace has arrivals but no completion times, so they were replayed through the simulator; "
         f"{assumptions(scn, max_queue_p99_s)}. Real concurrency depends on the hardware, engine and settings "
         "that served the trace."
-    ]
+    ] + skipped
     return stats.with_columns(source=pl.lit("estimate")), series, notes
