@@ -46,11 +46,13 @@ def _replay_tasks(scn: Scenario, df: pl.DataFrame) -> tuple[Scenario, list]:
     if len(phases) == 1:  # one phase spans the whole replay
         phases = (replace(phases[0], days=float(df["t"].max() or 0.0) / DAY + 1e-9),)
     scn = replace(scn, workloads=tuple(wls), phases=phases)
-    max_tok = df["max_tokens"] if "max_tokens" in df.columns else df["output_tokens"]
+    # an unknown output length (a trace without it) replays as one token, never as a NaN cast to int64
+    output = df["output_tokens"].fill_null(1)
+    max_tok = df["max_tokens"].fill_null(output) if "max_tokens" in df.columns else output
     arr = {
         "t": df["t"].to_numpy().astype(float),
         "prompt": df["prompt_tokens"].to_numpy().astype(np.int64),
-        "output": np.maximum(df["output_tokens"].to_numpy().astype(np.int64), 1),
+        "output": np.maximum(output.to_numpy().astype(np.int64), 1),
         "max_tokens": max_tok.to_numpy().astype(np.int64),
         "workload": np.zeros(df.height, np.int64) if names is None else names.replace_strict(idx).to_numpy(),
         "session": np.arange(df.height, dtype=np.int64),
