@@ -180,3 +180,17 @@ def test_bench_duration_no_calendar_holds(tmp_path):
     parsed = parse_path(tmp_path / "bench.jsonl", "vllm_bench", tz="UTC")
     assert parsed.source == "vllm_bench"  # (on the old code parse_path raised OverflowError)
     assert parsed.tables["requests"]["arrival"].null_count() == parsed.tables["requests"].height
+
+
+def test_a_memory_line_beyond_int64_is_reported_not_a_crash(tmp_path):
+    # Found by the fuzz bench (seed 9): a Mamba state size of 9223372036854775807 GB overflowed the pool's
+    # running total and failed the chunk; the total is now out of its domain: null and reported.
+    src = (REPO / "tests" / "cases" / "sglang_log" / "startup_mamba_variants.log").read_text().splitlines()
+    bad = [ln.replace("ssm_state size: 3.75GB", "ssm_state size: 9223372036854775807GB") for ln in src]
+    assert bad != src
+    f = tmp_path / "sglang.log"
+    f.write_text("\n".join(bad) + "\n")
+    got = parse_path(f, year=2026, tz="UTC")
+    cfg = got.tables["engine_config"]
+    assert cfg.height and cfg["state_pool_bytes"].null_count() >= 1
+    assert any(r.startswith("state_pool_bytes") for r in got.errors["reason"].to_list())

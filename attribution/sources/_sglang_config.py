@@ -142,10 +142,12 @@ def _running_total(rows: pl.DataFrame, col: str, state: dict, key: str) -> pl.Da
             + pl.when(pl.col("start_line") == rows["start_line"][0]).then(prev).otherwise(0)
         )
         .round(0)
-        .cast(pl.Int64, strict=False)
         .alias(col)
     )
-    state[key] = {"start": int(rows["start_line"][-1]), "total": int(rows[col][-1])}
+    # Left a float: the ingest's domain check reports a total beyond int64 (a fuzzed `9223372036854775807GB`)
+    # instead of a cast silently nulling it.
+    last = rows[col][-1]
+    state[key] = {"start": int(rows["start_line"][-1]), "total": 0.0 if last is None else float(last)}
     return rows
 
 
