@@ -6,7 +6,11 @@
 with
 
 raw as (
-    select * from raw_engine_config
+    -- a flag named twice in one line keeps its last value (a MAP's keys are unique; the ingest dedups too,
+    -- but the store admits any list)
+    select * replace (list_filter(flags, lambda e, i: not list_contains(
+        list_transform(flags[i + 1:], lambda x: x.key), e.key)) as flags)
+    from raw_engine_config
 ),
 
 final as (

@@ -37,6 +37,8 @@ def over_time(a: Analysis, *, deployments: list[str] | None = None, title: str |
     unknown = _split_unknown(a)
     fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.07,
                         subplot_titles=[t for _, t in PANELS])
+    # a row whose source names no deployment is drawn as "(none)", the word the analyses and filters use
+    ts = ts.with_columns(pl.col("deployment").fill_null("(none)"), pl.col("source").fill_null("exact"))
     cmap = colours(ts["deployment"].unique())
     for (dep, source), part in sorted(ts.partition_by("deployment", "source", as_dict=True).items()):
         part = part.sort("ts")
