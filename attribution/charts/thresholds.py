@@ -69,6 +69,7 @@ def steps(a: Analysis, *, title: str | None = None) -> go.Figure:
     st = table(a, "steps")
     if st is None:
         return message("no step lines carry a step-scoped feature's quantity in this window", title)
+    st = st.with_columns(pl.col("deployment").fill_null("(none)"))  # the analyses' word for a missing pod
     cmap = colours(st["deployment"].unique())
     fig = go.Figure()
     for (dep,), part in sorted(st.partition_by("deployment", as_dict=True).items()):
