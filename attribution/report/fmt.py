@@ -42,8 +42,10 @@ def cell(v: Any, column: str = "") -> str:
     return str(v)
 
 
-def num(v: float) -> str:
-    """Whole numbers with separators from 1000 up, else three significant digits."""
+def num(v: float | None) -> str:
+    """Whole numbers with separators from 1000 up, else three significant digits; `n/a` for no value."""
+    if v is None or v != v:
+        return "n/a"
     if abs(v) >= 1000:
         return f"{v:,.0f}"
     if v == int(v):
