@@ -197,32 +197,28 @@ def environment() -> dict[str, str]:
     return dict(os.environ)
 
 
-def env_int(name: str, default: int | None = None, minimum: int = 1) -> int | None:
-    """$name as a whole number >= `minimum`, else `default`; anything else is a usage error."""
+def _env_number(name: str, default: float | None, parse: type, minimum: float, what: str) -> float | None:
+    """$name parsed by `parse` and >= `minimum`, else `default`; anything else is a usage error."""
     text = env(name)
     if text is None:
         return default
     try:
-        value = int(text)
+        value = parse(text)
     except ValueError:
-        raise UsageError(f"${name} = {text!r} is not valid (a whole number >= {minimum})") from None
-    if value < minimum:
-        raise UsageError(f"${name} = {text!r} is not valid (a whole number >= {minimum})")
+        value = None
+    if value is None or not value >= minimum:
+        raise UsageError(f"${name} = {text!r} is not valid ({what})")
     return value
+
+
+def env_int(name: str, default: int | None = None, minimum: int = 1) -> int | None:
+    """$name as a whole number >= `minimum`, else `default`."""
+    return _env_number(name, default, int, minimum, f"a whole number >= {minimum}")
 
 
 def env_float(name: str, default: float) -> float:
-    """$name as a number >= 0, else `default`; anything else is a usage error."""
-    text = env(name)
-    if text is None:
-        return default
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value >= 0:
-        raise UsageError(f"${name} = {text!r} is not valid (a number >= 0)")
-    return value
+    """$name as a number >= 0, else `default`."""
+    return _env_number(name, default, float, 0.0, "a number >= 0")
 
 
 def _path(text: str, base: Path | None) -> str:

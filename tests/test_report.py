@@ -11,17 +11,15 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
 import polars as pl
 import pytest
-from conftest import REPO, SAMPLE
+from conftest import REPO, SAMPLE, run_cli
 
 from attribution.analyses import Window
-from attribution.cli import main
 from attribution.config import load_settings
 from attribution.errors import UsageError
 from attribution.ingest import ingest
@@ -202,7 +200,7 @@ def test_an_early_cohort_of_8_requests_is_not_judged(sample_store, tmp_path, cap
     out = tmp_path / "r.json"
     empty = tmp_path / "attribution.toml"
     empty.write_text("resamples = 50\n")
-    code, _, err = run(capsys, "report", "--store", str(sample_store), "--config", str(empty), "--since", "3d",
+    code, _, err = run_cli(capsys, "report", "--store", str(sample_store), "--config", str(empty), "--since", "3d",
                        "--out", str(out), "-q", "--fail-on", "regression")
     assert code == 0, err
     doc = json.loads(out.read_text())
@@ -241,21 +239,6 @@ def two_weeks(d: Path) -> Path:
     return d
 
 
-def run(capsys, *args: str) -> tuple[int, str, str]:
-    """`attribution ARGS` as a scheduler runs it: exit code, stdout, stderr."""
-    argv = sys.argv
-    sys.argv = ["attribution", *args]
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    finally:
-        sys.argv = argv
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
 @pytest.fixture(scope="module")
 def weeks(tmp_path_factory):
     """The two weeks ingested once for the module (the tests only read the store) and a config file."""
@@ -269,7 +252,7 @@ def test_drift_and_regression_are_found_and_fail_on_exits_5(weeks, tmp_path, cap
     store, cfg = weeks
     out = tmp_path / "out"
     base = ["report", "--store", str(store), "--config", str(cfg), "--week", "2025-W07", "--out-dir", str(out), "-q"]
-    code, stdout, err = run(capsys, *base, "--fail-on", "regression", "--fail-on", "drift", "--fail-on", "empty")
+    code, stdout, err = run_cli(capsys, *base, "--fail-on", "regression", "--fail-on", "drift", "--fail-on", "empty")
     # written first, then exit 5 for the conditions that held
     assert code == 5 and stdout == "" and "found: regression, drift (exit 5)" in err, err
     doc = json.loads((out / "attribution-report-2025-W07.json").read_text())
@@ -286,7 +269,7 @@ def test_drift_and_regression_are_found_and_fail_on_exits_5(weeks, tmp_path, cap
     assert {k[2] for k in reg} == {"p50"}
     assert doc["actions"][0]["kind"] == "regression" and doc["actions"][0]["severity"] == "act"
     # the week before has no week before it: nothing to regress against, nothing to fail on
-    code, _, _ = run(capsys, *base[:5], "--week", "2025-W06", "--out-dir", str(out), "-q", "--fail-on", "regression",
+    code, _, _ = run_cli(capsys, *base[:5], "--week", "2025-W06", "--out-dir", str(out), "-q", "--fail-on", "regression",
                      "--fail-on", "drift")
     assert code == 0
 
@@ -295,7 +278,7 @@ def test_reruns_give_the_same_bytes_and_files_are_named_by_iso_week(weeks, tmp_p
     store, cfg = weeks
     a, b = tmp_path / "a", tmp_path / "b"
     for d, more in ((a, []), (b, ["--out", str(tmp_path / "week.html")])):
-        code, _, err = run(capsys, "report", "--store", str(store), "--config", str(cfg), "--since", "7d",
+        code, _, err = run_cli(capsys, "report", "--store", str(store), "--config", str(cfg), "--since", "7d",
                            "--out-dir", str(d), "-q", *more)
         assert code == 0, err
     names = sorted(p.name for p in a.iterdir())
@@ -306,7 +289,7 @@ def test_reruns_give_the_same_bytes_and_files_are_named_by_iso_week(weeks, tmp_p
     for name in names:
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
     assert (tmp_path / "week.html").read_bytes() == (b / names[0]).read_bytes()
-    code, stdout, _ = run(capsys, "report", "--store", str(store), "--config", str(cfg), "--week", "2025-W07",
+    code, stdout, _ = run_cli(capsys, "report", "--store", str(store), "--config", str(cfg), "--week", "2025-W07",
                           "--out", "-", "--format", "md", "-q")
     assert code == 0 and stdout.startswith("# LLM serving report, week 2025-W07")
 
@@ -315,9 +298,9 @@ def test_an_empty_window_is_reported_and_can_fail(weeks, tmp_path, capsys):
     store, cfg = weeks
     args = ["report", "--store", str(store), "--config", str(cfg), "--week", "2025-W01", "--out",
             str(tmp_path / "r.md"), "-q"]
-    assert run(capsys, *args)[0] == 0
+    assert run_cli(capsys, *args)[0] == 0
     assert "No requests in this window" in (tmp_path / "r.md").read_text()
-    code, _, err = run(capsys, *args, "--fail-on", "empty")
+    code, _, err = run_cli(capsys, *args, "--fail-on", "empty")
     assert code == 5 and "empty" in err
 
 
@@ -327,7 +310,7 @@ def test_a_locked_store_skips_the_ingest_and_still_reports(weeks, tmp_path, caps
     args = ["report", "--store", str(store), "--config", str(cfg), "--week", "2025-W07", "--ingest", str(more),
             "--out", str(tmp_path / "r.json"), "-q"]
     with Store.open(store).writer():  # another ingest is writing
-        code, _, err = run(capsys, *args, "--fail-on", "health")
+        code, _, err = run_cli(capsys, *args, "--fail-on", "health")
     assert code == 5 and "another ingest is writing" in err
     doc = json.loads((tmp_path / "r.json").read_text())
     assert any(a["kind"] == "health" and "skipped" in a["text"] for a in doc["actions"])
@@ -351,13 +334,13 @@ def test_failures_exit_with_documented_codes(weeks, tmp_path, capsys, args, code
         else:
             base[args[i]] = args[i + 1].replace("{tmp}", str(tmp_path))
     flat = [x for kv in base.items() for x in kv]
-    got, _, err = run(capsys, "report", *flat, "-q")
+    got, _, err = run_cli(capsys, "report", *flat, "-q")
     assert got == code and message in err, err
 
 
 def test_a_store_without_requests_is_an_input_error(tmp_path, capsys):
     Store.open(tmp_path / "empty", create=True)
-    code, _, err = run(capsys, "report", "--store", str(tmp_path / "empty"), "--out", str(tmp_path / "r.md"))
+    code, _, err = run_cli(capsys, "report", "--store", str(tmp_path / "empty"), "--out", str(tmp_path / "r.md"))
     assert code == 3 and "no requests" in err and not (tmp_path / "r.md").exists()
 
 
