@@ -48,7 +48,7 @@ class _IngestProgress:
 def _print_summary(s: IngestSummary) -> None:
     e = render.err
     e.print(
-        f"[bold]{len(s.files)} files[/]: {s.count('read')} read, {s.count('unchanged')} unchanged (skipped), "
+        f"[bold]{len(s.files)} files[/]: {s.count('read')} read, {s.count('unchanged')} unchanged (not read again), "
         f"{s.count('unrecognised')} unrecognised, {s.count('failed')} failed"
         + "".join(f", {s.count(st)} {st}" for st in ("skipped", "vanished") if s.count(st)) + "; "
         f"{s.bytes / 1e6:,.1f} MB in {s.seconds:,.1f} s -> {s.store}"
