@@ -63,7 +63,7 @@ grouped as (
                 when 'deployment' then deployment
                 when 'label' then label
                 when 'day' then strftime(timezone('UTC', coalesce(arrival, finished)), '%Y-%m-%d')
-                when 'version' then nullif(concat_ws(' ', engine, engine_version), '')
+                when 'version' then version_label(engine, engine_version)
                 else 'all'
             end,
             '(none)'

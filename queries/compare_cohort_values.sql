@@ -12,7 +12,7 @@ requests as (
 valued as (
     select
         case $cohort_by when 'label' then label
-                        else nullif(concat_ws(' ', engine, engine_version), '') end as value,
+                        else version_label(engine, engine_version) end as value,
         arrival
     from requests
 ),

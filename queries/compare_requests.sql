@@ -19,8 +19,8 @@ tagged as (
         case $cohort_by
             when 'label' then case when label = $before then 'before' when label = $after then 'after' end
             when 'version' then case
-                when engine_version = $before or concat_ws(' ', engine, engine_version) = $before then 'before'
-                when engine_version = $after or concat_ws(' ', engine, engine_version) = $after then 'after' end
+                when engine_version = $before or version_label(engine, engine_version) = $before then 'before'
+                when engine_version = $after or version_label(engine, engine_version) = $after then 'after' end
             when 'window' then case
                 when arrival >= $before_since::timestamptz and arrival < $before_until::timestamptz then 'before'
                 when arrival >= $after_since::timestamptz and arrival < $after_until::timestamptz then 'after' end

@@ -4,8 +4,8 @@
 --   engine with several data-parallel ranks (engine_index > 0) is reported per rank as `deployment #rank`.
 -- Parameters: $bucket_us (BIGINT, bucket width in microseconds; buckets start at multiples of it since the
 --   epoch). Reads the temporary table concurrency_step_lines (queries/concurrency_step_lines.sql).
--- Columns: the columns of concurrency_timeseries: deployment, ts (bucket start, TIMESTAMPTZ), running_max,
---   waiting_max, in_system_max, in_system_mean (the lines weighted by their `dur`; a line counts in the bucket it
+-- Columns: the columns of the exact time series (attribution.analyses.sweep.timeseries): deployment, ts
+--   (bucket start, TIMESTAMPTZ), running_max, waiting_max, in_system_max, in_system_mean (the lines weighted by their `dur`; a line counts in the bucket it
 --   was printed in), kv_tokens_max, covered_s (the lines' weights). These are samples: a peak between two lines
 --   is missed.
 with

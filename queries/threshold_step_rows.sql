@@ -10,8 +10,9 @@
 --   decode lines), running_requests, prefill_batch_tokens (new tokens of prefill lines), step_tokens (batch
 --   tokens, else new tokens (prefill) or running (decode)), state_usage, kv_usage, waiting_requests,
 --   preemptions (0 on a periodic line without `Preemptions:`, which vLLM 0.15+ prints only when there were
---   some). The same values as queries/threshold_step_values.sql, one row per line instead of one per line and
---   feature: attribution.thresholds.steps compares them with each start's thresholds.
+--   some). The same values as the test oracle tests/oracle/threshold_step_values.sql, one row per line
+--   instead of one per line and feature: attribution.thresholds.steps compares them with each start's
+--   thresholds.
 with
 
 -- read where used (a column scan with the filters pushed down), not held: it has ten million rows a week

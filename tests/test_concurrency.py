@@ -13,8 +13,8 @@ from conftest import shared
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from attribution.analyses import concurrency, select
-from attribution.analyses.common import frames_connection, materialize
+from attribution.analyses import concurrency, select, sweep
+from attribution.analyses.common import frames_connection
 from attribution.db import fetch
 from attribution.ingest import ingest
 from attribution.store import Store
@@ -88,8 +88,7 @@ def test_sweep_equals_brute_force_count(ivs, by_workload):
     df = _requests(rows).with_columns(workload=pl.Series([f"w{i % 2}" for i in range(len(ivs))]))
     con = frames_connection(df)
     sel = select(con, by="workload" if by_workload else "all")
-    materialize(con, "concurrency_segments", since=None, until=None, per_group=False)
-    seg = fetch(con, "select * from concurrency_segments order by t")
+    seg = sweep.frame(sweep.segments(con, None, None, per_group=False)).sort("t")
     t = seg["t"].to_numpy() - int(T0.timestamp() * 1e6)
     running = ((admit[None, :] <= t[:, None]) & (t[:, None] < end[None, :])).sum(1)
     waiting = ((a[None, :] <= t[:, None]) & (t[:, None] < admit[None, :])).sum(1)
@@ -202,13 +201,13 @@ def test_timeseries_buckets_cover_the_sweep():
 
 
 def _sweep_matches_sql(con, sel, per_group: bool, bucket_us: int = 60_000_000) -> None:
-    """attribution.analyses.sweep gives the rows of concurrency_segments/stats/timeseries.sql: counts, times and
-    percentiles exactly; live KV tokens (running sums of fractional rates, rounded to 1e-3) to 1e-3."""
-    from attribution import queries
-    from attribution.analyses import sweep
+    """attribution.analyses.sweep gives the rows of the test oracle tests/oracle/concurrency_segments, _stats
+    and _timeseries.sql: counts, times and percentiles exactly; live KV tokens (running sums of fractional
+    rates, rounded to 1e-3) to 1e-3."""
+    import oracle
 
     since, until = sel.window.since, sel.window.until
-    materialize(con, "concurrency_segments", since=since, until=until, per_group=per_group)
+    oracle.materialize(con, "concurrency_segments", since=since, until=until, per_group=per_group)
     key = ["deployment", "grp", "t"]
     ref = fetch(con, "select * from concurrency_segments").sort(key, nulls_last=True)
     parts = sweep.segments(con, since, until, per_group)
@@ -220,7 +219,7 @@ def _sweep_matches_sql(con, sel, per_group: bool, bucket_us: int = 60_000_000) -
         else:
             assert ref[c].equals(got[c]), c
     order = ["deployment", "grp", "metric"]
-    ref_s = queries.run(con, "concurrency_stats").sort(order, nulls_last=True)
+    ref_s = oracle.run(con, "concurrency_stats").sort(order, nulls_last=True)
     got_s = sweep.stats(parts).sort(order, nulls_last=True)
     assert ref_s.schema == got_s.schema and ref_s.height == got_s.height
     counts_ref, counts_got = (x.filter(pl.col("metric") != "kv_tokens") for x in (ref_s, got_s))
@@ -229,7 +228,7 @@ def _sweep_matches_sql(con, sel, per_group: bool, bucket_us: int = 60_000_000) -
     kv_ref, kv_got = ref_s.filter(pl.col("metric") == "kv_tokens"), got_s.filter(pl.col("metric") == "kv_tokens")
     for c in ("peak", "mean", "p50", "p90", "p99"):
         assert kv_ref[c].to_list() == pytest.approx(kv_got[c].to_list(), abs=1.0001e-3, rel=1e-6), c
-    ts_ref = queries.run(con, "concurrency_timeseries", bucket_us=bucket_us)
+    ts_ref = oracle.run(con, "concurrency_timeseries", bucket_us=bucket_us)
     ts_got = sweep.timeseries(parts, bucket_us)
     assert ts_ref.drop("kv_tokens_max").equals(ts_got.drop("kv_tokens_max"))
     assert ((ts_ref["kv_tokens_max"] - ts_got["kv_tokens_max"]).abs().max() or 0.0) <= 1.0001e-3

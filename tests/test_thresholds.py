@@ -296,13 +296,14 @@ def _same_frames(ref: pl.DataFrame, got: pl.DataFrame) -> None:
 
 
 def test_step_kernel_equals_the_sql(tmp_path_factory, sglang_store):
-    """attribution.thresholds.steps gives the rows of queries/threshold_steps.sql (over threshold_step_values.sql)
-    and the crossings of threshold_arrivals.sql, on the sample logs (vLLM and SGLang) and simulated SGLang logs."""
-    from attribution import queries
-    from attribution.analyses.common import materialize
+    """attribution.thresholds.steps gives the rows of the test oracle tests/oracle/threshold_steps.sql (over
+    threshold_step_values.sql) and the crossings of threshold_arrivals.sql, on the sample logs (vLLM and SGLang)
+    and simulated SGLang logs; both resolve lines logged at one instant by steps.ARRIVAL_TIE_RULE."""
+    import oracle
+
     from attribution.db import fetch
     from attribution.thresholds import steps
-    from attribution.thresholds.crossings import mark_requests, mark_steps, prepare
+    from attribution.thresholds.crossings import mark_requests, prepare
 
     crossings = 0
     # The simulated SGLang store whole and in a window; the sample week (vLLM and SGLang pods, an upgrade) in two
@@ -318,32 +319,57 @@ def test_step_kernel_equals_the_sql(tmp_path_factory, sglang_store):
             select(con, since=since, until=until, by="all")
             prepare(con, load_catalogue())
             mark_requests(con)
-            mark_steps(con, since, until)
-            ref = queries.run(con, "threshold_steps", max_gap_s=60.0)
+            oracle.materialize(con, "threshold_step_values", "thr_step_values", since=since, until=until)
+            ref = oracle.run(con, "threshold_steps", max_gap_s=60.0)
             rows = steps.step_rows(con, since, until)
             assert ref.height and rows.size
             _same_frames(ref, steps.steps_table(con, rows, 60.0))
-            # arrivals: the same crossings, except where lines of the request's deployment logged at that very
-            # instant disagree (the SQL's ASOF join then takes any of them; the kernel the last one)
-            materialize(con, "threshold_arrivals", "thr_arrival_flags", max_gap_s=60.0)
-            ambiguous = fetch(con, """
-                with latest as (
-                    select r.rid, v.feature, max(v.ts) as ts
-                    from thr_requests as r join thr_step_values as v
-                        on v.deployment = r.deployment and v.ts <= r.arrival
-                    group by all
-                )
-                select l.rid, l.feature
-                from latest as l join thr_requests as r using (rid)
-                join thr_step_values as v on v.feature = l.feature and v.deployment = r.deployment and v.ts = l.ts
-                group by all having count(distinct v.crossed) > 1""")
+            # arrivals: the same crossings, ties at one instant included (one rule for both)
+            oracle.materialize(con, "threshold_arrivals", "thr_arrival_flags", max_gap_s=60.0)
             key = ["rid", "feature"]
-            ref_a = fetch(con, "select rid, feature, value from thr_arrival_flags where crossed").join(
-                ambiguous, on=key, how="anti").sort(key)
-            got_a = steps.arrival_flags(con, rows, 60.0).join(ambiguous, on=key, how="anti").sort(key)
+            ref_a = fetch(con, "select rid, feature, value from thr_arrival_flags where crossed").sort(key)
+            got_a = steps.arrival_flags(con, rows, 60.0).sort(key)
             assert got_a.select(ref_a.columns).equals(ref_a)
             crossings += ref_a.height
     assert crossings
+
+
+def test_arrivals_at_a_tied_instant_take_the_last_file_then_line():
+    """Two lines of one deployment logged at the same instant, one over the threshold: the kernel and the
+    oracle both take the line of steps.ARRIVAL_TIE_RULE (the last file by name, then its last line)."""
+    import duckdb
+    import oracle
+
+    from attribution.thresholds import steps
+
+    t0 = datetime(2026, 3, 2, 12, 0, 0)
+    for over_in, expect in (("b.log", True), ("a.log", False)):
+        con = duckdb.connect()
+        con.execute("set TimeZone = 'UTC'")
+        con.execute("""create table engine_steps as
+            select * from (values
+                ('a.log', 7, 'pod', 'vllm', $t::timestamptz, 'stats', $ra),
+                ('b.log', 3, 'pod', 'vllm', $t::timestamptz, 'stats', $rb)
+            ) as v(file, line, deployment, engine, ts, kind, running)""",
+                    {"t": t0, "ra": 9 if over_in == "a.log" else 1, "rb": 9 if over_in == "b.log" else 1})
+        con.execute("""alter table engine_steps add column waiting integer;
+            alter table engine_steps add column preemptions integer;
+            alter table engine_steps add column kv_usage double;
+            alter table engine_steps add column state_usage double;
+            alter table engine_steps add column new_tokens integer;
+            alter table engine_steps add column batch_tokens integer;
+            alter table engine_steps add column cuda_graph boolean""")
+        con.execute("create table thr_starts as select 'c1' as config_id, 'pod' as deployment, 'vllm' as engine, "
+                    "$t::timestamptz - interval 1 hour as ts", {"t": t0})
+        con.execute("""create table thr_settings as select 'c1' as config_id, 'cap' as feature,
+            'running_requests' as quantity, '>=' as op, 5.0 as threshold, true as evaluate, 'step' as scope""")
+        con.execute("create table thr_requests as select 1::bigint as rid, 'pod' as deployment, "
+                    "$t::timestamptz + interval 1 second as arrival", {"t": t0})
+        oracle.materialize(con, "threshold_step_values", "thr_step_values", since=None, until=None)
+        oracle.materialize(con, "threshold_arrivals", "thr_arrival_flags", max_gap_s=60.0)
+        ref = con.execute("select rid from thr_arrival_flags where crossed").fetchall()
+        got = steps.arrival_flags(con, steps.step_rows(con), 60.0)
+        assert (ref == [(1,)]) is expect and (got.height == 1) is expect, over_in
 
 
 def test_step_rows_are_kept_for_the_same_window_starts_and_lines(tmp_path_factory):

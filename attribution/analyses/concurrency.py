@@ -1,8 +1,8 @@
 """Concurrency per deployment (and group): the event sweep of DESIGN.md over per-request intervals (exact),
 the engine's own step lines where a deployment has nothing else (sampled), or a replay of arrivals through
-the simulator's service model where only arrivals are known (estimate). The sweep is defined in SQL
-(queries/concurrency_segments.sql, concurrency_stats.sql) and computed by attribution.analyses.sweep, which
-gives the same rows in seconds on millions of requests."""
+the simulator's service model where only arrivals are known (estimate). The sweep is computed by
+attribution.analyses.sweep (NumPy, seconds on millions of requests); tests/oracle/ holds a SQL statement of it
+that the tests compare with."""
 
 from __future__ import annotations
 
@@ -63,8 +63,7 @@ def pick_bucket_s(span_s: float, points: int = 500) -> int:
 def exact_frames(sel: Selection, *, per_group: bool, timeseries: bool, bucket_s: int | None
                  ) -> tuple[pl.DataFrame, pl.DataFrame | None, int | None]:
     """Sweep the intervals of `sel` (its connection's analysis_requests): stats and, if asked, a time series
-    (queries/concurrency_segments.sql, concurrency_stats.sql and concurrency_timeseries.sql, computed by
-    attribution.analyses.sweep) and its bucket in seconds (picked from the sweep's span when not given)."""
+    (attribution.analyses.sweep) and its bucket in seconds (picked from the sweep's span when not given)."""
     parts = sweep.segments(sel.con, sel.window.since, sel.window.until, per_group)
     stats = sweep.stats(parts).with_columns(source=pl.lit("exact"))
     series = None

@@ -1,10 +1,10 @@
-"""The concurrency sweep of queries/concurrency_segments.sql, concurrency_stats.sql and
-concurrency_timeseries.sql, computed with NumPy: the same step functions, statistics and time series, in
-seconds instead of minutes on millions of requests (a SQL engine spends that time grouping and ranking tens
-of millions of events; here they are one sort and a few running sums per deployment).
+"""The concurrency sweep (the product path): per-deployment step functions of running, waiting and live KV
+tokens over per-request intervals, their time-weighted statistics and time series, computed with NumPy in
+seconds on millions of requests (one sort and a few running sums per deployment).
 
-The SQL files stay the definition (and what a distributed engine would run); tests/test_concurrency.py
-checks that both give the same rows. Counts, durations, peaks and percentiles of counts are exact integer
+A reference implementation in SQL (tests/oracle/concurrency_segments.sql, concurrency_stats.sql and
+concurrency_timeseries.sql: a test oracle, not run by the product) states the same sweep declaratively;
+tests/test_concurrency.py checks that both give the same rows. Counts, durations, peaks and percentiles of counts are exact integer
 arithmetic in both. The live KV tokens are running sums of fractional growth rates: both round them to a
 thousandth of a token, and the two summation orders may leave that last digit apart (1e-3 token) where a
 value falls on the rounding boundary.
@@ -22,18 +22,11 @@ import duckdb
 import numpy as np
 import polars as pl
 
-from attribution.db import fetch
+from attribution import queries
 
 SEGMENT_COLUMNS = ("deployment", "grp", "t", "dur_us", "arrivals", "running", "waiting", "unknown", "in_system",
                    "kv_start", "kv_end")
 METRICS = ("running", "waiting", "in_system", "kv_tokens")
-_REQUESTS_SQL = """
-select deployment, grp, t_arrival, t_admit, t_first, t_end, prompt_tokens, output_tokens
-from analysis_requests
-where t_arrival is not null and t_end > t_arrival
-  and ($since::timestamptz is null or t_end > epoch_us($since::timestamptz))
-  and ($until::timestamptz is null or t_arrival < epoch_us($until::timestamptz))
-"""
 
 
 def epoch_us(t: datetime | None) -> int | None:
@@ -56,7 +49,7 @@ def round3(v: np.ndarray) -> np.ndarray:
 
 @dataclass
 class Segments:
-    """One partition's step function (the rows of concurrency_segments.sql for one deployment and group)."""
+    """One partition's step function (the oracle's concurrency_segments rows for one deployment and group)."""
 
     deployment: str | None
     grp: str | None
@@ -105,7 +98,7 @@ class _Events:
 
 
 def _events(df: pl.DataFrame, b: _Bounds) -> _Events:
-    """The events of queries/concurrency_segments.sql (`events`, `clipped`) for one deployment's requests."""
+    """The sweep events (the oracle's `events`, `clipped`) for one deployment's requests."""
     ta = df["t_arrival"].to_numpy()
     te = df["t_end"].to_numpy()
     tadm, known = _column(df, "t_admit")
@@ -146,7 +139,7 @@ def _events(df: pl.DataFrame, b: _Bounds) -> _Events:
 
 
 def _sweep(e: _Events, b: _Bounds, deployment: str | None, grp: str | None) -> Segments:
-    """concurrency_segments.sql (`instants` onwards) for one partition's events, in time order."""
+    """The step function (the oracle's `instants` onwards) of one partition's events, in time order."""
     t = e.t
     if not t.size:
         empty_i, empty_f = np.zeros(0, np.int64), np.zeros(0)
@@ -180,7 +173,7 @@ def segments(con: duckdb.DuckDBPyConnection, since: datetime | None, until: date
 def interval_requests(con: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None
                       ) -> pl.DataFrame:
     """The rows of analysis_requests the sweep of [since, until) reads: those with an interval touching it."""
-    return fetch(con, _REQUESTS_SQL, {"since": since, "until": until})
+    return queries.run(con, "concurrency_requests", since=since, until=until)
 
 
 def sweep_requests(df: pl.DataFrame, since: datetime | None, until: datetime | None, per_group: bool,
@@ -211,7 +204,7 @@ def sweep_requests(df: pl.DataFrame, since: datetime | None, until: datetime | N
 
 
 def frame(parts: list[Segments]) -> pl.DataFrame:
-    """The rows of concurrency_segments.sql."""
+    """The segment rows: one per (deployment, group, instant)."""
     schema = {"deployment": pl.Utf8, "grp": pl.Utf8, "t": pl.Int64, "dur_us": pl.Int64, "arrivals": pl.Int64,
               "running": pl.Int64, "waiting": pl.Int64, "unknown": pl.Int64, "in_system": pl.Int64,
               "kv_start": pl.Float64, "kv_end": pl.Float64}
@@ -224,7 +217,7 @@ def _first_at_max(values: np.ndarray, t: np.ndarray) -> tuple[Any, int]:
 
 
 def _time_weighted(value: np.ndarray, dur: np.ndarray) -> dict[str, Any]:
-    """mean and the smallest values covering 50/90/95/99% of the time (concurrency_stats.sql `weighted`)."""
+    """mean and the smallest values covering 50/90/95/99% of the time (the oracle's `weighted`)."""
     if value.size and value.min() >= 0 and value.max() < 1 << 26 and np.array_equal(value, np.floor(value)):
         # whole numbers (counts, whole tokens): time per value by counting, no sort
         iv = value.astype(np.int64)
@@ -247,7 +240,7 @@ def _time_weighted(value: np.ndarray, dur: np.ndarray) -> dict[str, Any]:
 
 
 def stats(parts: list[Segments]) -> pl.DataFrame:
-    """The rows of concurrency_stats.sql (without its ordering)."""
+    """Per deployment, group and metric: peak, time-weighted mean and percentiles (without ordering)."""
     rows: list[dict[str, Any]] = []
     seen: list[dict[str, Any]] = []
     for s in parts:
@@ -297,7 +290,7 @@ def quantile_cont(values: np.ndarray, counts: np.ndarray, q: float) -> float:
 
 
 def _seen(t: np.ndarray, seen: np.ndarray, arrivals: np.ndarray) -> dict[str, Any]:
-    """seen_at_arrival of concurrency_stats.sql: the others in the system at each arrival (`arrivals` of them
+    """seen_at_arrival: the others in the system at each arrival (`arrivals` of them
     at instant `t`): peak (first instant), mean and quantile_cont percentiles over arrivals."""
     i = int(np.argmax(seen))
     vals, inverse = np.unique(seen, return_inverse=True)
@@ -316,7 +309,7 @@ def span_s(parts: list[Segments]) -> float:
 
 
 def timeseries(parts: list[Segments], bucket_us: int) -> pl.DataFrame:
-    """The rows of concurrency_timeseries.sql."""
+    """Per deployment and bucket: the maxima and time-weighted means of the step function."""
     frames = []
     for s in parts:
         if s.grp is not None:

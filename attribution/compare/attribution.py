@@ -98,7 +98,7 @@ def crossing_groups(con: Any, starts: pl.DataFrame, settings: pl.DataFrame, rows
     cmp, info = compare_settings(settings, before_cfg, after_cfg)
     register(con, starts, cmp)
     mark_requests(con, requests=False)
-    # queries/threshold_arrivals.sql (its crossing rows), computed by attribution.thresholds.steps
+    # which requests arrived while their deployment was over a step feature's threshold (steps.ARRIVAL_TIE_RULE)
     arrivals = steps.arrival_flags(con, steps.step_rows(con), float(max_gap_s))
     con.register("thr_arrival_flags", arrivals.to_arrow())
     flags = queries.run(con, "compare_crossed_requests")

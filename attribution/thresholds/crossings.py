@@ -85,11 +85,6 @@ def mark_requests(con: duckdb.DuckDBPyConnection, *, requests: bool = True, flag
                     + queries.load("threshold_request_flags").sql)
 
 
-def mark_steps(con: duckdb.DuckDBPyConnection, since: Any = None, until: Any = None) -> None:
-    """Materialise `thr_step_values`: every step row carrying an evaluated step feature's quantity."""
-    materialize(con, "threshold_step_values", "thr_step_values", since=since, until=until)
-
-
 def _summary(settings: pl.DataFrame, used: set[str]) -> pl.DataFrame:
     """Per feature: the thresholds in effect and how many starts had it on, over the config ids in use."""
     rows = []
@@ -120,7 +115,7 @@ def thresholds(sel: Selection, catalogue: Catalogue | None = None, *, features: 
     settings = prepare(con, cat, gpu_mem_gib=gpu_mem_gib, tp_size=tp_size)
     mark_requests(con)
     used_req = set(queries.run(con, "threshold_config_use")["config_id"].to_list())
-    # queries/threshold_steps.sql over threshold_step_values.sql, computed by attribution.thresholds.steps
+    # step-scoped features: how often, how long and in how many episodes (attribution.thresholds.steps)
     steps = step_kernel.steps_table(con, step_kernel.step_rows(con, sel.window.since, sel.window.until),
                                     float(max_gap_s))
     used = used_req | _starts_in_window(con, sel)

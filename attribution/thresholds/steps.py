@@ -1,11 +1,11 @@
-"""Step-scoped threshold crossings computed with NumPy: the rows of queries/threshold_steps.sql (how often,
-how long and in how many episodes each feature's quantity was over its threshold, per deployment and per day)
-and of queries/threshold_arrivals.sql (which requests arrived while their deployment was over it).
+"""Step-scoped threshold crossings (the product path), computed with NumPy: how often, how long and in how
+many episodes each feature's quantity was over its threshold, per deployment and per day, and which requests
+arrived while their deployment was over it.
 
-The SQL files define them over thr_step_values, one row per step line and feature: tens of millions of rows on
-a busy week, each feature's lines ordered once per file. Here the lines are read once
-(queries/threshold_step_rows.sql: one row per line with every quantity), put in file order once, and each
-feature is a mask over them; the results are the same rows (tests/test_thresholds.py compares both).
+The lines are read once (queries/threshold_step_rows.sql: one row per line with every quantity), put in file
+order once, and each feature is a mask over them. A SQL statement of the same answers over one row per line
+and feature (tests/oracle/: a test oracle, not run by the product) gives the same rows; tests/test_thresholds.py
+compares both.
 """
 
 from __future__ import annotations
@@ -33,6 +33,11 @@ STEPS_SCHEMA = {
     "first_crossed": pl.Datetime("us", "UTC"), "last_crossed": pl.Datetime("us", "UTC"), "kinds": pl.Utf8,
     "estimated": pl.Boolean, "cuda_graph_off_rows": pl.Int64,
 }
+# Which step line a request met on arrival, stated once for this kernel and the test oracle
+# (tests/oracle/threshold_arrivals.sql cites it): ties at one instant resolve the same way in both.
+ARRIVAL_TIE_RULE = (
+    "the latest line of the request's deployment carrying the quantity at or before its arrival; among lines "
+    "logged at the same instant, the one of the last file (by file name), then the last line of that file")
 # The last step rows read on a connection over a store commit's cached join (whose lines cannot change), with
 # what they were read for: the thresholds and compare pages of a dashboard view read the same lines.
 _KEPT: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, tuple[tuple, StepRows]] = weakref.WeakKeyDictionary()
@@ -83,8 +88,7 @@ def _file_order(file: np.ndarray, t: np.ndarray, line: np.ndarray) -> np.ndarray
 
 
 def _settings(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
-    return fetch(con, "select feature, quantity, op, threshold, hash(config_id) as config_hash "
-                      "from thr_settings where evaluate and scope = 'step' order by feature")
+    return queries.run(con, "threshold_step_settings")
 
 
 def step_rows(con: duckdb.DuckDBPyConnection, since: datetime | None = None, until: datetime | None = None
@@ -153,7 +157,7 @@ _OPS = {">": np.greater, ">=": np.greater_equal, "<": np.less, "<=": np.less_equ
 
 
 def features(con: duckdb.DuckDBPyConnection, rows: StepRows) -> list[Feature]:
-    """Each evaluated step feature of thr_settings, over `rows` (threshold_step_values.sql's rows)."""
+    """Each evaluated step feature of thr_settings, over `rows`: its lines, values and crossings."""
     settings = _settings(con)
     if not settings.height or not rows.size:
         return []
@@ -195,7 +199,8 @@ def _day_label(d: int) -> str:
 
 
 def steps_table(con: duckdb.DuckDBPyConnection, rows: StepRows, max_gap_s: float) -> pl.DataFrame:
-    """The rows of queries/threshold_steps.sql over `rows` and the connection's thr_settings."""
+    """Per step feature and deployment / day: rows, time and episodes over the threshold, over `rows` and the
+    connection's thr_settings (the columns of STEPS_SCHEMA)."""
     shared: dict[tuple, _Lines] = {}
     frames = [_feature_steps(f, rows, max_gap_s, shared) for f in features(con, rows)]
     out = pl.concat([pl.DataFrame(schema=STEPS_SCHEMA), *[f for f in frames if f.height]])
@@ -336,17 +341,15 @@ def _latest_lines(idx: np.ndarray, rows: StepRows, by_time: np.ndarray, member: 
 
 
 def arrival_flags(con: duckdb.DuckDBPyConnection, rows: StepRows, max_gap_s: float) -> pl.DataFrame:
-    """The crossing rows of queries/threshold_arrivals.sql: (rid, feature, value, crossed, estimated) of each
-    request of thr_requests that arrived while its deployment's latest line of a step feature (at most
-    `max_gap_s` old) was over the threshold. Among lines of one deployment logged at the same instant, the
-    last one (by file, then line) counts as the latest."""
-    req = fetch(con, "select rid, deployment, epoch_us(arrival) as t from thr_requests "
-                     "where arrival is not null and deployment is not null")
+    """The crossing rows (rid, feature, value, crossed, estimated) of each request of thr_requests that arrived
+    while its deployment's latest line of a step feature (at most `max_gap_s` old) was over the threshold; the
+    line is the one of ARRIVAL_TIE_RULE."""
+    req = queries.run(con, "threshold_arrival_requests")
     codes = {d: i for i, d in enumerate(rows.deployments) if d is not None}
     r_dep = req["deployment"].replace_strict(codes, default=-1, return_dtype=pl.Int64).to_numpy()
     r_t, rid = req["t"].to_numpy(), req["rid"].to_numpy()
     # every line by deployment, then time; at one instant the later file, then the later line, last
-    # (rows are in file, time, line order: the row index breaks the ties)
+    # (ARRIVAL_TIE_RULE; rows are in file, time, line order: the row index breaks the ties)
     by_time = np.lexsort((np.arange(rows.size), rows.t, rows.deployment))
     frames = []
     member = np.zeros(rows.size, bool)

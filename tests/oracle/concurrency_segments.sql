@@ -1,9 +1,11 @@
 -- Question: how many requests were waiting and running on each deployment at every instant, and how many KV
 --   tokens did the running ones hold?
--- Grain: one row per (deployment, grp, instant at which a request arrived, was admitted, got its first token or
---   ended): the state from that instant to the next one, a step function built by a sweep over +1/-1 events.
+-- Grain: one row per (deployment, grp, instant at which a request arrived, was admitted, got its first token
+--   or ended): the state from that instant to the next one, a step function built by a sweep over +1/-1
+--   events.
 -- Parameters: $since, $until (TIMESTAMPTZ or NULL: events before the window move to its start, events after
---   its end are dropped); $per_group (BOOLEAN: besides each deployment as a whole, sweep each group on its own).
+--   its end are dropped); $per_group (BOOLEAN: besides each deployment as a whole, sweep each group on its
+--   own).
 -- Columns: deployment, grp (NULL = every request of the deployment), t (microseconds since the epoch),
 --   dur_us (to the next instant; the last state lasts to the window's end when requests remain), arrivals
 --   (requests arriving at t inside the window), running, waiting, unknown (in the system with the split
@@ -13,6 +15,8 @@
 --   prompt_tokens from admission plus output tokens growing linearly from 0 at the first token to
 --   output_tokens at the end (an approximation: chunked prefill fills the prompt gradually, and tokens are
 --   discrete). Requests of zero duration are never in the system and are left out.
+-- Oracle: a test reference for attribution.analyses.sweep.segments (the product path), which tests compare
+--   with it; the product never runs this file.
 with
 
 requests as (

@@ -1,15 +1,17 @@
--- Question: per deployment (and group), how many requests ran and waited at once: peak, time-weighted mean and
---   percentiles, what each arrival found, and how many KV tokens the running requests held?
+-- Question: per deployment (and group), how many requests ran and waited at once: peak, time-weighted mean
+--   and percentiles, what each arrival found, and how many KV tokens the running requests held?
 -- Grain: one row per (deployment, grp, metric); metric is running, waiting, in_system, kv_tokens or
 --   seen_at_arrival; grp NULL = every request of the deployment.
 -- Parameters: none (reads concurrency_segments).
--- Columns: deployment, grp, metric, peak, peak_at (first instant at the peak), mean, p50, p90, p95, p99, span_s,
---   arrivals. Time-weighted (running, waiting, in_system, kv_tokens): over the partition's span (first arrival
---   to last end, within the window), mean = time average, pXX = the smallest value v such that the state is
---   <= v for at least XX% of the span (for kv_tokens, each state counts with its mean in whole tokens).
---   seen_at_arrival: the other requests in the system (running + waiting + unknown) at the instant a request
---   arrived; mean and quantile_cont percentiles (linear interpolation) over arrivals.
+-- Columns: deployment, grp, metric, peak, peak_at (first instant at the peak), mean, p50, p90, p95, p99,
+--   span_s, arrivals. Time-weighted (running, waiting, in_system, kv_tokens): over the partition's span
+--   (first arrival to last end, within the window), mean = time average, pXX = the smallest value v such
+--   that the state is <= v for at least XX% of the span (for kv_tokens, each state counts with its mean in
+--   whole tokens). seen_at_arrival: the other requests in the system (running + waiting + unknown) at the
+--   instant a request arrived; mean and quantile_cont percentiles (linear interpolation) over arrivals.
 --   running, waiting and kv_tokens appear only where some request's queue_s is known.
+-- Oracle: a test reference for attribution.analyses.sweep.stats (the product path), which tests compare with
+--   it; the product never runs this file.
 with
 
 segments as (

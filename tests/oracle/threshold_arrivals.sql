@@ -2,9 +2,12 @@
 -- Grain: one row per (request of thr_requests, step-scoped feature with rows on the request's deployment).
 -- Parameters: $max_gap_s (DOUBLE: the latest step row before the arrival counts only if it is at most this
 --   old). Reads thr_requests and thr_step_values.
--- Columns: rid, feature, value (the quantity on the latest step row of the deployment at or before the
---   arrival), crossed (that row was over the threshold and recent enough), estimated (always true: the
---   engine state at arrival stands in for the state the request met).
+-- Columns: rid, feature, value (the quantity on the step row the request met: the latest of its deployment
+--   at or before the arrival, ties as attribution.thresholds.steps.ARRIVAL_TIE_RULE), crossed (that row was
+--   over the threshold and recent enough), estimated (always true: the engine state at arrival stands in for
+--   the state the request met).
+-- Oracle: a test reference for attribution.thresholds.steps.arrival_flags (the product path), which tests
+--   compare with it; the product never runs this file.
 with
 
 requests as (
@@ -13,6 +16,15 @@ requests as (
 
 features as (
     select distinct feature, deployment from thr_step_values
+),
+
+-- the line a request met is the one of attribution.thresholds.steps.ARRIVAL_TIE_RULE: among lines of one
+-- deployment logged at the same instant, the last file (by name), then its last line; keeping only that line
+-- of each instant leaves the ASOF join no tie to break
+lines as (
+    select feature, deployment, ts, value, crossed
+    from thr_step_values
+    qualify row_number() over (partition by feature, deployment, ts order by file desc, line desc) = 1
 ),
 
 pairs as (
@@ -24,7 +36,7 @@ pairs as (
 matched as (
     select p.rid, p.feature, v.value, v.crossed, epoch(p.arrival) - epoch(v.ts) as age_s
     from pairs as p
-    asof left join thr_step_values as v
+    asof left join lines as v
         on p.feature = v.feature and p.deployment = v.deployment and p.arrival >= v.ts
 ),
 

@@ -1,12 +1,16 @@
--- Question: how often, for how long and in how many episodes did each step-scoped feature's quantity cross its threshold?
+-- Question: how often, for how long and in how many episodes did each step-scoped feature's quantity cross
+--   its threshold?
 -- Grain: one row per (feature, level, grp): level 'deployment' (grp = deployment) or 'day' (grp = UTC date).
 -- Parameters: $max_gap_s (DOUBLE: a row stands for the time until the next row of its file, at most this
---   long, so idle gaps do not count). Reads thr_step_values (queries/threshold_step_values.sql).
+--   long, so idle gaps do not count). Reads thr_step_values (tests/oracle/threshold_step_values.sql).
 -- Columns: feature, level, grp, rows (step or periodic rows carrying the quantity), crossed_rows, row_share,
 --   seconds, crossed_seconds, time_share (crossed_seconds / seconds), episodes (runs of consecutive crossing
---   rows of one file, in file order; an episode counts on the day it began), longest_episode_s, max_value, first_crossed, last_crossed, kinds (row kinds used),
---   estimated (decode batch sizes taken from periodic `running` counts, not from decode batch lines),
---   cuda_graph_off_rows (rows where the engine itself logged `cuda graph: False`).
+--   rows of one file, in file order; an episode counts on the day it began), longest_episode_s, max_value,
+--   first_crossed, last_crossed, kinds (row kinds used), estimated (decode batch sizes taken from periodic
+--   `running` counts, not from decode batch lines), cuda_graph_off_rows (rows where the engine itself logged
+--   `cuda graph: False`).
+-- Oracle: a test reference for attribution.thresholds.steps.steps_table (the product path), which tests
+--   compare with it; the product never runs this file.
 with
 
 flagged as (

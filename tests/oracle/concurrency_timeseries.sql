@@ -1,10 +1,14 @@
 -- Question: how did running, waiting and live KV tokens move over time on each deployment (for charts)?
--- Grain: one row per (deployment, time bucket of $bucket_us microseconds) that the deployment's sweep covers.
--- Parameters: $bucket_us (BIGINT, bucket width in microseconds; buckets start at multiples of it since the epoch).
+-- Grain: one row per (deployment, time bucket of $bucket_us microseconds) that the deployment's sweep
+--   covers.
+-- Parameters: $bucket_us (BIGINT, bucket width in microseconds; buckets start at multiples of it since the
+--   epoch).
 -- Columns: deployment, ts (bucket start, TIMESTAMPTZ), running_max, waiting_max, in_system_max,
 --   in_system_mean (time-weighted over the part of the bucket the sweep covers), kv_tokens_max, covered_s.
 --   Read from concurrency_segments (grp NULL: every request of the deployment); running/waiting are 0 where
 --   the split is unknown (attribution.analyses.concurrency reports them as NULL there).
+-- Oracle: a test reference for attribution.analyses.sweep.timeseries (the product path), which tests compare
+--   with it; the product never runs this file.
 with
 
 segments as (

@@ -1,15 +1,17 @@
--- Question: what value did each step-scoped feature's quantity have on every step or periodic row, and was it over the threshold?
+-- Question: what value did each step-scoped feature's quantity have on every step or periodic row, and was
+--   it over the threshold?
 -- Grain: one row per (feature, engine_steps row carrying the feature's quantity) in the window.
 -- Parameters: $since, $until (TIMESTAMPTZ, NULL = open). Reads engine_steps, thr_starts and thr_settings
 --   (registered by the caller).
--- Columns: feature, file, line, part (hash of feature and file: a cheap window partition), deployment, ts, kind,
---   cuda_graph, op, threshold, estimated (decode batch size
---   taken from the periodic line's running count), value, crossed.
---   Quantities: decode_batch_size = #running-req of decode lines, else running of periodic lines (when the
---   file has no decode lines); running_requests = running; prefill_batch_tokens = new tokens of prefill
---   lines; step_tokens = batch tokens, else new tokens (prefill) or running (decode); state_usage,
---   kv_usage, waiting_requests, preemptions (0 on a periodic line without `Preemptions:`, which vLLM 0.15+
---   prints only when there were some).
+-- Columns: feature, file, line, part (hash of feature and file: a cheap window partition), deployment, ts,
+--   kind, cuda_graph, op, threshold, estimated (decode batch size taken from the periodic line's running
+--   count), value, crossed. Quantities: decode_batch_size = #running-req of decode lines, else running of
+--   periodic lines (when the file has no decode lines); running_requests = running; prefill_batch_tokens =
+--   new tokens of prefill lines; step_tokens = batch tokens, else new tokens (prefill) or running (decode);
+--   state_usage, kv_usage, waiting_requests, preemptions (0 on a periodic line without `Preemptions:`, which
+--   vLLM 0.15+ prints only when there were some).
+-- Oracle: a test reference for attribution.thresholds.steps.step_rows and features (the product path), which
+--   tests compare with it; the product never runs this file.
 with
 
 steps as (
