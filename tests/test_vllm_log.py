@@ -18,10 +18,11 @@ import polars as pl
 import pytest
 
 from attribution import schema
+from attribution.keys import gateway_request_key, request_key
 from attribution.sources import registry
 from attribution.sources.base import ParseContext
 from attribution.sources.vllm_config import parse_args_text, render_flag
-from attribution.sources.vllm_log import SOURCES, request_key
+from attribution.sources.vllm_log import SOURCES
 
 SRC = SOURCES[0]
 ROOT = Path(__file__).resolve().parents[1]
@@ -327,6 +328,12 @@ def test_request_key_rule() -> None:
         "x-DEADBEEF",
     ]
     assert df.select(k=request_key(pl.col("id")))["k"][0] == "a269fdcb7c6ce890-a8a65d16"
+    # a gateway's response id gets rule 3 only: one `cmpl-<id>` for every prompt of the call, so a client id
+    # ending in `-<digits>` stays whole (the engine's `cmpl-<id>-<n>` folds to the same key)
+    gw = pl.DataFrame({"id": ["cmpl-my-req-7", "chatcmpl-a269fdcb7c6ce890", "plain-1"]})
+    assert gw.select(k=gateway_request_key(pl.col("id")))["k"].to_list() == ["my-req-7", "a269fdcb7c6ce890", "plain-1"]
+    eng = pl.DataFrame({"id": ["cmpl-my-req-7-0"]})
+    assert eng.select(k=request_key(pl.col("id")))["k"].to_list() == ["my-req-7"]
 
 
 def test_args_parsing_and_secret_flags() -> None:

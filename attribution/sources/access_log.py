@@ -22,6 +22,7 @@ import polars as pl
 
 from attribution.db import scratch
 from attribution.errors import UsageError
+from attribution.keys import gateway_request_key
 from attribution.privacy import SECRET_RE, hash_key, hash_key_expr
 from attribution.schema import REQUESTS, TS
 from attribution.sources.base import ParseContext, ParseResult, Source
@@ -133,11 +134,6 @@ def host_of(url: pl.Expr) -> pl.Expr:
     return url.str.extract(r"^(?:[A-Za-z][A-Za-z0-9+.\-]*://)?(?:[^@/]*@)?([^/?#]+)", 1)
 
 
-def request_key(request_id: pl.Expr) -> pl.Expr:
-    """The engine-side join key: vLLM names a request `chatcmpl-<id>` (chat) or `cmpl-<id>` (completions)."""
-    return request_id.str.replace(r"^(?:chatcmpl|cmpl)-", "")
-
-
 def scrub(df: pl.DataFrame, cols: list[str]) -> pl.DataFrame:
     """Replace every raw key (`sk-...`, `Bearer ...`) inside these text columns by its sha256 hex."""
     for c in cols:
@@ -184,7 +180,7 @@ def finish(df: pl.DataFrame) -> pl.DataFrame:
         df = df.with_columns(hash_key_expr(pl.col("key_hash")))
     df = scrub(df, _STRING_COLS)
     if "request_key" not in df.columns and "request_id" in df.columns:
-        df = df.with_columns(request_key(pl.col("request_id")).alias("request_key"))
+        df = df.with_columns(gateway_request_key(pl.col("request_id")).alias("request_key"))
     if "workload" not in df.columns:
         # model_group (LiteLLM: the public model name the client asked for) before the served model.
         who = [c for c in ("key_alias", "team", "key_hash", "model_group", "model") if c in df.columns]

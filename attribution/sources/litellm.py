@@ -25,6 +25,7 @@ from collections.abc import Iterable, Iterator
 import polars as pl
 
 from attribution.census import doc_records
+from attribution.keys import gateway_request_key
 from attribution.sources._stray_commas import StrayCommas
 from attribution.sources.access_log import (
     finish,
@@ -32,7 +33,6 @@ from attribution.sources.access_log import (
     host_of,
     json_records,
     parse_time,
-    request_key,
     samples,
     seconds_between,
 )
@@ -124,7 +124,7 @@ def _common(df: pl.DataFrame) -> pl.DataFrame:
     return df.with_columns(
         served.alias("model"),
         host_of(pl.col("api_base")).alias("deployment"),
-        pl.when(cache_hit).then(None).otherwise(request_key(pl.col("request_id"))).alias("request_key"),
+        pl.when(cache_hit).then(None).otherwise(gateway_request_key(pl.col("request_id"))).alias("request_key"),
         pl.col("status").str.to_lowercase().replace({"success": "ok", "failure": "error"}).alias("status"),
         pl.coalesce(pl.col("error_class"), err_class).alias("error"),
         pl.col("error_code").str.extract(r"^(\d{3})$", 1).cast(pl.Int64, strict=False).alias("http_status"),

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import polars as pl
 
+from attribution.keys import request_keys
 from attribution.privacy import redact_expr
 from attribution.sources import _vllm_layouts as layouts
 from attribution.sources import _vllm_variants as variants
@@ -23,7 +24,7 @@ from attribution.sources._vllm_records import GLUE_RE, HEADER_RE, LEVEL, continu
 from attribution.sources.base import ParseContext, ParseResult, Source
 
 T = TypeVar("T")
-__all__ = ["GLUE_RE", "HEADER_RE", "SOURCES", "VllmLog", "request_key"]
+__all__ = ["GLUE_RE", "HEADER_RE", "SOURCES", "VllmLog"]
 
 ACCESS_RE = (
     rf'^(?:{layouts.PROC})*{LEVEL}:\s+(?P<client>\S+):(?P<port>\d+)(?: \d+)? - "(?P<method>[A-Z]+) '
@@ -36,7 +37,6 @@ ITER_RE = (
     r"(?: \(dummy\))?(?:, [\w +]+? KV cache usage: (?P<kv>[\d.]+)%)?"
 )
 EVENT_RE = r"^(?P<event>Added|Finished|Aborted) request(?:\(s\))? (?P<ids>.+?)\.?$"
-_ENGINE_SUFFIX_RE = r"^.+-[0-9a-f]{8}$"
 _RECEIVED, _ADDED, _FINISHED, _ABORTED = (
     "Received request ",
     "Added request ",
@@ -76,50 +76,6 @@ _STATS_COLS = {
     "cpu_kv_usage": pl.Float64,
     "prefix_hit_rate": pl.Float64,
 }
-
-
-def request_key(expr: pl.Expr, engine_side: pl.Expr | bool = False) -> pl.Expr:
-    """The join key of a vLLM request id (engine lines, gateway response ids, traces).
-
-    Rule, in this order:
-    1. `engine_side`: V1 0.14+ engine lines (Added / Aborted) name `f"{external_id}-{uuid[:8]}"`: drop a
-       trailing `-xxxxxxxx` (8 lowercase hex). Only engine-side lines get this, because a client-chosen
-       `X-Request-Id` may itself end that way.
-    2. Completions: `cmpl-<id>-<n>` (one engine request per prompt of the batch) -> `<id>`; all prompts of
-       one completion call share the gateway's response id `cmpl-<id>`.
-    3. Drop the `chatcmpl-` / `cmpl-` prefix.
-    `chatcmpl-b73b4b2d...-a8a65d16` (engine, 0.14+) -> `b73b4b2d...`; `cmpl-50c3...-0` -> `50c3...`.
-    """
-    # `^(.+)-[0-9a-f]{8}$` -> `$1` drops the last 9 (ASCII) characters of a match: a match test needs no
-    # capture engine.
-    if engine_side is False:
-        key = expr
-    else:
-        strip = expr.str.contains(_ENGINE_SUFFIX_RE)
-        key = (
-            pl.when(strip if engine_side is True else engine_side & strip)
-            .then(expr.str.head(-9))
-            .otherwise(expr)
-        )
-    return key.str.replace(r"^cmpl-(.+)-\d+$", "$1").str.replace(r"^(?:chatcmpl|cmpl)-", "")
-
-
-def _request_keys(ids: pl.Series, engine_side: pl.Series | bool = False) -> pl.Series:
-    """`request_key` of a column, skipping the rules that cannot apply: without a `cmpl-` id, rule 2 never
-    matches and rule 3 only removes `chatcmpl-` (rule 1 never touches the start)."""
-    if ids.str.starts_with("cmpl-").any():
-        side = pl.lit(engine_side) if isinstance(engine_side, pl.Series) else engine_side
-        return pl.select(request_key(pl.lit(ids), side)).to_series()
-    key = ids
-    if engine_side is not False:
-        strip = ids.str.contains(_ENGINE_SUFFIX_RE)
-        if isinstance(engine_side, pl.Series):
-            strip = strip & engine_side
-        if strip.any():
-            key = pl.select(
-                pl.when(pl.lit(strip)).then(pl.lit(ids).str.head(-9)).otherwise(pl.lit(ids))
-            ).to_series()
-    return key.str.strip_prefix("chatcmpl-")
 
 
 def _version_at_least(version: pl.Expr, major: int, minor: int) -> pl.Expr:
@@ -375,7 +331,7 @@ def _received(heads: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     ok = ok.select(
         "request_id",
         "line",
-        request_key=_request_keys(ok["request_id"]),
+        request_key=request_keys(ok["request_id"]),
         engine=pl.lit("vllm"),
         engine_version="ctx_version",
         model="ctx_model",
@@ -436,7 +392,7 @@ def _events(heads: pl.DataFrame) -> pl.DataFrame:
         "line",
         "ts",
         "event",
-        request_key=_request_keys(rows["request_id"], rows["_engine_side"]),
+        request_key=request_keys(rows["request_id"], rows["_engine_side"]),
     )
 
 
