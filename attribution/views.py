@@ -15,6 +15,7 @@ import polars as pl
 from attribution import joincache, queries
 from attribution.config import env
 from attribution.errors import UsageError
+from attribution.labels import define_macros
 from attribution.schema import TABLES, empty
 
 if TYPE_CHECKING:
@@ -97,6 +98,7 @@ def ingest_files_frame(snapshot: Snapshot) -> pl.DataFrame:
 def connect(store: Store, snapshot: Snapshot) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect(":memory:")
     con.execute("set TimeZone = 'UTC'")
+    define_macros(con)
     for table in TABLES:
         files = [str(store.root / p) for p in sorted(snapshot.live(table))]
         raw = f"raw_{table}"

@@ -22,6 +22,7 @@ import polars as pl
 from attribution import joincache, queries
 from attribution.db import fetch
 from attribution.errors import AttributionError, UsageError
+from attribution.labels import define_macros
 
 PERCENTILE_METHOD = (
     "Percentiles are exact over per-request rows: DuckDB quantile_cont, linear interpolation between the two "
@@ -182,6 +183,7 @@ def frames_connection(requests: pl.DataFrame, engine_steps: pl.DataFrame | None 
 
     con = duckdb.connect(":memory:")
     con.execute("set TimeZone = 'UTC'")
+    define_macros(con)
     for name, df in (("joined_requests", requests), ("engine_steps", engine_steps),
                      ("engine_config", engine_config)):
         table = "requests" if name == "joined_requests" else name

@@ -14,6 +14,7 @@ from rich.table import Table
 from attribution import analyses, render
 from attribution.analyses import Analysis, GroupBy
 from attribution.cli.app import ConfigOpt, FormatOpt, StoreOpt, app, connect, resolve
+from attribution.columns import is_share
 from attribution.config import Settings, describe
 from attribution.errors import UsageError
 from attribution.render import Format
@@ -57,7 +58,7 @@ def _with_settings(res: Analysis, settings: Settings, keys: tuple[str, ...]) -> 
 def _cell(v: object, column: str) -> str:
     """Display only: shares as percentages, large numbers without exponents (the data keeps full precision)."""
     if isinstance(v, float) and v == v:
-        if column.endswith("share") or "_share_of_" in column or column == "utilization":
+        if is_share(column):
             return f"{v:.1%}"
         if abs(v) >= 1000:
             return f"{v:,.0f}"

@@ -15,6 +15,7 @@ from attribution import render
 from attribution.analyses import Analysis
 from attribution.cli.analyses import SinceOpt, TableOpt, UntilOpt, _select, _table, _with_settings, show_data
 from attribution.cli.app import ConfigOpt, FormatOpt, StoreOpt, app, resolve
+from attribution.columns import is_share
 from attribution.compare import CohortBy, compare
 from attribution.errors import UsageError
 from attribution.render import Format
@@ -76,7 +77,7 @@ def _view(name: str, df: pl.DataFrame) -> pl.DataFrame:
             pl.format("x{} {}", pl.col("other_ratio").round_sig_figs(3), _ci("other_lo", "other_hi")).alias("others"))
     cols = [c for c in VIEW.get(name, df.columns) if c in df.columns]
     df = df.select(cols)
-    shares = [c for c in df.columns if c.endswith("share") or "share_of_" in c or c.startswith("share_")]
+    shares = [c for c in df.columns if is_share(c)]
     return df.with_columns(pl.col(c).map_elements(_pct, return_dtype=pl.Utf8) for c in shares)
 
 

@@ -19,6 +19,7 @@ from attribution.compare import attribution as attr
 from attribution.compare import judge, stats
 from attribution.compare.cohorts import CohortBy, Cohorts, resolve
 from attribution.errors import UsageError
+from attribution.labels import version_label_expr
 from attribution.thresholds.catalogue import Catalogue, load_catalogue
 from attribution.thresholds.crossings import MAX_GAP_S, mark_requests, prepare
 from attribution.thresholds.settings import engine_starts
@@ -335,7 +336,8 @@ def _cohorts(rows: pl.DataFrame, cohorts: Cohorts) -> pl.DataFrame:
     return rows.group_by("cohort").agg(
         pl.len().alias("requests"),
         pl.col("deployment").n_unique().alias("deployments"),
-        pl.concat_str(pl.col("engine").fill_null("?"), pl.lit(" "), pl.col("engine_version").fill_null("?"))
+        # an unknown part shows as `?` here: a cohort's engines are listed, not grouped
+        version_label_expr(pl.col("engine").fill_null("?"), pl.col("engine_version").fill_null("?"))
         .unique().sort().str.join(", ").alias("engines"),
         pl.col("arrival").min().alias("first_arrival"), pl.col("arrival").max().alias("last_arrival"),
     ).with_columns(pl.col("cohort").replace_strict({"before": cohorts.describe("before"),

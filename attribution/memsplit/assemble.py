@@ -12,6 +12,7 @@ import polars as pl
 
 from attribution.analyses.common import Analysis, resolve_window
 from attribution.errors import UsageError
+from attribution.labels import version_label
 from attribution.memory.profile import GiB
 from attribution.memsplit.current import CurrentSplit, Overrides, current_split
 from attribution.memsplit.current import when as _when
@@ -95,7 +96,7 @@ def _summary(c: CurrentSplit, b: dict[str, Any] | None, limit: str, rec, what: l
     sim = {r["split"]: r for r in what if r["source"] == "simulated"}
     cur, new = sim.get("current", {}), sim.get("recommended", sim.get("current", {}))
     return {
-        "deployment": c.deployment, "engine": f"{c.engine} {c.version or ''}".strip(), "started": c.started,
+        "deployment": c.deployment, "engine": version_label(c.engine, c.version), "started": c.started,
         "cache": _gib(c.cache_bytes), "limit": limit, "binding_share": (b or {}).get("binding_share"),
         "episodes": (b or {}).get("episodes"),
         "current": _split_text(c.state_slots, c.cap, c.kv_pool_tokens), "pool_sizes": c.pool_sizes,

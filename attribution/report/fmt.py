@@ -8,12 +8,9 @@ import math
 from datetime import date, datetime
 from typing import Any
 
-SHARE_HINTS = ("share", "utilization")
+from attribution.columns import is_share
+
 RATIO_HINTS = ("ratio", "_lo", "_hi")
-
-
-def is_share(column: str) -> bool:
-    return any(h in column for h in SHARE_HINTS) and "per_s" not in column
 
 
 def cell(v: Any, column: str = "") -> str:
