@@ -17,6 +17,7 @@ from attribution.analyses.lengths import lengths
 from attribution.db import fetch
 
 CEILING_SHARE = 0.05  # default of the ceiling_share setting
+FINDINGS = 5  # at most this many findings, one per kind: the same for `analyze`, the dashboard and the report
 
 DEFINITIONS = {
     "lengths": "tokens per request, request-weighted; top1_share = share of the group's prompt tokens in its "
@@ -57,17 +58,8 @@ def analyze(con, *, since: Any = None, until: Any = None, by: GroupBy | str = Gr
     conc = concurrency(sel, per_group=False)  # the summary shows pods only
     cap = capacity(sel, gpu_hour_cost=gpu_hour_cost, gpus_per_pod=gpus_per_pod, per_group=False, conc=conc)
     lat = latency(sel, slo=slo, percentiles=percentiles)
-    cohort = cohort_of(sel)
-    lat_cohort = lat
-    if cohort:
-        csel = select(con, since=sel.window, by=cohort)
-        lat_cohort = latency(csel, slo=slo, scores=[], percentiles=percentiles)
-        # cohorts in time order (first arrival), so that a change reads from before to after
-        order = fetch(con, "select grp, min(t_arrival) as t from analysis_requests where in_window group by grp")
-        rank = dict(zip(order["grp"], order["t"].rank("ordinal"), strict=True))
-        col = cohort.value
-        lat_cohort.tables["percentiles"] = lat_cohort.tables["percentiles"].sort(
-            pl.col(col).replace_strict(rank, default=None), maintain_order=True)
+    cohort, by_cohort = cohort_latency(sel, slo, percentiles)
+    lat_cohort = by_cohort or lat
     gcol = "group" if sel.by == GroupBy.all else sel.by.value
     ccol = "group" if (cohort or sel.by) == GroupBy.all else (cohort or sel.by).value
     tables = {
@@ -78,9 +70,9 @@ def analyze(con, *, since: Any = None, until: Any = None, by: GroupBy | str = Gr
         "goodput": goodput_table(lat.tables["goodput"], lat.tables.get("scores"), gcol),
         "capacity": capacity_table(cap),
     }
-    findings = pick_findings(tables, lat_cohort.tables["percentiles"], lat.tables["slo_terms"], ccol,
-                             cohort is not None, gcol, slo, ceiling_share=ceiling_share)
-    tables = {"findings": findings, **tables}
+    found = findings(len_r, conc, cap, lat, slo, gcol, cohort=cohort, cohort_lat=by_cohort,
+                     ceiling_share=ceiling_share)
+    tables = {"findings": found, **tables}
     return Analysis(
         name="analyze",
         params={**base_params(sel), "cohort": cohort.value if cohort else None, "slo": slo.to_dict(),
@@ -97,6 +89,41 @@ def analyze(con, *, since: Any = None, until: Any = None, by: GroupBy | str = Gr
         definitions=DEFINITIONS,
         notes=list(dict.fromkeys(conc.notes + cap.notes)),
     )
+
+
+def cohort_latency(sel: Selection, slo: Slo, percentiles: Any = None) -> tuple[GroupBy | None, Analysis | None]:
+    """Latency per cohort (label, else engine version: `cohort_of`) when the window holds a before/after, the
+    cohorts in time order (first arrival) so that a change reads from before to after; (None, None) when
+    not. Regroups the connection's analysis_requests by the cohort."""
+    cohort = cohort_of(sel)
+    if cohort is None:
+        return None, None
+    lat = latency(select(sel.con, since=sel.window, by=cohort), slo=slo, scores=[], percentiles=percentiles)
+    order = fetch(sel.con, "select grp, min(t_arrival) as t from analysis_requests where in_window group by grp")
+    rank = dict(zip(order["grp"], order["t"].rank("ordinal"), strict=True))
+    for name in ("percentiles", "goodput"):
+        lat.tables[name] = lat.tables[name].sort(pl.col(cohort.value).replace_strict(rank, default=None),
+                                                 maintain_order=True)
+    return cohort, lat
+
+
+def findings(lengths_a: Analysis, conc: Analysis, cap: Analysis, lat: Analysis, slo: Slo, gcol: str, *,
+             cohort: GroupBy | None = None, cohort_lat: Analysis | None = None,
+             ceiling_share: float = CEILING_SHARE) -> pl.DataFrame:
+    """The findings worth a look for one window, from analyses already run on it (`lengths`, `concurrency`
+    and `capacity` per pod, `latency` per group `gcol`, and `cohort_latency`'s answer): the one rule set
+    behind `analyze`, the dashboard's overview and the report's action lines."""
+    t = {
+        "lengths": lengths_table(lengths_a.tables["stats"], gcol),
+        "concurrency": concurrency_table(conc.tables["pods"], conc.tables["deployments"], cap),
+        "goodput": goodput_table(lat.tables["goodput"], lat.tables.get("scores"), gcol),
+        "capacity": capacity_table(cap),
+    }
+    has_cohorts = cohort is not None and cohort_lat is not None
+    ccol = cohort.value if has_cohorts else gcol
+    cohort_pct = cohort_lat.tables["percentiles"] if has_cohorts else lat.tables["percentiles"]
+    return pick_findings(t, cohort_pct, lat.tables["slo_terms"], ccol, has_cohorts, gcol, slo, k=FINDINGS,
+                         ceiling_share=ceiling_share)
 
 
 def lengths_table(stats: pl.DataFrame, gcol: str) -> pl.DataFrame:
@@ -157,7 +184,7 @@ def capacity_table(cap: Analysis) -> pl.DataFrame:
 
 
 def pick_findings(t: dict[str, pl.DataFrame], cohort_pct: pl.DataFrame, slo_terms: pl.DataFrame, ccol: str,
-                  has_cohorts: bool, gcol: str, slo: Slo, k: int = 3,
+                  has_cohorts: bool, gcol: str, slo: Slo, k: int = FINDINGS,
                   ceiling_share: float = CEILING_SHARE) -> pl.DataFrame:
     """At most `k` findings, one per kind, strongest first (strengths are rough 0-1 ranks, not statistics).
     A ceiling needs the pod at its running limit for at least `ceiling_share` of its busy time."""

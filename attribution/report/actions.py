@@ -18,7 +18,8 @@ if TYPE_CHECKING:
     from attribution.report.build import Inputs
 
 MAX_ACTIONS = 8
-# The `analyze` finding kinds, and how urgent each is in a weekly report.
+# The finding kinds (analyses.summary.findings), and how urgent each is in a weekly report; `change` is left
+# to the what-changed lines, which have intervals.
 FINDING_SEVERITY = {"ceiling": "act", "slo": "act", "queueing": "watch", "utilization": "watch",
                     "long_prompts": "info"}
 FINDING_SECTION = {"ceiling": "concurrency", "slo": "latency", "queueing": "concurrency", "utilization": "capacity",

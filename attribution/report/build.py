@@ -25,14 +25,7 @@ from attribution.analyses import (
     resolve_window,
     select,
 )
-from attribution.analyses.summary import (
-    capacity_table,
-    cohort_of,
-    concurrency_table,
-    goodput_table,
-    lengths_table,
-    pick_findings,
-)
+from attribution.analyses.summary import cohort_latency, findings
 from attribution.config import Settings, connect_settings
 from attribution.errors import InputError, UsageError
 from attribution.memsplit import memsplit
@@ -126,18 +119,16 @@ def run_analyses(store: Store, settings: Settings, *, since: Any = None, until: 
         inp.latency = latency(sel, slo=slo, percentiles=settings.percentiles)
         inp.capacity = capacity(sel, gpu_hour_cost=settings.gpu_hour_cost, gpus_per_pod=settings.gpus_per_pod,
                                 per_group=False, conc=inp.concurrency)
-        inp.findings = _findings(inp)
-        cohort = cohort_of(sel)
-        if cohort is not None:
-            inp.cohort_latency = latency(select(con, since=window, by=cohort), slo=slo, scores=[],
-                                         percentiles=settings.percentiles)
+        cohort, inp.cohort_latency = cohort_latency(sel, slo, settings.percentiles)
+        inp.findings = findings(inp.lengths, inp.concurrency, inp.capacity, inp.latency, slo,
+                                "group" if by == GroupBy.all else by.value, cohort=cohort,
+                                cohort_lat=inp.cohort_latency, ceiling_share=settings.ceiling_share)
         say("thresholds")
         everything = select(con, since=window, by=GroupBy.all)
         inp.thresholds = thresholds(everything, catalogue)
         say("changes against the previous window")
-        inp.changes = changes(con, window, sel=everything, now_lengths=inp.lengths, by=by, catalogue=catalogue,
-                              resamples=settings.resamples, tolerance=settings.tolerance,
-                              alpha=settings.alpha, drift_settings=drift_settings(settings))
+        inp.changes = window_changes(con, window, settings, sel=everything, now_lengths=inp.lengths,
+                                     catalogue=catalogue)
     else:
         inp.skipped["requests"] = "no requests in this window"
     say("memory split")
@@ -147,29 +138,31 @@ def run_analyses(store: Store, settings: Settings, *, since: Any = None, until: 
     except UsageError as exc:
         inp.skipped["memsplit"] = str(exc)
     say("ingest health")
-    inp.health = health(store, con, window, gap_minutes=settings.gap_minutes, ingest=ingest)
+    inp.health = window_health(store, con, window, settings, ingest=ingest)
     return inp
+
+
+def window_changes(con: Any, window: Window, settings: Settings, *, sel: Any = None,
+                   now_lengths: Analysis | None = None, catalogue: Any = None) -> Analysis:
+    """What changed in `window` (attribution.report.changes.changes) with the settings' grouping, catalogue,
+    resampling and drift rules: the same answer for the report, `attribution changes` and the dashboard."""
+    if catalogue is None:
+        catalogue = load_catalogue(list(settings.catalogue), list(settings.thresholds))
+    return changes(con, window, sel=sel, now_lengths=now_lengths, by=GroupBy(settings.by), catalogue=catalogue,
+                   resamples=settings.resamples, tolerance=settings.tolerance, alpha=settings.alpha,
+                   drift_settings=drift_settings(settings))
+
+
+def window_health(store: Store, con: Any, window: Window, settings: Settings,
+                  ingest: dict[str, Any] | None = None) -> Analysis:
+    """Ingest health for `window` (attribution.report.health.health) with the settings' gap length: the same
+    answer for the report, `attribution health` and the dashboard."""
+    return health(store, con, window, gap_minutes=settings.gap_minutes, ingest=ingest)
 
 
 def drift_settings(settings: Settings) -> DriftSettings:
     return DriftSettings(distance=settings.drift_threshold, share=settings.drift_share,
                          share_change=settings.drift_share_change, rate=settings.drift_rate, alpha=settings.alpha)
-
-
-def _findings(inp: Inputs) -> pl.DataFrame:
-    """The `analyze` summary's findings, from the analyses already run (not recomputed). The cohort change
-    is left to the `what changed` section, which has intervals."""
-    gcol = "group" if inp.by == GroupBy.all else inp.by.value
-    lat = inp.latency
-    t = {
-        "lengths": lengths_table(inp.lengths.tables["stats"], gcol),
-        "concurrency": concurrency_table(inp.concurrency.tables["pods"], inp.concurrency.tables["deployments"],
-                                         inp.capacity),
-        "goodput": goodput_table(lat.tables["goodput"], lat.tables.get("scores"), gcol),
-        "capacity": capacity_table(inp.capacity),
-    }
-    return pick_findings(t, lat.tables["percentiles"], lat.tables["slo_terms"], gcol, False, gcol, inp.slo, k=5,
-                         ceiling_share=inp.settings.ceiling_share)
 
 
 def build_report(store: Store, settings: Settings, *, since: Any = None, until: Any = None, week: str | None = None,
