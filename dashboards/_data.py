@@ -12,6 +12,7 @@ import streamlit as st
 
 from attribution import dashboard
 from attribution.analyses import Analysis
+from attribution.columns import is_share
 from attribution.config import Settings, load_settings
 from attribution.dashboard import Choices, Empty, Filters
 from attribution.errors import AttributionError
@@ -19,7 +20,6 @@ from attribution.store import Snapshot, Store, default_store_path
 
 REFRESH_S = 15  # how often a page looks for the commits of a running ingest (offered, not applied)
 GROUPS = ["workload", "deployment", "model", "label", "version", "day", "all"]
-SHARE_SUFFIXES = ("share", "utilization")
 
 
 def store() -> str:
@@ -141,6 +141,14 @@ def compare(**kw: Any) -> Analysis | Empty:
     return _call("compare", **kw)
 
 
+def changes(**kw: Any) -> Analysis | Empty:
+    return _call("changes", **kw)
+
+
+def health(**kw: Any) -> Analysis | Empty:
+    return _call("health", **kw)
+
+
 def empty(res: Analysis | Empty) -> bool:
     """The page's guard: show why there is nothing (and say so to the caller)."""
     if isinstance(res, Empty):
@@ -161,7 +169,7 @@ def _columns(df: pl.DataFrame) -> dict[str, Any]:
     are (a fixed number of decimals would print 0.0004 requests/s as 0); the data keeps full precision."""
     config: dict[str, Any] = {}
     for c, dtype in df.schema.items():
-        if dtype.is_float() and (c.endswith(SHARE_SUFFIXES) or c.startswith("share_") or "_share_of_" in c):
+        if dtype.is_float() and is_share(c):
             config[c] = st.column_config.NumberColumn(format="percent")
         elif dtype.is_integer() or (dtype.is_float() and (df[c].abs().max() or 0) >= 1000):
             config[c] = st.column_config.NumberColumn(format="localized")

@@ -22,6 +22,9 @@ PAGES = [
     st.Page("app_pages/thresholds.py", title="Feature thresholds", icon=":material/flag:", url_path="thresholds"),
     st.Page("app_pages/memsplit.py", title="Memory split", icon=":material/memory:", url_path="memsplit"),
     st.Page("app_pages/compare.py", title="Compare two cohorts", icon=":material/compare_arrows:", url_path="compare"),
+    st.Page("app_pages/changes.py", title="What changed", icon=":material/published_with_changes:",
+            url_path="changes"),
+    st.Page("app_pages/health.py", title="Ingest health", icon=":material/health_and_safety:", url_path="health"),
 ]
 
 

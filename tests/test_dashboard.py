@@ -28,7 +28,7 @@ from attribution.simulate.output import simulate_to_dir
 from attribution.store import Store
 
 APP = REPO / "dashboards" / "app.py"
-PAGES = ["overview", "lengths", "concurrency", "latency", "thresholds", "memsplit", "compare"]
+PAGES = ["overview", "lengths", "concurrency", "latency", "thresholds", "memsplit", "compare", "changes", "health"]
 TRUTH = json.loads((SAMPLE / "ground_truth.json").read_text())
 
 
@@ -153,7 +153,7 @@ def page(name: str, store: Path, monkeypatch, **state) -> AppTest:
 
 PAGE_TITLES = {"Overview": "overview", "Workloads and lengths": "lengths", "Concurrency and live tokens": "concurrency",
                "Latency and goodput": "latency", "Feature thresholds": "thresholds", "Memory split": "memsplit",
-               "Compare two cohorts": "compare"}
+               "Compare two cohorts": "compare", "What changed": "changes", "Ingest health": "health"}
 
 
 def shown(at: AppTest) -> dict[str, pl.DataFrame]:
@@ -242,6 +242,37 @@ def test_latency_by_version_equals_the_library(store, monkeypatch):
         # vLLM logs carry no timings: they come from the gateway, 6 ms slower (sample_logs/README.md)
         assert ttft["p50"] == pytest.approx(c["ttft_s"]["p50"] + 0.006, abs=2e-4)
     assert len(charts(at)) == 1
+
+
+def test_latency_slo_preset_comes_from_the_presets_files(store, monkeypatch, tmp_path):
+    """The page's SLO presets are those of presets.toml and $ATTRIBUTION_PRESETS (no SLO written in the page):
+    picking one gives the goodput the library gives for that preset."""
+    extra = tmp_path / "presets.toml"
+    extra.write_text('[slo.strict]\ndescription = "tight"\nttft = 0.05\n')
+    monkeypatch.setenv("ATTRIBUTION_PRESETS", str(extra))
+    at = page("latency", store, monkeypatch, latency_slo="", latency_preset="strict")
+    assert at.selectbox(key="latency_preset").options == ["settings", "chat", "strict"]
+    slo = analyses.parse_slo(None, "strict")
+    lib = analyses.latency(analyses.select(Store.open(store).connect(), by="workload"), slo=slo,
+                           scores=analyses.score_presets())
+    got = shown(at)[_heading(lib.titles["goodput"])]
+    assert_frame_equal(got, lib.tables["goodput"], check_dtypes=False)
+
+
+def test_changes_and_health_pages_equal_the_library(store, monkeypatch):
+    """The pages show what `attribution changes` / `attribution health` print: the library's answer for the
+    report's default window (the `window` setting back from the newest request)."""
+    from attribution.config import load_settings
+    from attribution.report.build import report_window, window_changes, window_health
+
+    con = Store.open(store).connect()
+    st_ = load_settings()
+    w = report_window(con, default=st_.window)
+    for name, lib, main in (("changes", window_changes(con, w, st_), ("versions", "upgrade_regressions")),
+                            ("health", window_health(Store.open(store), con, w, st_), ("joins", "gaps"))):
+        got = shown(page(name, store, monkeypatch))
+        for table in main:
+            assert_frame_equal(got[_heading(lib.titles[table])], lib.tables[table], check_dtypes=False)
 
 
 def test_thresholds_of_one_workload(store, monkeypatch):

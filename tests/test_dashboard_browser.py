@@ -32,6 +32,8 @@ PAGES = {  # url path -> heading
     "thresholds": "Feature thresholds",
     "memsplit": "Memory split",
     "compare": "Compare two cohorts",
+    "changes": "What changed",
+    "health": "Ingest health",
 }
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).is_file(), reason="no chromium (CI installs Debian's)")

@@ -15,6 +15,7 @@ from attribution.cli import (
     report_cmd,  # noqa: F401
     simulate_cmd,  # noqa: F401
     store_cmds,  # noqa: F401  (registers ingest, status, query, export)
+    window_cmds,  # noqa: F401  (registers changes, health)
 )
 from attribution.cli.app import app
 from attribution.config import env

@@ -1,0 +1,74 @@
+"""`attribution changes` and `attribution health`: the report's "what changed" and "ingest health" analyses
+on their own, for one window (default: the `window` setting, 7d back from the newest request), with the same
+options and output forms as the other analysis commands."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from attribution.analyses import Analysis, GroupBy
+from attribution.cli.analyses import SinceOpt, TableOpt, UntilOpt, show
+from attribution.cli.app import ConfigOpt, FormatOpt, StoreOpt, app, connect, open_store, resolve
+from attribution.render import Format
+from attribution.store import default_store_path
+
+# Columns of the terminal view of the wide tables (by the end of their name); JSON and CSV carry all of them.
+VIEW = {
+    "summary": ["metric", "percentile", "before", "after", "ratio", "ratio_lo", "ratio_hi", "verdict", "n_before",
+                "n_after"],
+    "by_workload": ["workload", "metric", "percentile", "before", "after", "ratio", "ratio_lo", "ratio_hi",
+                    "verdict"],
+    "attribution": ["feature", "metric", "threshold", "share_before", "share_after", "crossing_ratio",
+                    "other_ratio", "verdict"],
+}
+
+
+def _shown(res: Analysis, fmt: Format, table: str | None) -> None:
+    """The result; on a terminal the main columns of the wide tables and no empty tables (a window without a
+    previous one has no drift)."""
+    if fmt == Format.table:
+        for name, df in res.tables.items():
+            cols = next((v for k, v in VIEW.items() if name.endswith(k)), df.columns)
+            res.tables[name] = df.select([c for c in cols if c in df.columns])
+    show(res, fmt, table, hide=tuple(n for n, df in res.tables.items() if df.is_empty()))
+
+
+@app.command("changes")
+def changes_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt = None,
+                by: Annotated[GroupBy | None, typer.Option(
+                    "--by", help="Group the traffic and length drift by workload, model, deployment, label, day, "
+                                 "version or all (default: the `by` setting, workload).", show_default=False)] = None,
+                fmt: FormatOpt = Format.table, table: TableOpt = None, config: ConfigOpt = None) -> None:
+    """What changed: this window against the one before it (traffic and length drift per group, latency
+    ratios with bootstrap intervals overall and per workload, material regressions) and inside it (engine
+    starts, a before/after when it holds two versions or labels). The report's "what changed" section.
+
+    Example: attribution changes --since 7d --format json
+    """
+    from attribution.report.build import report_window, window_changes
+
+    st = resolve(config, store=store, by=by.value if by else None)
+    con = connect(st)
+    res = window_changes(con, report_window(con, since=since, until=until, default=st.window), st)
+    _shown(res, fmt, table)
+
+
+@app.command("health")
+def health_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt = None,
+               gap_minutes: Annotated[float | None, typer.Option(
+                   help="A pod's logs silent for longer than this inside the window is a gap (default: the "
+                        "`gap_minutes` setting, 120).", show_default=False)] = None,
+               fmt: FormatOpt = Format.table, table: TableOpt = None, config: ConfigOpt = None) -> None:
+    """Can the numbers be trusted: input files by status, ingest problems, engine <-> gateway matches per
+    source, rows per deployment, and log gaps in the window. The report's "ingest health" section.
+
+    Example: attribution health --since 7d --gap-minutes 60
+    """
+    from attribution.report.build import report_window, window_health
+
+    st = resolve(config, store=store, gap_minutes=gap_minutes)
+    con = connect(st)
+    window = report_window(con, since=since, until=until, default=st.window)
+    _shown(window_health(open_store(default_store_path(st.store)), con, window, st), fmt, table)
