@@ -22,11 +22,11 @@ import duckdb
 import polars as pl
 
 from attribution import analyses, joincache, thresholds
-from attribution.analyses import Analysis, GroupBy, Selection
+from attribution.analyses import Analysis, GroupBy, Selection, Window
 from attribution.compare import CohortBy, compare
 from attribution.config import Settings, connect_settings, environment, load_settings
 from attribution.db import fetch
-from attribution.errors import AttributionError, StoreError
+from attribution.errors import AttributionError, InputError, StoreError
 from attribution.memsplit import memsplit
 from attribution.status import store_status
 from attribution.store import Snapshot, Store
@@ -40,7 +40,7 @@ _REQUEST_VALUE = {
     "deployment": "coalesce(deployment, '(none)')",
     "workload": "coalesce(workload, '(none)')",
     "label": "coalesce(label, '(none)')",
-    "version": "coalesce(nullif(concat_ws(' ', engine, engine_version), ''), '(none)')",
+    "version": "coalesce(version_label(engine, engine_version), '(none)')",
 }
 _CHOICES_SQL = (
     "select " + ", ".join(f"{expr} as {dim}" for dim, expr in _REQUEST_VALUE.items())
@@ -185,13 +185,13 @@ def narrow(con: duckdb.DuckDBPyConnection, flt: Filters) -> duckdb.DuckDBPyConne
         return con
     con.execute("alter view engine_config rename to engine_config_unfiltered")
     con.execute("create view engine_config as select * from engine_config_unfiltered where " + where(
-        {**engine, "version": "coalesce(nullif(concat_ws(' ', engine, version), ''), '(none)')"}))
+        {**engine, "version": "coalesce(version_label(engine, version), '(none)')"}))
     con.execute("alter view engine_steps rename to engine_steps_unfiltered")
     steps_where = where(engine)
     if "version" in vals:
         con.execute(
             "create view engine_steps as select * from (select s.* from engine_steps_unfiltered s asof join "
-            "(select deployment, ts as started, coalesce(nullif(concat_ws(' ', engine, version), ''), '(none)') "
+            "(select deployment, ts as started, coalesce(version_label(engine, version), '(none)') "
             "as version from engine_config_unfiltered) c on s.deployment = c.deployment and s.ts >= c.started "
             "where c.version in (select value from _dashboard_filter where dim = 'version')) where " + steps_where)
     else:
@@ -253,11 +253,13 @@ class View:
 
     def _select(self, by: GroupBy | str) -> Selection | Empty:
         sel = analyses.select(self.con, since=self.filters.since, until=self.filters.until, by=by)
-        if not sel.requests and self.filters == Filters():
-            return Empty("The store holds no requests yet: ingest logs with `attribution ingest PATH`.")
-        if not sel.requests:
-            return Empty(f"No requests match the filters ({self.filters.describe()}): widen them in the sidebar.")
-        return sel
+        return sel if sel.requests else Empty(self._nothing())
+
+    def _nothing(self) -> str:
+        """Why a page has no requests to show: an empty store, or filters that leave none."""
+        if self.filters == Filters():
+            return "The store holds no requests yet: ingest logs with `attribution ingest PATH`."
+        return f"No requests match the filters ({self.filters.describe()}): widen them in the sidebar."
 
     def _run(self, by: GroupBy | str, fn: Any, /, **kw: Any) -> Analysis | Empty:
         with self.lock:
@@ -316,12 +318,39 @@ class View:
         return self._run("all", compare, by=CohortBy(cohort_by), before=before, after=after, resamples=resamples,
                          tolerance=self.settings.tolerance)
 
-    def memsplit(self, *, model: str | None = None, whatif: bool = False) -> Analysis | Empty:
+    def _locked(self, fn: Any, /) -> Analysis | Empty:
+        """`fn()` on the view's connection: an analysis of the filters' window that makes its own selections."""
         with self.lock:
             try:
-                return memsplit(self.con, model or self.settings.model, since=self.filters.since, until=self.filters.until,
-                                run_whatif=whatif)
+                return fn()
             except AttributionError as exc:
                 return Empty(str(exc))
             finally:
                 analyses.release(self.con)
+
+    def memsplit(self, *, model: str | None = None, whatif: bool = False) -> Analysis | Empty:
+        return self._locked(lambda: memsplit(self.con, model or self.settings.model, since=self.filters.since,
+                                             until=self.filters.until, run_whatif=whatif))
+
+    def _window(self) -> Window:
+        """The filters' time range, else the report's default window (the `window` setting back from the newest
+        request), as `attribution changes` and `attribution health` take it."""
+        from attribution.report.build import report_window
+
+        try:
+            return report_window(self.con, since=self.filters.since, until=self.filters.until,
+                                 default=self.settings.window)
+        except InputError:  # no requests at all (under the filters)
+            raise InputError(self._nothing()) from None
+
+    def changes(self) -> Analysis | Empty:
+        """`attribution changes` on the filtered requests: this window against the one before it, and inside it."""
+        from attribution.report.build import window_changes
+
+        return self._locked(lambda: window_changes(self.con, self._window(), self.settings))
+
+    def health(self) -> Analysis | Empty:
+        """`attribution health`: files, ingest problems and join coverage (whole store), log gaps in the window."""
+        from attribution.report.build import window_health
+
+        return self._locked(lambda: window_health(self.store, self.con, self._window(), self.settings))
