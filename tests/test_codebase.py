@@ -1,5 +1,6 @@
 """Standing rules of the codebase, checked: lint clean, the library never imports streamlit, every SQL
-question carries its header, and nothing from the unlicensed console logs is committed."""
+question (and test oracle) carries its header, the product never runs an oracle, and nothing from the
+unlicensed console logs is committed."""
 
 from __future__ import annotations
 
@@ -38,6 +39,22 @@ def test_every_query_has_its_header(sql: Path):
     for part in ("Question:", "Grain:", "Parameters:"):
         assert part in q.doc, f"{sql.name}: header lacks `-- {part}`"
     assert "select * from final" in q.sql.lower(), f"{sql.name}: end with `select * from final`"
+
+
+ORACLES = sorted((REPO / "tests" / "oracle").glob("*.sql"))
+
+
+@pytest.mark.parametrize("sql", ORACLES, ids=lambda p: p.name)
+def test_every_oracle_has_its_header_and_the_product_never_runs_it(sql: Path):
+    """Test oracles (tests/oracle) state an answer the product computes another way; one product path each."""
+    text = sql.read_text()
+    header = "\n".join(line for line in text.splitlines() if line.startswith("--"))
+    for part in ("Question:", "Grain:", "Parameters:", "Oracle:"):
+        assert f"-- {part}" in header, f"{sql.name}: header lacks `-- {part}`"
+    assert "select * from final" in text.lower(), f"{sql.name}: end with `select * from final`"
+    assert not (REPO / "queries" / sql.name).exists(), f"{sql.name}: also a product query"
+    for f in (REPO / "attribution").rglob("*.py"):
+        assert f'"{sql.stem}"' not in f.read_text(), f"{f} runs the oracle {sql.stem}"
 
 
 def test_no_unlicensed_console_log_lines_are_committed():

@@ -10,6 +10,7 @@ from plotly.subplots import make_subplots
 
 from attribution.analyses import Analysis
 from attribution.charts.common import layout, message, table
+from attribution.labels import version_label
 
 GIB = 2**30
 POOLS = (("state", "#CC79A7"), ("KV", "#0072B2"))
@@ -21,9 +22,8 @@ def _start_names(df: pl.DataFrame, current: pl.DataFrame) -> list[str]:
     out = []
     for sid in df["start_id"]:
         r = info.get(sid, {})
-        version = f" {r['version']}" if r.get("version") else ""
         started = f", {r['started']:%d %b}" if r.get("started") is not None else ""
-        out.append(f"{r.get('deployment', sid)}<br>{r.get('engine', '')}{version}{started}")
+        out.append(f"{r.get('deployment', sid)}<br>{version_label(r.get('engine'), r.get('version')) or ''}{started}")
     return out
 
 

@@ -9,6 +9,7 @@ import polars as pl
 
 from attribution import charts
 from attribution.compare.attribution import NAMES
+from attribution.labels import version_label
 from attribution.report.fmt import num, pct, seconds
 from attribution.report.health import gap_text
 from attribution.report.model import Section
@@ -47,7 +48,7 @@ def changes_section(inp: Inputs) -> Section:
     ver = t["versions"]
     for r in ver.filter(pl.col("change").is_in(["new version", "new deployment"])).iter_rows(named=True):
         was = f" (was {r['previous_version']})" if r["change"] == "new version" else ""
-        s.lines.append(f"{r['deployment']}: {r['change']} {r['engine']} {r['version'] or ''}{was} from "
+        s.lines.append(f"{r['deployment']}: {r['change']} {version_label(r['engine'], r['version'])}{was} from "
                        f"{r['started']:%a %d %b %H:%M} UTC.")
     if "week_regressions" in t:
         reg = t["week_regressions"].filter(pl.col("workload") == "all") if t["week_regressions"].height else None
