@@ -22,6 +22,7 @@ import polars as pl
 from attribution import joincache, queries
 from attribution.db import fetch
 from attribution.errors import AttributionError, UsageError
+from attribution.queries import materialize  # also imported from here (thresholds.crossings)
 
 PERCENTILE_METHOD = (
     "Percentiles are exact over per-request rows: DuckDB quantile_cont, linear interpolation between the two "
@@ -189,16 +190,6 @@ def frames_connection(requests: pl.DataFrame, engine_steps: pl.DataFrame | None 
         con.register(f"_{name}", frame.to_arrow())
         con.execute(f"create view {name} as select * from _{name}")
     return con
-
-
-def materialize(con: duckdb.DuckDBPyConnection, name: str, table: str | None = None, **params: Any) -> None:
-    """Store the rows of queries/<name>.sql in a temporary table (default: the query's name) on `con`, so the
-    queries that follow read them without recomputing the engine x gateway join."""
-    q = queries.load(name)
-    missing = [p for p in q.params if p not in params]
-    if missing:
-        raise UsageError(f"queries/{name}.sql needs parameters: {', '.join(missing)}")
-    con.execute(f"create or replace temp table {table or name} as\n{q.sql}", {p: params[p] for p in q.params})
 
 
 @dataclass

@@ -15,9 +15,9 @@ from attribution.analyses.common import (
     GroupBy,
     Selection,
     base_params,
-    materialize,
     name_groups,
 )
+from attribution.queries import materialize
 
 DEFAULT_SERVICE_MODEL = "vllm-chat-small"
 METRIC_ORDER = {m: i for i, m in enumerate(("running", "waiting", "in_system", "kv_tokens", "seen_at_arrival"))}

@@ -17,6 +17,7 @@ import polars as pl
 from attribution import queries
 from attribution.db import fetch
 from attribution.memsplit.current import CurrentSplit
+from attribution.queries import materialize
 
 LIMITS = {
     "state_pool": "most queueing happened with running requests at the cap the state pool sets and the KV "
@@ -42,12 +43,6 @@ class Settings:
     merge_s: float = 30.0
     percentile: float = 0.99
     headroom: float = 0.10
-
-
-def materialize(con: duckdb.DuckDBPyConnection, name: str, **params: Any) -> None:
-    """queries/<name>.sql into a temporary table of the same name, read by the queries that follow."""
-    q = queries.load(name)
-    con.execute(f"create or replace temp table {name} as\n{q.sql}", {p: params[p] for p in q.params})
 
 
 def load_starts(
