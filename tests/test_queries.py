@@ -112,3 +112,4 @@ def test_the_cli_exits_2_on_bad_user_sql_and_1_on_a_failing_query_file(capsys, s
     assert "error: queries/ingest_errors_by_reason.sql failed: CatalogException" in err
     assert "a bug: please report it" in err
 
+

@@ -20,7 +20,6 @@ import duckdb
 import polars as pl
 
 from attribution import joincache, queries
-from attribution.db import fetch
 from attribution.errors import AttributionError, UsageError
 from attribution.queries import materialize  # also imported from here (thresholds.crossings)
 
@@ -93,8 +92,7 @@ def resolve_window(con: duckdb.DuckDBPyConnection, since: Any = None, until: Any
     if isinstance(s, timedelta) or isinstance(u, timedelta):
         # A row later than now (admitted up to `max_future` past the ingest's clock) does not anchor the window:
         # it would shrink `--since 7d` to the hours after it.
-        newest = fetch(con, "select coalesce(max(t) filter (where t <= current_timestamp), max(t)) as t from "
-                            "(select coalesce(arrival, finished) as t from joined_requests)").item()
+        newest = queries.run(con, "window_newest_request").item()
         if newest is None:
             raise UsageError("a relative --since/--until needs requests in the store, and it has none")
         newest = _as_utc(newest)
@@ -134,7 +132,7 @@ def select(con: duckdb.DuckDBPyConnection, *, since: Any = None, until: Any = No
     joincache.use(con)
     window = since if isinstance(since, Window) else resolve_window(con, since, until)
     _prepare(con, window, by)
-    n = fetch(con, "select count(*) filter (where in_window) as n from analysis_requests").item()
+    n = queries.run(con, "analysis_requests_in_window").item()
     serial = _CURRENT[id(con)] = next(_SERIALS)
     return Selection(con, window, by, int(n or 0), serial)
 

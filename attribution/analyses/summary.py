@@ -14,7 +14,6 @@ from attribution.analyses.common import Analysis, GroupBy, Selection, base_param
 from attribution.analyses.concurrency import concurrency
 from attribution.analyses.latency import Slo, latency, parse_slo
 from attribution.analyses.lengths import lengths
-from attribution.db import fetch
 
 CEILING_SHARE = 0.05  # default of the ceiling_share setting
 
@@ -36,8 +35,7 @@ DEFINITIONS = {
 
 def cohort_of(sel: Selection) -> GroupBy | None:
     """Label, else engine version, when the window holds more than one of them (a before/after)."""
-    n = fetch(sel.con, "select count(distinct label) as labels, count(distinct engine_version) as versions "
-                       "from analysis_requests where in_window")
+    n = sel.run("analysis_cohort_counts")
     if n["labels"].item() > 1:
         return GroupBy.label
     if n["versions"].item() > 1:
@@ -63,7 +61,7 @@ def analyze(con, *, since: Any = None, until: Any = None, by: GroupBy | str = Gr
         csel = select(con, since=sel.window, by=cohort)
         lat_cohort = latency(csel, slo=slo, scores=[], percentiles=percentiles)
         # cohorts in time order (first arrival), so that a change reads from before to after
-        order = fetch(con, "select grp, min(t_arrival) as t from analysis_requests where in_window group by grp")
+        order = csel.run("analysis_group_first_arrival")
         rank = dict(zip(order["grp"], order["t"].rank("ordinal"), strict=True))
         col = cohort.value
         lat_cohort.tables["percentiles"] = lat_cohort.tables["percentiles"].sort(
