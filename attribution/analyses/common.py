@@ -115,9 +115,17 @@ class Selection:
 
     def run(self, name: str, **params: Any) -> pl.DataFrame:
         """Run queries/<name>.sql; the window bounds are passed to every query that names them."""
+        self._check()
+        return queries.run(self.con, name, **{**self.window_params(), **params})
+
+    def materialize(self, name: str, **params: Any) -> None:
+        """queries/<name>.sql into a temporary table of its name, for the queries of this selection after it."""
+        self._check()
+        materialize(self.con, name, **{**self.window_params(), **params})
+
+    def _check(self) -> None:
         if _CURRENT.get(id(self.con)) != self.serial:
             raise AttributionError("this selection was replaced by a later select() on the same connection")
-        return queries.run(self.con, name, **{**self.window_params(), **params})
 
     def window_params(self) -> dict[str, Any]:
         return {"since": self.window.since, "until": self.window.until}

@@ -17,7 +17,6 @@ from attribution.analyses.common import (
     base_params,
     name_groups,
 )
-from attribution.queries import materialize
 
 DEFAULT_SERVICE_MODEL = "vllm-chat-small"
 METRIC_ORDER = {m: i for i, m in enumerate(("running", "waiting", "in_system", "kv_tokens", "seen_at_arrival"))}
@@ -80,8 +79,7 @@ def step_line_frames(sel: Selection, deployments: list[str], *, max_gap_s: float
     """Stats and, if asked, a time series of `deployments` from their engine step lines
     (queries/concurrency_step_lines.sql, read by concurrency_sampled.sql and concurrency_sampled_timeseries.sql),
     and the series' bucket in seconds (picked from the lines' span when not given)."""
-    materialize(sel.con, "concurrency_step_lines", deployments=deployments, max_gap_s=max_gap_s,
-                **sel.window_params())
+    sel.materialize("concurrency_step_lines", deployments=deployments, max_gap_s=max_gap_s)
     stats = sel.run("concurrency_sampled").drop("lines").with_columns(source=pl.lit("sampled"))
     series = None
     if timeseries:
