@@ -21,11 +21,10 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from attribution import analyses, joincache, thresholds
+from attribution import analyses, joincache, queries, thresholds
 from attribution.analyses import Analysis, GroupBy, Selection, Window
 from attribution.compare import CohortBy, compare
 from attribution.config import Settings, connect_settings, environment, load_settings
-from attribution.db import fetch
 from attribution.errors import AttributionError, InputError, StoreError
 from attribution.memsplit import memsplit
 from attribution.status import store_status
@@ -35,18 +34,14 @@ NONE = "(none)"  # what the analyses call a missing group value; the filters use
 DEFAULT_PORT = 8501
 MEMORY_SHARE = 0.25  # of the machine's memory, for DuckDB's working memory per view (it spills beyond)
 
-# A request's value of each filter dimension, as `select(by=...)` groups it (queries/analysis_requests.sql).
+# A request's value of each filter dimension, as `select(by=...)` groups it (queries/analysis_requests.sql);
+# queries/dashboard_filter_choices.sql offers the values of the same expressions.
 _REQUEST_VALUE = {
     "deployment": "coalesce(deployment, '(none)')",
     "workload": "coalesce(workload, '(none)')",
     "label": "coalesce(label, '(none)')",
     "version": "coalesce(version_label(engine, engine_version), '(none)')",
 }
-_CHOICES_SQL = (
-    "select " + ", ".join(f"{expr} as {dim}" for dim, expr in _REQUEST_VALUE.items())
-    + ", count(*) as requests, min(coalesce(arrival, finished)) as first, max(coalesce(arrival, finished)) as last"
-    " from joined_requests group by all"
-)
 
 
 def app_path() -> Path:
@@ -146,7 +141,7 @@ def store_version(path: str | os.PathLike[str]) -> int | None:
 
 def choices(con: duckdb.DuckDBPyConnection) -> Choices:
     """What the filters offer: every value of each dimension among `con`'s requests, and their span."""
-    df = fetch(con, _CHOICES_SQL)
+    df = queries.run(con, "dashboard_filter_choices")
     if df.is_empty():
         return Choices()
 

@@ -129,7 +129,7 @@ def _ready(con: duckdb.DuckDBPyConnection, path: Path) -> Path | None:
             con.execute(f"create or replace view requests as select * from {alias}.requests")
             con.execute(f"create table {alias}.joined_requests as select * from joined_requests")
         finally:
-            con.execute(f"create or replace view requests as {queries.load('stg_requests').sql}")
+            queries.create_view(con, "stg_requests", "requests")
             con.execute(f"detach {alias}")
         os.replace(tmp, path)
     except (OSError, duckdb.IOException, duckdb.PermissionException):

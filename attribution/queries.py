@@ -1,23 +1,42 @@
-"""SQL questions kept as files in `queries/` (installed as `attribution.sql`), one question per file.
+"""The one runner of the SQL questions kept as files in `queries/` (installed as `attribution.sql`), one
+question per file, and of SQL a user types (`attribution query`). The header comment of each file
+(`-- Question:`, `-- Grain:`, `-- Parameters:`, `-- Columns:`) is its docstring; values are passed as DuckDB
+named parameters (`$name`), never formatted into the text. Layers and names: queries/README.md.
 
-The header comment of each file (`-- Question:`, `-- Grain:`, `-- Parameters:`, `-- Columns:`) is its
-docstring; values are passed as DuckDB named parameters (`$name`), never formatted into the text.
+Errors, one behaviour for every caller:
+- a shipped query file that is missing or lacks its header, or a `$parameter` the caller did not pass, is a
+  bug in the code: `QueryBug` (exit 1, internal error), naming queries/<name>.sql;
+- DuckDB failing on a shipped query file is a bug too (the file or its caller is wrong): `QueryBug` naming
+  the file, with DuckDB's first line (the DuckDB error stays as its cause). Running out of memory and an
+  interrupt are not bugs: those DuckDB errors pass unchanged;
+- DuckDB failing on SQL the user wrote (`user_sql`) is a usage error (`UsageError`, exit 2) with DuckDB's
+  first line.
+Parameters a file does not name are ignored (an analysis passes its window bounds to every query).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Any
 
+import duckdb
 import polars as pl
 
 from attribution.db import fetch
-from attribution.errors import AttributionError
+from attribution.errors import AttributionError, UsageError
 
 _PARAM_RE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+# DuckDB errors that say nothing about the SQL: they pass through as they are
+_NOT_THE_SQL = (duckdb.OutOfMemoryException, duckdb.InterruptException)
+
+
+class QueryBug(AttributionError):
+    """A shipped query file, or the code calling it, is wrong (exit 1: please report)."""
 
 
 @dataclass(frozen=True)
@@ -32,7 +51,7 @@ class Query:
 def load(name: str) -> Query:
     res = resources.files("attribution.sql") / f"{name}.sql"
     if not res.is_file():
-        raise AttributionError(f"no query named {name!r} in queries/")
+        raise QueryBug(f"queries/{name}.sql: no such query file (a bug: please report it)")
     text = res.read_text()
     header = []
     for line in text.splitlines():
@@ -40,16 +59,63 @@ def load(name: str) -> Query:
             break
         header.append(line[2:].strip())
     if not header or not header[0].lower().startswith("question:"):
-        raise AttributionError(f"queries/{name}.sql:1: the file must open with a `-- Question:` header")
+        raise QueryBug(f"queries/{name}.sql:1: the file must open with a `-- Question:` header")
     body = "\n".join(line for line in text.splitlines() if not line.startswith("--"))
     params = tuple(dict.fromkeys(_PARAM_RE.findall(body)))
     return Query(name, text, "\n".join(header), params)
 
 
-def run(con: Any, name: str, **params: Any) -> pl.DataFrame:
-    """Run a query file with its `$parameters` and return the rows."""
-    q = load(name)
+def _bound(q: Query, params: dict[str, Any]) -> dict[str, Any] | None:
     missing = [p for p in q.params if p not in params]
     if missing:
-        raise AttributionError(f"queries/{name}.sql needs parameters: {', '.join(missing)}")
-    return fetch(con, q.sql, {k: params[k] for k in q.params} if q.params else None)
+        raise QueryBug(f"queries/{q.name}.sql needs parameters: {', '.join(missing)} (a bug: please report it)")
+    return {k: params[k] for k in q.params} if q.params else None
+
+
+@contextmanager
+def _file_errors(name: str) -> Iterator[None]:
+    """DuckDB failing on queries/<name>.sql: a QueryBug naming the file (see the module docstring)."""
+    try:
+        yield
+    except _NOT_THE_SQL:
+        raise
+    except duckdb.Error as exc:
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        raise QueryBug(f"queries/{name}.sql failed: {type(exc).__name__}: {first} (a bug: please report it)"
+                       ) from exc
+
+
+def run(con: duckdb.DuckDBPyConnection, name: str, **params: Any) -> pl.DataFrame:
+    """Run queries/<name>.sql with its `$parameters` and return the rows."""
+    q = load(name)
+    bound = _bound(q, params)
+    with _file_errors(name):
+        return fetch(con, q.sql, bound)
+
+
+def materialize(con: duckdb.DuckDBPyConnection, name: str, table: str | None = None, **params: Any) -> None:
+    """Store the rows of queries/<name>.sql in a temporary table on `con` (named as the file unless `table`
+    says otherwise), so the queries that follow read them without computing them again."""
+    q = load(name)
+    bound = _bound(q, params)
+    with _file_errors(name):
+        con.execute(f"create or replace temp table {table or name} as\n{q.sql}", bound)
+
+
+def create_view(con: duckdb.DuckDBPyConnection, name: str, view: str | None = None) -> None:
+    """Put the view `view` (default: the file's name) over queries/<name>.sql on `con`: the staging views of
+    a store connection. A view takes no parameters."""
+    q = load(name)
+    _bound(q, {})
+    with _file_errors(name):
+        con.execute(f"create or replace view {view or name} as {q.sql}")
+
+
+def user_sql(con: duckdb.DuckDBPyConnection, sql: str) -> pl.DataFrame:
+    """Run SQL the user wrote; DuckDB's complaint about it is a usage error."""
+    try:
+        return fetch(con, sql)
+    except _NOT_THE_SQL:
+        raise
+    except duckdb.Error as exc:
+        raise UsageError(f"query failed: {(str(exc) or type(exc).__name__).splitlines()[0]}") from None

@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from attribution.store import Snapshot, Store
 
 # Views built by a staging query; every other table is exposed as stored.
-STAGED = {"requests": "stg_requests", "engine_config": "stg_engine_config"}
+STAGED = {"requests": "stg_requests", "engine_config": "stg_engine_config",
+          "ingest_line_shapes": "stg_ingest_line_shapes"}
 
 INGEST_FILES_COLUMNS = {
     "file": pl.Utf8,
@@ -44,15 +45,6 @@ INGEST_FILES_COLUMNS = {
     "rotated": pl.Boolean,
     "reason": pl.Utf8,  # why a file was not (fully) read: skipped, vanished, failed, unrecognised; a `link` row: its target
 }
-
-
-# Stored per chunk (a file read in pieces has several rows of a shape): users see one row per file and shape.
-LINE_SHAPES_VIEW = """
-select file, any_value(source) as source, class, reason, shape, sum(lines)::BIGINT as lines,
-       min(first_line) as first_line, arg_min(sample, first_line) as sample
-from raw_ingest_line_shapes
-group by file, class, reason, shape
-"""
 
 
 def _sql_list(paths: list[str]) -> str:
@@ -111,16 +103,14 @@ def connect(store: Store, snapshot: Snapshot) -> duckdb.DuckDBPyConnection:
             con.execute(f"create view {raw} as select * from _{raw}_empty")
     for table in TABLES:
         if table in STAGED:
-            con.execute(f"create view {table} as {queries.load(STAGED[table]).sql}")
-        elif table == "ingest_line_shapes":
-            con.execute(f"create view {table} as {LINE_SHAPES_VIEW}")
+            queries.create_view(con, STAGED[table], table)
         else:
             con.execute(f"create view {table} as select * from raw_{table}")
     con.register("_ingest_files", ingest_files_frame(snapshot).to_arrow())
     con.execute("create view ingest_files as select * from _ingest_files")
     con.register("_workload_map", load_workload_map(store).to_arrow())
     con.execute("create view workload_map as select * from _workload_map")
-    con.execute(f"create view joined_requests as {queries.load('stg_joined_requests').sql}")
+    queries.create_view(con, "stg_joined_requests", "joined_requests")
     joincache.register(con, store.root, snapshot.version)
     return con
 

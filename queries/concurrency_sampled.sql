@@ -2,17 +2,17 @@
 --   once, and how many KV tokens were live, as far as those samples show?
 -- Grain: one row per (deployment, metric); metric is running, waiting, in_system or kv_tokens. An engine with
 --   several data-parallel ranks (engine_index > 0) is reported per rank as `deployment #rank`.
--- Parameters: none: reads the temporary table concurrency_step_lines (queries/concurrency_step_lines.sql, which
+-- Parameters: none: reads the temporary table int_concurrency_step_lines (queries/int_concurrency_step_lines.sql, which
 --   takes the window, the deployments and $max_gap_s).
 -- Columns: deployment, grp (NULL), metric, peak, peak_at, mean, p50, p90, p95, p99 (each line weighted by the time
 --   to the next line of its engine, capped at $max_gap_s; pXX = the smallest value v such that the lines
 --   with values <= v cover at least XX% of the weighted time), span_s (weighted time), arrivals (NULL), lines.
---   kv_tokens and the weights as concurrency_step_lines defines them.
+--   kv_tokens and the weights as int_concurrency_step_lines defines them.
 -- These are samples: a peak between two lines is missed.
 with
 
 long as (
-    unpivot concurrency_step_lines on running, waiting, in_system, kv_tokens into name metric value value
+    unpivot int_concurrency_step_lines on running, waiting, in_system, kv_tokens into name metric value value
 ),
 
 peaks as (

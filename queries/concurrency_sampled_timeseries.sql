@@ -3,7 +3,7 @@
 -- Grain: one row per (deployment, time bucket of $bucket_us microseconds) holding at least one step line. An
 --   engine with several data-parallel ranks (engine_index > 0) is reported per rank as `deployment #rank`.
 -- Parameters: $bucket_us (BIGINT, bucket width in microseconds; buckets start at multiples of it since the
---   epoch). Reads the temporary table concurrency_step_lines (queries/concurrency_step_lines.sql).
+--   epoch). Reads the temporary table int_concurrency_step_lines (queries/int_concurrency_step_lines.sql).
 -- Columns: the columns of the exact time series (attribution.analyses.sweep.timeseries): deployment, ts
 --   (bucket start, TIMESTAMPTZ), running_max, waiting_max, in_system_max, in_system_mean (the lines weighted by their `dur`; a line counts in the bucket it
 --   was printed in), kv_tokens_max, covered_s (the lines' weights). These are samples: a peak between two lines
@@ -20,7 +20,7 @@ final as (
         coalesce(sum(in_system * dur) / nullif(sum(dur), 0), avg(in_system)) as in_system_mean,
         max(kv_tokens) as kv_tokens_max,
         sum(dur) / 1e6 as covered_s
-    from (select *, epoch_us(ts) // $bucket_us as bucket from concurrency_step_lines)
+    from (select *, epoch_us(ts) // $bucket_us as bucket from int_concurrency_step_lines)
     group by deployment, bucket
 )
 

@@ -1,20 +1,15 @@
 -- Question: how are prompt, output and cached lengths distributed per group, on log-spaced bins for charts?
 -- Grain: one row per (grp, metric, bin) holding at least one request; bins are $bins_per_decade per power of
 --   ten: bin i holds lengths L with i <= bins_per_decade * log10(L) < i + 1; lengths of 0 get bin -1.
--- Parameters: $bins_per_decade (INTEGER, e.g. 10).
+-- Parameters: $bins_per_decade (INTEGER, e.g. 10); reads int_request_lengths
+--   (queries/int_request_lengths.sql).
 -- Columns: grp, metric, bin, lo, hi (the integer lengths in the bin are lo <= L < hi), requests, tokens,
 --   request_share, token_share (of the group's requests and tokens for that metric: the count-weighted and
 --   the token-weighted views), cum_request_share, cum_token_share (up to and including the bin).
 with
 
-requests as (
-    select * from analysis_requests where in_window
-),
-
 long as (
-    unpivot (select grp, prompt_tokens, output_tokens, cached_tokens from requests)
-    on prompt_tokens, output_tokens, cached_tokens
-    into name metric value length
+    select * from int_request_lengths
 ),
 
 binned as (

@@ -1,6 +1,6 @@
 -- Question: how long are prompts, outputs and cached prefixes per group, counted by requests and by tokens?
 -- Grain: one row per (grp, metric); metric is prompt_tokens, output_tokens or cached_tokens.
--- Parameters: $quantiles (DOUBLE[] of fractions); reads analysis_requests, prepared by attribution.analyses.
+-- Parameters: $quantiles (DOUBLE[] of fractions); reads int_request_lengths (queries/int_request_lengths.sql).
 -- Columns: grp, metric, requests (rows where the source gave the count), tokens (their sum), mean, q (the
 --   $quantiles, request-weighted; exact, quantile_cont = linear interpolation, numpy's default), max,
 --   tok_p50, tok_p90, tok_p95, tok_p99 (token-weighted: the smallest length L such that requests of length <= L hold at
@@ -8,14 +8,8 @@
 --   ceil(requests / 100) of them).
 with
 
-requests as (
-    select * from analysis_requests where in_window
-),
-
 long as (
-    unpivot (select grp, prompt_tokens, output_tokens, cached_tokens from requests)
-    on prompt_tokens, output_tokens, cached_tokens
-    into name metric value length
+    select * from int_request_lengths
 ),
 
 stats as (

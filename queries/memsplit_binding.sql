@@ -1,7 +1,7 @@
 -- Question: per engine start, how often and for how long did the running cap bind with requests waiting while
 --   the KV pool had room, and how much queueing did that cost?
--- Grain: one row per start of the temporary table memsplit_starts that has step lines; reads memsplit_lines,
---   memsplit_episodes and joined_requests.
+-- Grain: one row per start of the temporary table int_memsplit_starts that has step lines; reads int_memsplit_lines,
+--   int_memsplit_episodes and joined_requests.
 -- Parameters: none.
 -- Columns: start_id, deployment, ranks (engines with lines), lines, span_s (first to last line), observed_s
 --   (sum of line weights), at_cap_lines, queued_lines, at_cap_queued_lines, binding_lines, kv_bound_lines;
@@ -17,15 +17,15 @@
 with
 
 starts as (
-    select * from memsplit_starts
+    select * from int_memsplit_starts
 ),
 
 lines as (
-    select * from memsplit_lines
+    select * from int_memsplit_lines
 ),
 
 episodes as (
-    select * from memsplit_episodes
+    select * from int_memsplit_episodes
 ),
 
 by_line as (

@@ -1,9 +1,9 @@
 -- Question: per engine start, how many requests wanted to run at once and how many KV tokens did they hold:
 --   the peak and a high percentile over time, from the engine's own step lines?
--- Grain: one row per start of the temporary table memsplit_starts; reads memsplit_lines and joined_requests.
+-- Grain: one row per start of the temporary table int_memsplit_starts; reads int_memsplit_lines and joined_requests.
 -- Parameters: $q (DOUBLE in (0, 1]: the percentile, e.g. 0.99).
 -- Columns: start_id, deployment, running_peak, running_q, demand_peak, demand_q (running + waiting),
---   live_tokens_peak, live_tokens_q, demand_tokens_peak, demand_tokens_q (memsplit_lines definitions);
+--   live_tokens_peak, live_tokens_q, demand_tokens_peak, demand_tokens_q (int_memsplit_lines definitions);
 --   `_q` = the smallest value v such that lines with values <= v cover at least $q of the weighted time (each
 --   line weighted by w_s; unweighted when no line has a weight); mean_running (time average),
 --   mean_live_tokens (live KV tokens per running request: sum of live_tokens x w_s / sum of running x w_s),
@@ -12,11 +12,11 @@
 with
 
 starts as (
-    select * from memsplit_starts
+    select * from int_memsplit_starts
 ),
 
 lines as (
-    select * from memsplit_lines
+    select * from int_memsplit_lines
 ),
 
 -- the weighted time and the lines at each distinct value of each metric: ordering those is far cheaper than

@@ -132,6 +132,15 @@ def test_choices_offer_every_value_once_and_missing_ones_last(tmp_path):
     assert dashboard.choices(Store.open(tmp_path / "empty").connect()) == dashboard.Choices()
 
 
+def test_every_offered_choice_selects_its_requests():
+    """The choices (queries/dashboard_filter_choices.sql) and the filters (dashboard.narrow) compute a
+    request's value the same way: each value offered selects requests, and a dimension's values split them."""
+    ch = dashboard.choices(_frames_con())
+    for field in ("deployments", "workloads", "labels", "versions"):
+        counts = [len(_narrowed(Filters(**{field: (v,)}))[0]) for v in getattr(ch, field)]
+        assert min(counts) > 0 and sum(counts) == ch.requests, field
+
+
 # -- pages on sample_logs/ -----------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> Path:

@@ -34,7 +34,7 @@ SAMPLE = Path(__file__).resolve().parents[1] / "sample_logs"
 
 
 def _start(**kw) -> dict:
-    """A memsplit_starts row as the query returns it."""
+    """A int_memsplit_starts row as the query returns it."""
     row = {
         "start_id": 1,
         "deployment": "pod-a",

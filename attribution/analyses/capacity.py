@@ -11,7 +11,6 @@ from attribution.analyses import sweep
 from attribution.analyses.common import Analysis, GroupBy, Selection, base_params, name_groups
 from attribution.analyses.concurrency import concurrency as concurrency_analysis
 from attribution.analyses.limits import LIMIT_SOURCES
-from attribution.db import fetch
 from attribution.errors import UsageError
 
 SATURATED = "measured at saturation"
@@ -20,12 +19,6 @@ MIN_SATURATED_S = 1800.0  # at the limit this long, with this many completions t
 MIN_SATURATED_COMPLETIONS = 50
 BLOCK_US = (60_000_000, 3_600_000_000)  # bootstrap blocks: a 24th of the sweep, between a minute and an hour
 RESAMPLES = 200
-_DONE_SQL = """
-select deployment, case when $per_group then grp end as grp, t_end
-from analysis_requests
-where in_window and ok and t_end is not null and t_end > t_arrival
-"""
-
 DEFINITIONS = {
     "completed": "requests not failed whose end time is known, arriving in the window",
     "completed_per_day": "completed / span * 86400, span = first arrival to last end of those requests",
@@ -150,7 +143,7 @@ def _estimates(sel: Selection, per_group: bool, limits: pl.DataFrame) -> pl.Data
     """Per (deployment, grp) of the sweep: service_s, time at the limit, and the capacity estimates."""
     cap = dict(zip(limits["deployment"], limits["running_limit"], strict=True))
     parts = sweep.segments(sel.con, sel.window.since, sel.window.until, per_group)
-    done = fetch(sel.con, _DONE_SQL, {"per_group": per_group})
+    done = sel.run("capacity_completions", per_group=per_group)
     ends = {k: g["t_end"].sort().to_numpy() for k, g in
             done.partition_by("deployment", "grp", as_dict=True, maintain_order=True).items()}
     rows = [_estimate(p, cap.get(p.deployment), ends.get((p.deployment, p.grp)))

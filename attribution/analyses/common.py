@@ -20,9 +20,9 @@ import duckdb
 import polars as pl
 
 from attribution import joincache, queries
-from attribution.db import fetch
 from attribution.errors import AttributionError, UsageError
 from attribution.labels import define_macros
+from attribution.queries import materialize  # also imported from here (thresholds.crossings)
 
 PERCENTILE_METHOD = (
     "Percentiles are exact over per-request rows: DuckDB quantile_cont, linear interpolation between the two "
@@ -93,8 +93,7 @@ def resolve_window(con: duckdb.DuckDBPyConnection, since: Any = None, until: Any
     if isinstance(s, timedelta) or isinstance(u, timedelta):
         # A row later than now (admitted up to `max_future` past the ingest's clock) does not anchor the window:
         # it would shrink `--since 7d` to the hours after it.
-        newest = fetch(con, "select coalesce(max(t) filter (where t <= current_timestamp), max(t)) as t from "
-                            "(select coalesce(arrival, finished) as t from joined_requests)").item()
+        newest = queries.run(con, "window_newest_request").item()
         if newest is None:
             raise UsageError("a relative --since/--until needs requests in the store, and it has none")
         newest = _as_utc(newest)
@@ -117,9 +116,17 @@ class Selection:
 
     def run(self, name: str, **params: Any) -> pl.DataFrame:
         """Run queries/<name>.sql; the window bounds are passed to every query that names them."""
+        self._check()
+        return queries.run(self.con, name, **{**self.window_params(), **params})
+
+    def materialize(self, name: str, **params: Any) -> None:
+        """queries/<name>.sql into a temporary table of its name, for the queries of this selection after it."""
+        self._check()
+        materialize(self.con, name, **{**self.window_params(), **params})
+
+    def _check(self) -> None:
         if _CURRENT.get(id(self.con)) != self.serial:
             raise AttributionError("this selection was replaced by a later select() on the same connection")
-        return queries.run(self.con, name, **{**self.window_params(), **params})
 
     def window_params(self) -> dict[str, Any]:
         return {"since": self.window.since, "until": self.window.until}
@@ -134,7 +141,7 @@ def select(con: duckdb.DuckDBPyConnection, *, since: Any = None, until: Any = No
     joincache.use(con)
     window = since if isinstance(since, Window) else resolve_window(con, since, until)
     _prepare(con, window, by)
-    n = fetch(con, "select count(*) filter (where in_window) as n from analysis_requests").item()
+    n = queries.run(con, "analysis_requests_in_window").item()
     serial = _CURRENT[id(con)] = next(_SERIALS)
     return Selection(con, window, by, int(n or 0), serial)
 
@@ -191,16 +198,6 @@ def frames_connection(requests: pl.DataFrame, engine_steps: pl.DataFrame | None 
         con.register(f"_{name}", frame.to_arrow())
         con.execute(f"create view {name} as select * from _{name}")
     return con
-
-
-def materialize(con: duckdb.DuckDBPyConnection, name: str, table: str | None = None, **params: Any) -> None:
-    """Store the rows of queries/<name>.sql in a temporary table (default: the query's name) on `con`, so the
-    queries that follow read them without recomputing the engine x gateway join."""
-    q = queries.load(name)
-    missing = [p for p in q.params if p not in params]
-    if missing:
-        raise UsageError(f"queries/{name}.sql needs parameters: {', '.join(missing)}")
-    con.execute(f"create or replace temp table {table or name} as\n{q.sql}", {p: params[p] for p in q.params})
 
 
 @dataclass

@@ -15,7 +15,6 @@ from attribution.analyses.common import (
     GroupBy,
     Selection,
     base_params,
-    materialize,
     name_groups,
 )
 
@@ -77,10 +76,10 @@ def exact_frames(sel: Selection, *, per_group: bool, timeseries: bool, bucket_s:
 def step_line_frames(sel: Selection, deployments: list[str], *, max_gap_s: float, timeseries: bool,
                      bucket_s: int | None) -> tuple[pl.DataFrame, pl.DataFrame | None, int | None]:
     """Stats and, if asked, a time series of `deployments` from their engine step lines
-    (queries/concurrency_step_lines.sql, read by concurrency_sampled.sql and concurrency_sampled_timeseries.sql),
-    and the series' bucket in seconds (picked from the lines' span when not given)."""
-    materialize(sel.con, "concurrency_step_lines", deployments=deployments, max_gap_s=max_gap_s,
-                **sel.window_params())
+    (queries/int_concurrency_step_lines.sql, read by concurrency_sampled.sql and
+    concurrency_sampled_timeseries.sql), and the series' bucket in seconds (picked from the lines' span when not
+    given)."""
+    sel.materialize("int_concurrency_step_lines", deployments=deployments, max_gap_s=max_gap_s)
     stats = sel.run("concurrency_sampled").drop("lines").with_columns(source=pl.lit("sampled"))
     series = None
     if timeseries:

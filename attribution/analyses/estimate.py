@@ -9,7 +9,6 @@ from dataclasses import replace
 import polars as pl
 
 from attribution.analyses.common import Selection, frames_connection, select
-from attribution.db import fetch
 from attribution.errors import AttributionError
 
 TS = pl.Datetime("us", "UTC")
@@ -95,7 +94,7 @@ def estimate_concurrency(sel: Selection, deployments: list[str], *, service_mode
     # the simulated rows go through the same selection and sweep as real ones
     est_sel = select(con, since=sel.window, by=sel.by)
     stats, series, _bucket_s = exact_frames(est_sel, per_group=per_group, timeseries=timeseries, bucket_s=bucket_s)
-    n = dict(fetch(con, "select deployment, count(*) as n from analysis_requests group by 1").iter_rows())
+    n = dict(est_sel.run("estimate_arrivals_by_deployment").iter_rows())
     notes = [
         f"ESTIMATE for {', '.join(f'{d} ({n.get(d, 0):,} arrivals, {k} pods)' for d, k in pods.items())}: the "
         f"trace has arrivals but no completion times, so they were replayed through the simulator; "

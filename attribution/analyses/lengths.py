@@ -35,6 +35,7 @@ def lengths(sel: Selection, *, bins_per_decade: int = 10, percentiles: Iterable[
     if bins_per_decade < 1:
         raise UsageError("bins per decade must be at least 1")
     pcts = percentile_list(percentiles)
+    sel.materialize("int_request_lengths")  # the window's lengths in long form, read by both queries
     stats = spread_percentiles(sel.run("length_stats_by_group", quantiles=[q / 100 for q in pcts]), pcts)
     hist = sel.run("length_histogram_by_group", bins_per_decade=bins_per_decade)
     return Analysis(

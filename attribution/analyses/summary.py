@@ -14,7 +14,6 @@ from attribution.analyses.common import Analysis, GroupBy, Selection, base_param
 from attribution.analyses.concurrency import concurrency
 from attribution.analyses.latency import Slo, latency, parse_slo
 from attribution.analyses.lengths import lengths
-from attribution.db import fetch
 
 CEILING_SHARE = 0.05  # default of the ceiling_share setting
 FINDINGS = 5  # at most this many findings, one per kind: the same for `analyze`, the dashboard and the report
@@ -37,8 +36,7 @@ DEFINITIONS = {
 
 def cohort_of(sel: Selection) -> GroupBy | None:
     """Label, else engine version, when the window holds more than one of them (a before/after)."""
-    n = fetch(sel.con, "select count(distinct label) as labels, count(distinct engine_version) as versions "
-                       "from analysis_requests where in_window")
+    n = sel.run("analysis_cohort_counts")
     if n["labels"].item() > 1:
         return GroupBy.label
     if n["versions"].item() > 1:
@@ -98,8 +96,9 @@ def cohort_latency(sel: Selection, slo: Slo, percentiles: Any = None) -> tuple[G
     cohort = cohort_of(sel)
     if cohort is None:
         return None, None
-    lat = latency(select(sel.con, since=sel.window, by=cohort), slo=slo, scores=[], percentiles=percentiles)
-    order = fetch(sel.con, "select grp, min(t_arrival) as t from analysis_requests where in_window group by grp")
+    csel = select(sel.con, since=sel.window, by=cohort)
+    lat = latency(csel, slo=slo, scores=[], percentiles=percentiles)
+    order = csel.run("analysis_group_first_arrival")
     rank = dict(zip(order["grp"], order["t"].rank("ordinal"), strict=True))
     for name in ("percentiles", "goodput"):
         lat.tables[name] = lat.tables[name].sort(pl.col(cohort.value).replace_strict(rank, default=None),

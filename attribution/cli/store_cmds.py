@@ -6,15 +6,13 @@ import os
 from pathlib import Path
 from typing import Annotated
 
-import duckdb
 import typer
 from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
 
-from attribution import render
+from attribution import queries, render
 from attribution.cli.app import FormatOpt, StoreOpt, app, open_store
-from attribution.db import fetch
-from attribution.errors import EXIT_INPUTS_NOT_READ, UsageError
+from attribution.errors import EXIT_INPUTS_NOT_READ
 from attribution.ingest import IngestSummary, ingest
 from attribution.render import Format
 from attribution.status import store_status
@@ -189,11 +187,7 @@ def query_cmd(
     Example: attribution query "select kind, count(*) from engine_steps group by 1"
     """
     con = open_store(store).connect()
-    try:
-        df = fetch(con, sql)
-    except duckdb.Error as exc:
-        raise UsageError(f"query failed: {str(exc).splitlines()[0]}") from None
-    render.frame(df, fmt)
+    render.frame(queries.user_sql(con, sql), fmt)
 
 
 @app.command("export")

@@ -1,6 +1,6 @@
 """The memory split each engine start is running with: cache memory R, the KV pool (tokens, bytes) and the
 state pool (slots, bytes), the running cap, and the per-token / per-slot sizes of the model on that engine
-(attribution.memory), read from `engine_config` (queries/memsplit_starts.sql).
+(attribution.memory), read from `engine_config` (queries/int_memsplit_starts.sql).
 
 SGLang prints both pools (`KV Cache is allocated`, `Mamba Cache is allocated`). vLLM V1 shares one block pool:
 its `KV cache size` nets out the state blocks of `Maximum concurrency` requests of max_model_len tokens, so
@@ -196,7 +196,7 @@ def build_profile(model: str, engine: str, tp: int, flags: dict[str, str], ov: O
 
 
 def current_split(row: dict[str, Any], model: str, ov: Overrides) -> CurrentSplit:
-    """A `CurrentSplit` from one memsplit_starts row, the model (preset or config.json path) and overrides."""
+    """A `CurrentSplit` from one int_memsplit_starts row, the model (preset or config.json path) and overrides."""
     engine = row["engine"]
     if engine not in DTYPE_FLAGS:
         raise UsageError(f"{row['deployment']}: engine {engine!r} is not sglang or vllm")

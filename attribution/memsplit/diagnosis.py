@@ -17,6 +17,7 @@ import polars as pl
 from attribution import queries
 from attribution.db import fetch
 from attribution.memsplit.current import CurrentSplit
+from attribution.queries import materialize
 
 LIMITS = {
     "state_pool": "most queueing happened with running requests at the cap the state pool sets and the KV "
@@ -44,12 +45,6 @@ class Settings:
     headroom: float = 0.10
 
 
-def materialize(con: duckdb.DuckDBPyConnection, name: str, **params: Any) -> None:
-    """queries/<name>.sql into a temporary table of the same name, read by the queries that follow."""
-    q = queries.load(name)
-    con.execute(f"create or replace temp table {name} as\n{q.sql}", {p: params[p] for p in q.params})
-
-
 def load_starts(
     con: duckdb.DuckDBPyConnection,
     *,
@@ -58,17 +53,17 @@ def load_starts(
     since: datetime | None,
     until: datetime | None,
 ) -> pl.DataFrame:
-    """The engine starts under analysis (memsplit_starts), kept as a temporary table on `con`."""
-    materialize(con, "memsplit_starts", engine=engine, deployments=deployments, since=since, until=until)
-    return fetch(con, "select * from memsplit_starts")
+    """The engine starts under analysis (int_memsplit_starts), kept as a temporary table on `con`."""
+    materialize(con, "int_memsplit_starts", engine=engine, deployments=deployments, since=since, until=until)
+    return fetch(con, "select * from int_memsplit_starts")
 
 
 def step_frames(con: duckdb.DuckDBPyConnection, s: Settings) -> dict[str, pl.DataFrame]:
     """binding (one row per start), episodes (one per episode) and demand (one per start), from the step
-    lines of the starts in memsplit_starts."""
-    materialize(con, "memsplit_lines", kv_low=s.kv_low, max_gap_s=s.max_gap_s)
-    materialize(con, "memsplit_episodes", max_gap_s=s.max_gap_s, merge_s=s.merge_s)
-    episodes = fetch(con, "select * from memsplit_episodes")
+    lines of the starts in int_memsplit_starts."""
+    materialize(con, "int_memsplit_lines", kv_low=s.kv_low, max_gap_s=s.max_gap_s)
+    materialize(con, "int_memsplit_episodes", max_gap_s=s.max_gap_s, merge_s=s.merge_s)
+    episodes = fetch(con, "select * from int_memsplit_episodes")
     return {
         "binding": queries.run(con, "memsplit_binding"),
         "episodes": episodes,

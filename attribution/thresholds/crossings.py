@@ -13,7 +13,8 @@ import duckdb
 import polars as pl
 
 from attribution import queries
-from attribution.analyses.common import Analysis, Selection, materialize
+from attribution.analyses.common import Analysis, Selection
+from attribution.queries import materialize
 from attribution.thresholds import steps as step_kernel
 from attribution.thresholds.catalogue import QUANTITIES, Catalogue, load_catalogue
 from attribution.thresholds.settings import effective_settings, engine_starts

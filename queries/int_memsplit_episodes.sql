@@ -1,8 +1,8 @@
 -- Question: when did the running cap bind with requests waiting and KV to spare, and for how long each time?
 -- Grain: one row per episode of one engine (start_id, rank): runs of consecutive binding step lines (a run
 --   ends at a non-binding line or at a silence longer than $max_gap_s), merged when less than $merge_s passes
---   between the end of one run and the start of the next; reads the temporary table memsplit_lines
---   (queries/memsplit_lines.sql).
+--   between the end of one run and the start of the next; reads the temporary table int_memsplit_lines
+--   (queries/int_memsplit_lines.sql).
 -- Parameters: $max_gap_s (DOUBLE: the longest silence inside a run), $merge_s (DOUBLE: shorter breaks between
 --   runs do not end an episode).
 -- Columns: start_id, deployment, rank, episode (1, 2, ... per start and rank), began (first binding line),
@@ -12,9 +12,9 @@
 --   nothing), peak_running.
 with
 
--- only binding lines make episodes; whether the engine's previous line was binding is in memsplit_lines
+-- only binding lines make episodes; whether the engine's previous line was binding is in int_memsplit_lines
 lines as (
-    select * from memsplit_lines where binding
+    select * from int_memsplit_lines where binding
 ),
 
 marked as (

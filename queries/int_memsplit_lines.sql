@@ -1,7 +1,7 @@
 -- Question: at each engine step line of the starts under analysis, was the running cap binding with requests
 --   waiting while the KV pool had room, and how much did the line stand for?
 -- Grain: one row per engine_steps line (with a running count) inside a start's period; reads the temporary
---   table memsplit_starts (queries/memsplit_starts.sql).
+--   table int_memsplit_starts (queries/int_memsplit_starts.sql).
 -- Parameters: $kv_low (DOUBLE: KV usage below this is "room left", e.g. 0.8), $max_gap_s (DOUBLE: a line
 --   stands for the time to the next line of its engine, at most this long; engines print nothing while idle).
 -- Columns: start_id, deployment, rank (engine_index, 0 when absent), ts, line, kind, running, waiting,
@@ -16,7 +16,7 @@
 with
 
 starts as (
-    select * from memsplit_starts
+    select * from int_memsplit_starts
 ),
 
 lines as (
