@@ -49,7 +49,7 @@ def _json(*args: str) -> dict:
 
 def _share(rows: list[dict]) -> float:
     (row,) = rows
-    return row["good_share"]
+    return row["good_share_of_judged_requests"]
 
 
 def test_one_config_file_changes_the_cli_the_report_and_the_dashboard_alike(store, tmp_path, monkeypatch):
