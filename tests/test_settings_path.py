@@ -93,12 +93,51 @@ def test_one_config_file_changes_the_cli_the_report_and_the_dashboard_alike(stor
     assert cap["params"]["settings"]["gpu_hour_cost"] == {"value": 4.0, "from": "env ATTRIBUTION_GPU_HOUR_COST"}
 
 
+def _groups(rows: list[dict], column: str) -> set:
+    return {r[column] for r in rows}
+
+
+def test_the_by_setting_groups_every_command_the_report_and_the_dashboard(store, tmp_path, monkeypatch):
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    # without a setting: per workload (capacity: per pod as a whole)
+    assert "workload" in _json("lengths", "--store", str(store))["tables"]["stats"][0]
+    assert _json("capacity", "--store", str(store))["params"]["settings"]["by"] == {"value": "all",
+                                                                                     "from": "default"}
+    (work / "attribution.toml").write_text('by = "model"\n')
+    source = {"value": "model", "from": f"file {work / 'attribution.toml'}"}
+    out = {cmd: _json(cmd, "--store", str(store)) for cmd in ("lengths", "latency", "concurrency", "capacity",
+                                                              "analyze")}
+    for cmd, res in out.items():
+        assert res["params"]["settings"]["by"] == source, cmd
+        assert res["params"]["by"] == "model", cmd
+    models = _groups(out["lengths"]["tables"]["stats"], "model")
+    assert models and "workload" not in out["lengths"]["tables"]["stats"][0]
+    assert _groups(out["latency"]["tables"]["goodput"], "model") == models
+    report = build_report(Store.open(store), load_settings({"store": str(store)}), since="7d")
+    (lat,) = [s for s in report.sections if s.id == "latency"]
+    (good,) = [t.frame for t in lat.tables if t.name == "goodput"]
+    assert set(good["model"]) == models
+    view = View(store, Filters())
+    assert set(view.lengths().tables["stats"]["model"]) == models
+    assert set(view.latency().tables["goodput"]["model"]) == models
+    # the flag beats the file; the environment beats the file
+    flag = _json("lengths", "--store", str(store), "--by", "all")
+    assert flag["params"]["settings"]["by"] == {"value": "all", "from": "flag"}
+    monkeypatch.setenv("ATTRIBUTION_BY", "workload")
+    env = _json("latency", "--store", str(store))
+    assert env["params"]["settings"]["by"] == {"value": "workload", "from": "env ATTRIBUTION_BY"}
+    assert "workload" in env["tables"]["goodput"][0]
+
+
 @pytest.mark.parametrize(("env", "args", "needle"), [
     ({"ATTRIBUTION_JOBS": "abc"}, ["ingest", "LOGS"], "$ATTRIBUTION_JOBS = 'abc' is not valid"),
     ({"ATTRIBUTION_CHUNK_BYTES": "-5"}, ["ingest", "LOGS"], "$ATTRIBUTION_CHUNK_BYTES = '-5' is not valid"),
     ({"ATTRIBUTION_PERCENTILES": "50,101"}, ["latency"], "$ATTRIBUTION_PERCENTILES: percentiles = '50,101'"),
     ({"ATTRIBUTION_GPU_HOUR_COST": "cheap"}, ["capacity"], "$ATTRIBUTION_GPU_HOUR_COST: gpu_hour_cost"),
     ({"ATTRIBUTION_CEILING_SHARE": "x"}, ["analyze"], "$ATTRIBUTION_CEILING_SHARE: ceiling_share"),
+    ({"ATTRIBUTION_BY": "pod"}, ["lengths"], "$ATTRIBUTION_BY: by = 'pod' is not valid (one of workload"),
 ])
 def test_a_bad_environment_value_is_a_one_line_usage_error(store, tmp_path, env, args, needle):
     logs = tmp_path / "logs"
