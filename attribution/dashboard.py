@@ -293,7 +293,8 @@ class View:
 
     def concurrency(self, *, by: str | None = None, per_group: bool = True, bucket_s: int | None = None
                     ) -> Analysis | Empty:
-        return self._run(by or self.settings.by, analyses.concurrency, per_group=per_group, timeseries=True, bucket_s=bucket_s)
+        return self._run(by or self.settings.by, analyses.concurrency, per_group=per_group, timeseries=True,
+                         bucket_s=bucket_s, percentiles=self.settings.percentiles)
 
     def latency(self, *, by: str | None = None, slo: tuple[str, ...] = (), preset: str | None = None
                 ) -> Analysis | Empty:

@@ -78,6 +78,16 @@ def test_one_config_file_changes_the_cli_the_report_and_the_dashboard_alike(stor
     for cols in (lat["tables"]["percentiles"][0], dash.tables["percentiles"].columns,
                  summary["tables"]["latency"][0], pct.columns):
         assert {"p50", "p90", "p95", "p99", "p99_9"} <= set(cols)
+    # concurrency too: the time-weighted percentiles and the ones seen at arrival
+    conc = _json("concurrency", "--store", str(store), "--by", "all")
+    (csec,) = [s for s in report.sections if s.id == "concurrency"]
+    (pods,) = [t.frame for t in csec.tables if t.name == "pods"]
+    for cols in (conc["tables"]["pods"][0], view.concurrency(by="all").tables["pods"].columns,
+                 overview.tables["concurrency"].columns, pods.columns):
+        assert {"p50", "p90", "p95", "p99", "p99_9"} <= set(cols)
+    assert conc["params"]["settings"]["percentiles"]["value"] == [50.0, 95.0, 99.9]
+    seen = [r for r in conc["tables"]["pods"] if r["metric"] == "seen_at_arrival"]
+    assert seen and all(r["p50"] <= r["p95"] <= r["p99_9"] <= r["peak"] for r in seen)
     assert overview.params["gpu_hour_cost"] == 3.0 and summary["params"]["gpu_hour_cost"] == 3.0
     # where each value came from
     used = lat["params"]["settings"]

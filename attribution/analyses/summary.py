@@ -56,7 +56,7 @@ def analyze(con, *, since: Any = None, until: Any = None, by: GroupBy | str = Gr
     sel = select(con, since=since, until=until, by=by)
     slo = slo or parse_slo()
     len_r = lengths(sel, percentiles=percentiles)
-    conc = concurrency(sel, per_group=False)  # the summary shows pods only
+    conc = concurrency(sel, per_group=False, percentiles=percentiles)  # the summary shows pods only
     cap = capacity(sel, gpu_hour_cost=gpu_hour_cost, gpus_per_pod=gpus_per_pod, per_group=False, conc=conc)
     lat = latency(sel, slo=slo, percentiles=percentiles)
     cohort = cohort_of(sel)
@@ -111,8 +111,9 @@ def lengths_table(stats: pl.DataFrame, gcol: str) -> pl.DataFrame:
 def concurrency_table(pods: pl.DataFrame, deps: pl.DataFrame, cap: Analysis | None = None) -> pl.DataFrame:
     """One row per pod: running requests (in_system where nothing counts them) and the waiting queue; each
     figure's source is exact, sampled or estimate (see `attribution concurrency`); the pod's running limit
-    and the share of its busy time it spent there (from `cap`'s sweep, else the engine's step lines)."""
-    cols = ["source", "peak", "mean", "p50", "p99"]
+    and the share of its busy time it spent there (from `cap`'s sweep, else the engine's step lines). The
+    percentiles are the concurrency analysis's (the `percentiles` setting)."""
+    cols = ["source", "peak", "mean", *percentile_columns(pods)]
 
     def metric(name: str, prefix: str) -> pl.DataFrame:
         return pods.filter(pl.col("metric") == name).select("deployment", *[pl.col(c).alias(prefix + c) for c in cols])

@@ -136,7 +136,7 @@ def lengths_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt 
 @app.command("concurrency")
 def concurrency_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt = None,
                     by: ByOpt = None, fmt: FormatOpt = Format.table, table: TableOpt = None,
-                    config: ConfigOpt = None,
+                    config: ConfigOpt = None, percentiles: PercentilesOpt = None,
                     per_group: Annotated[bool, typer.Option(help="Also sweep each group on its own.")] = True,
                     timeseries: Annotated[bool, typer.Option(help="Add running/waiting over time.")] = False,
                     bucket: Annotated[int | None, typer.Option(help="Time-series bucket in seconds (default: "
@@ -146,14 +146,15 @@ def concurrency_cmd(store: StoreOpt = None, since: SinceOpt = None, until: Until
                     service_model: Annotated[str, typer.Option(help="Simulator scenario used as the service model "
                                                                     "for estimates.")] = "vllm-chat-small") -> None:
     """Requests running and waiting at once per deployment (and group): peak, time-weighted mean and
-    p50/p90/p99, concurrency seen at each arrival, live KV tokens; exact, sampled or estimated (labelled).
+    percentiles (--percentiles), concurrency seen at each arrival, live KV tokens; exact, sampled or estimated (labelled).
 
     Example: attribution concurrency --by workload --timeseries --format json
     """
-    st = with_by(resolve(config, store=store), by)
+    st = with_by(resolve(config, store=store, percentiles=percentiles), by)
     res = analyses.concurrency(_select(st, since, until), per_group=per_group, estimate=estimate,
-                               service_model=service_model, timeseries=timeseries, bucket_s=bucket)
-    _with_settings(res, st, ("by", "workloads"))
+                               service_model=service_model, timeseries=timeseries, bucket_s=bucket,
+                               percentiles=st.percentiles)
+    _with_settings(res, st, ("by", "percentiles", "workloads"))
     show(res, fmt, table)
 
 
