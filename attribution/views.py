@@ -97,6 +97,8 @@ def ingest_files_frame(snapshot: Snapshot) -> pl.DataFrame:
 def connect(store: Store, snapshot: Snapshot) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect(":memory:")
     con.execute("set TimeZone = 'UTC'")
+    # DuckDB draws a progress bar on stdout for a query over 2 s: it would break --format json/csv
+    con.execute("set enable_progress_bar = false")
     for table in TABLES:
         files = [str(store.root / p) for p in sorted(snapshot.live(table))]
         raw = f"raw_{table}"

@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 
+import polars as pl
 import pytest
 from conftest import REPO, litellm_line
 from typer.testing import CliRunner
@@ -170,3 +171,11 @@ def test_only_the_config_module_reads_the_environment():
              if p.name != "config.py"
              for i, line in enumerate(p.read_text().splitlines(), 1) if reads.search(line)]
     assert found == []
+
+
+def test_no_progress_bar_on_stdout(store):
+    # a query over 2 s (a big store, a busy machine) would print DuckDB's bar into --format json output
+    from attribution.analyses.common import frames_connection
+
+    for con in (Store.open(store).connect(), frames_connection(pl.DataFrame())):
+        assert con.execute("select current_setting('enable_progress_bar')").fetchall() == [(False,)]
