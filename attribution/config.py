@@ -25,6 +25,7 @@ ENV_PREFIX = "ATTRIBUTION_"
 CONFIG_NAME = "attribution.toml"
 _SPLIT_RE = re.compile(r"[,\s]+")
 DEFAULT_PERCENTILES = (50.0, 90.0, 95.0, 99.0, 99.9)
+GROUPINGS = ("workload", "model", "deployment", "label", "day", "version", "all")  # analyses.GroupBy's values
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class Settings:
     model: str | None = None            # model profile for memsplit (preset or config.json path)
     workloads: dict[str, str] | str | None = None  # key hash / alias / team -> name, or a workloads.toml
     window: str = "7d"                  # report window when no --since/--from is given
-    by: str = "workload"                # grouping of the per-group tables
+    by: str = "workload"                # grouping of the per-group tables (report, dashboard, every --by)
     resamples: int = 200                # bootstrap resamples for the week-over-week comparisons
     tolerance: float = 0.05             # smallest change called material (0.05 = 5%)
     alpha: float = 0.05                 # family-wise false-alarm rate of the report's latency alarms (Holm)
@@ -125,6 +126,10 @@ def _coerce(key: str, value: Any, where: str, base: Path | None) -> Any:
             return _path(str(value), base)
         if key == "percentiles":
             return parse_percentiles(value)
+        if key == "by":
+            if str(value).strip() not in GROUPINGS:
+                raise ValueError(f"one of {', '.join(GROUPINGS)}")
+            return str(value).strip()
         if key in ("gpu_hour_cost", "tolerance", "drift_threshold", "gap_minutes", "drift_share",
                    "drift_share_change", "drift_rate", "ceiling_share"):
             v = float(value)

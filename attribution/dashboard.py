@@ -268,9 +268,12 @@ class View:
             finally:
                 analyses.release(self.con)
 
-    def overview(self, *, by: str = "workload") -> Analysis | Empty:
+    def overview(self, *, by: str | None = None) -> Analysis | Empty:
         """The `analyze` summary (findings, lengths, concurrency, latency, goodput, capacity) of the filtered
-        requests, and a `store` table of what the store holds (all of it, unfiltered)."""
+        requests, and a `store` table of what the store holds (all of it, unfiltered). `by` here and below:
+        default the `by` setting."""
+        by = by or self.settings.by
+
         def run(sel: Selection) -> Analysis:
             st = self.settings
             res = analyses.analyze(self.con, since=sel.window, by=by, slo=analyses.parse_slo(list(st.slo) or None,
@@ -282,14 +285,15 @@ class View:
             return res
         return self._run(by, run)
 
-    def lengths(self, *, by: str = "workload", bins_per_decade: int = 10) -> Analysis | Empty:
-        return self._run(by, analyses.lengths, bins_per_decade=bins_per_decade, percentiles=self.settings.percentiles)
+    def lengths(self, *, by: str | None = None, bins_per_decade: int = 10) -> Analysis | Empty:
+        return self._run(by or self.settings.by, analyses.lengths, bins_per_decade=bins_per_decade, percentiles=self.settings.percentiles)
 
-    def concurrency(self, *, by: str = "workload", per_group: bool = True, bucket_s: int | None = None
+    def concurrency(self, *, by: str | None = None, per_group: bool = True, bucket_s: int | None = None
                     ) -> Analysis | Empty:
-        return self._run(by, analyses.concurrency, per_group=per_group, timeseries=True, bucket_s=bucket_s)
+        return self._run(by or self.settings.by, analyses.concurrency, per_group=per_group, timeseries=True,
+                         bucket_s=bucket_s, percentiles=self.settings.percentiles)
 
-    def latency(self, *, by: str = "workload", slo: tuple[str, ...] = (), preset: str | None = None
+    def latency(self, *, by: str | None = None, slo: tuple[str, ...] = (), preset: str | None = None
                 ) -> Analysis | Empty:
         """`slo`/`preset` as typed on the page, else the settings' SLO."""
         try:
@@ -298,7 +302,7 @@ class View:
             parsed = analyses.parse_slo(list(slo) or None, preset)
         except AttributionError as exc:
             return Empty(str(exc))
-        return self._run(by, analyses.latency, slo=parsed, scores=analyses.score_presets(),
+        return self._run(by or self.settings.by, analyses.latency, slo=parsed, scores=analyses.score_presets(),
                          percentiles=self.settings.percentiles)
 
     def thresholds(self, *, specs: tuple[str, ...] = ()) -> Analysis | Empty:

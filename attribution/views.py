@@ -91,6 +91,8 @@ def connect(store: Store, snapshot: Snapshot) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect(":memory:")
     con.execute("set TimeZone = 'UTC'")
     define_macros(con)
+    # DuckDB draws a progress bar on stdout for a query over 2 s: it would break --format json/csv
+    con.execute("set enable_progress_bar = false")
     for table in TABLES:
         files = [str(store.root / p) for p in sorted(snapshot.live(table))]
         raw = f"raw_{table}"

@@ -34,6 +34,15 @@ def settings() -> Settings:
     return load_settings()
 
 
+def group_index() -> int:
+    """Where the pages' `Group by` box starts: the `by` setting (workload unless the config says otherwise)."""
+    try:
+        by = settings().by
+    except AttributionError:  # a bad config: the page shows the error where it asks for the data
+        return 0
+    return GROUPS.index(by) if by in GROUPS else 0
+
+
 @st.cache_data(ttl=REFRESH_S, show_spinner=False)
 def version(path: str) -> int | None:
     """The store's newest commit (None: no store there)."""

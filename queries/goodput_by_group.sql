@@ -2,7 +2,8 @@
 -- Grain: one row per grp.
 -- Parameters: $slo_metrics (VARCHAR[]: queue, ttft, tpot, e2e), $slo_limits (DOUBLE[], seconds, same order).
 -- Columns: grp, requests, failed (error / failed / aborted: never good), unmeasured (completed, but a term's phase
---   is unknown), good (completed and every term <= its limit), good_share (good / (requests - unmeasured)),
+--   is unknown), judged (requests - unmeasured: the failed ones and the completed ones with every term known),
+--   good (completed and every term <= its limit), good_share_of_judged_requests (good / judged),
 --   span_s (first to last arrival of the whole selection, every group), requests_per_s, goodput_per_s
 --   (good / span_s). A request with one output token has no TPOT and meets any TPOT term.
 with
@@ -51,9 +52,11 @@ final as (
         count(*) as requests,
         count(*) filter (where not ok) as failed,
         count(*) filter (where ok and n_missed = 0 and n_met < n_terms) as unmeasured,
+        count(*) - count(*) filter (where ok and n_missed = 0 and n_met < n_terms) as judged,
         count(*) filter (where ok and n_met = n_terms) as good,
         count(*) filter (where ok and n_met = n_terms)
-            / nullif(count(*) - count(*) filter (where ok and n_missed = 0 and n_met < n_terms), 0) as good_share,
+            / nullif(count(*) - count(*) filter (where ok and n_missed = 0 and n_met < n_terms), 0)
+            as good_share_of_judged_requests,
         any_value(span_s) as span_s,
         count(*) / nullif(any_value(span_s), 0) as requests_per_s,
         count(*) filter (where ok and n_met = n_terms) / nullif(any_value(span_s), 0) as goodput_per_s

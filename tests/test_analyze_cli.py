@@ -82,7 +82,7 @@ def test_analyze_ingests_and_summarises(logs, store_dir):
     assert chat["p90"] == pytest.approx(3700)  # linear: 3000 + 0.7 * 1000
     assert chat["top1_share"] == pytest.approx(0.4)
     (search,) = rows(doc, "goodput", workload="search-backend")
-    assert search["good_share"] == 1.0 and search["goodput_per_s"] == pytest.approx(0.5)  # 2 good / 4 s
+    assert search["good_share_of_judged_requests"] == 1.0 and search["goodput_per_s"] == pytest.approx(0.5)  # 2 good / 4 s
     (pod,) = doc["tables"]["concurrency"]
     assert (pod["deployment"], pod["counted"], pod["peak"]) == ("10.0.0.5:8000", "in_system", 3)
     kinds = [f["kind"] for f in doc["tables"]["findings"]]

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from attribution.analyses import concurrency, select, sweep
-from attribution.analyses.common import frames_connection
+from attribution.analyses.common import frames_connection, spread_percentiles
 from attribution.db import fetch
 from attribution.ingest import ingest
 from attribution.store import Store
@@ -219,14 +219,16 @@ def _sweep_matches_sql(con, sel, per_group: bool, bucket_us: int = 60_000_000) -
         else:
             assert ref[c].equals(got[c]), c
     order = ["deployment", "grp", "metric"]
-    ref_s = oracle.run(con, "concurrency_stats").sort(order, nulls_last=True)
-    got_s = sweep.stats(parts).sort(order, nulls_last=True)
+    ps = [50.0, 90.0, 95.0, 99.0, 99.9]
+    ref_s = spread_percentiles(oracle.run(con, "concurrency_stats", quantiles=sweep.quantile_fractions(ps)), ps
+                               ).sort(order, nulls_last=True)
+    got_s = sweep.stats(parts, tuple(ps)).sort(order, nulls_last=True)
     assert ref_s.schema == got_s.schema and ref_s.height == got_s.height
     counts_ref, counts_got = (x.filter(pl.col("metric") != "kv_tokens") for x in (ref_s, got_s))
     assert counts_ref.drop("mean").equals(counts_got.drop("mean"))
     assert counts_ref["mean"].to_list() == pytest.approx(counts_got["mean"].to_list(), rel=1e-12)
     kv_ref, kv_got = ref_s.filter(pl.col("metric") == "kv_tokens"), got_s.filter(pl.col("metric") == "kv_tokens")
-    for c in ("peak", "mean", "p50", "p90", "p99"):
+    for c in ("peak", "mean", "p50", "p90", "p99", "p99_9"):
         assert kv_ref[c].to_list() == pytest.approx(kv_got[c].to_list(), abs=1.0001e-3, rel=1e-6), c
     ts_ref = oracle.run(con, "concurrency_timeseries", bucket_us=bucket_us)
     ts_got = sweep.timeseries(parts, bucket_us)

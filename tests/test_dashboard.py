@@ -219,6 +219,21 @@ def test_lengths_equal_the_library_and_the_ground_truth(store, monkeypatch):
     assert {t["name"] for t in fig["data"]} == {w["key_alias"] for w in TRUTH["workloads"]} | {"key-agents-dev"}
 
 
+def test_the_by_setting_is_where_the_group_by_box_starts(store, tmp_path, monkeypatch):
+    cfg = tmp_path / "attribution.toml"
+    cfg.write_text('by = "deployment"\n')
+    monkeypatch.setenv("ATTRIBUTION_CONFIG", str(cfg))
+    st.cache_resource.clear()  # the settings are cached per process for REFRESH_S seconds
+    try:
+        at = page("lengths", store, monkeypatch)
+        assert at.selectbox(key="lengths_by").value == "deployment"
+        lib = analyses.lengths(analyses.select(Store.open(store).connect(), by="deployment"))
+        got = shown(at)[_heading(lib.titles["stats"])]
+        assert_frame_equal(got, lib.tables["stats"], check_dtypes=False)
+    finally:
+        st.cache_resource.clear()
+
+
 def test_lengths_of_one_pod_after_the_upgrade(store, monkeypatch):
     at = page("lengths", store, monkeypatch, deployments=["qwen35-vllm-0"], versions=["vllm 0.20.1"])
     (truth,) = [d for d in TRUTH["deployments"] if d["deployment"] == "qwen35-vllm-0" and d["label"] == "after"]

@@ -108,3 +108,22 @@ def test_a_real_change_is_found_and_an_equal_one_is_not():
     t = latency_tables(_Rows(_rows(rng, 5000, 5000, 2, 1.0, False), (256, 1024)), resamples=200)["summary"]
     assert not t["changed"].any()
     assert t["p_adjusted"].drop_nulls().min() >= t["p_value"].drop_nulls().min()
+
+
+def test_p95_is_judged_by_default_with_its_own_minimum():
+    # 150 requests a cohort: enough for p50 (20) and p90 (100), not for p95 (200) or p99 (1,000)
+    rng = np.random.default_rng(7)
+    s = latency_tables(_Rows(_rows(rng, 150, 150, 1, 1.0, False), (256, 1024)), resamples=50)["summary"]
+    e2e = {r["percentile"]: r for r in s.filter(pl.col("metric") == "e2e_s").iter_rows(named=True)}
+    assert list(e2e) == ["p50", "p90", "p95", "p99"]
+    assert e2e["p95"]["min_requests"] == 200 and e2e["p95"]["verdict"] == "too few requests"
+    assert e2e["p90"]["verdict"] != "too few requests"
+    # 5,000 a cohort and everything 1.5x slower: p95 is judged, in the same Holm family, and found
+    t = latency_tables(_Rows(_rows(rng, 5000, 5000, 1, 1.5, False), (256, 1024)), resamples=200)
+    p95 = t["summary"].filter(pl.col("percentile") == "p95", pl.col("metric") == "e2e_s").row(0, named=True)
+    assert p95["enough"] and p95["verdict"] == "regression"
+    m = sum(int(f.filter(pl.col("enough"))["p_value"].is_not_null().sum())
+            for f in (t["summary"], t["by_workload"], t["by_bucket"]))
+    # Holm: the smallest p-value of the family is multiplied by the family's size, p95 rows included
+    smallest = t["summary"].sort("p_value").row(0, named=True)
+    assert smallest["p_adjusted"] == pytest.approx(min(1.0, smallest["p_value"] * m))

@@ -75,7 +75,10 @@ def test_goodput_for_a_joint_slo():
     res = latency(select(con), slo=Slo((("ttft", 0.5), ("tpot", 0.05))))
     g = _pick(res.tables["goodput"], workload="w")
     assert (g["requests"], g["failed"], g["unmeasured"], g["good"]) == (5, 1, 1, 2)
-    assert g["good_share"] == pytest.approx(2 / 4) and g["span_s"] == 10
+    # the share names its population: the 4 judged requests (the failed one counts, the unmeasured one not)
+    assert "good_share" not in res.tables["goodput"].columns and g["judged"] == 4
+    assert g["good_share_of_judged_requests"] == pytest.approx(2 / 4) and g["span_s"] == 10
+    assert "good_share_of_judged_requests = good / judged" in res.definitions["goodput"]
     assert g["requests_per_s"] == pytest.approx(0.5) and g["goodput_per_s"] == pytest.approx(0.2)
     terms = res.tables["slo_terms"]
     assert _pick(terms, term="ttft")["measured"] == 3 and _pick(terms, term="ttft")["met"] == 2

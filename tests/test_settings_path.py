@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 
+import polars as pl
 import pytest
 from conftest import REPO, litellm_line
 from typer.testing import CliRunner
@@ -49,7 +50,7 @@ def _json(*args: str) -> dict:
 
 def _share(rows: list[dict]) -> float:
     (row,) = rows
-    return row["good_share"]
+    return row["good_share_of_judged_requests"]
 
 
 def test_one_config_file_changes_the_cli_the_report_and_the_dashboard_alike(store, tmp_path, monkeypatch):
@@ -78,6 +79,16 @@ def test_one_config_file_changes_the_cli_the_report_and_the_dashboard_alike(stor
     for cols in (lat["tables"]["percentiles"][0], dash.tables["percentiles"].columns,
                  summary["tables"]["latency"][0], pct.columns):
         assert {"p50", "p90", "p95", "p99", "p99_9"} <= set(cols)
+    # concurrency too: the time-weighted percentiles and the ones seen at arrival
+    conc = _json("concurrency", "--store", str(store), "--by", "all")
+    (csec,) = [s for s in report.sections if s.id == "concurrency"]
+    (pods,) = [t.frame for t in csec.tables if t.name == "pods"]
+    for cols in (conc["tables"]["pods"][0], view.concurrency(by="all").tables["pods"].columns,
+                 overview.tables["concurrency"].columns, pods.columns):
+        assert {"p50", "p90", "p95", "p99", "p99_9"} <= set(cols)
+    assert conc["params"]["settings"]["percentiles"]["value"] == [50.0, 95.0, 99.9]
+    seen = [r for r in conc["tables"]["pods"] if r["metric"] == "seen_at_arrival"]
+    assert seen and all(r["p50"] <= r["p95"] <= r["p99_9"] <= r["peak"] for r in seen)
     assert overview.params["gpu_hour_cost"] == 3.0 and summary["params"]["gpu_hour_cost"] == 3.0
     # where each value came from
     used = lat["params"]["settings"]
@@ -93,12 +104,51 @@ def test_one_config_file_changes_the_cli_the_report_and_the_dashboard_alike(stor
     assert cap["params"]["settings"]["gpu_hour_cost"] == {"value": 4.0, "from": "env ATTRIBUTION_GPU_HOUR_COST"}
 
 
+def _groups(rows: list[dict], column: str) -> set:
+    return {r[column] for r in rows}
+
+
+def test_the_by_setting_groups_every_command_the_report_and_the_dashboard(store, tmp_path, monkeypatch):
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    # without a setting: per workload (capacity: per pod as a whole)
+    assert "workload" in _json("lengths", "--store", str(store))["tables"]["stats"][0]
+    assert _json("capacity", "--store", str(store))["params"]["settings"]["by"] == {"value": "all",
+                                                                                     "from": "default"}
+    (work / "attribution.toml").write_text('by = "model"\n')
+    source = {"value": "model", "from": f"file {work / 'attribution.toml'}"}
+    out = {cmd: _json(cmd, "--store", str(store)) for cmd in ("lengths", "latency", "concurrency", "capacity",
+                                                              "analyze")}
+    for cmd, res in out.items():
+        assert res["params"]["settings"]["by"] == source, cmd
+        assert res["params"]["by"] == "model", cmd
+    models = _groups(out["lengths"]["tables"]["stats"], "model")
+    assert models and "workload" not in out["lengths"]["tables"]["stats"][0]
+    assert _groups(out["latency"]["tables"]["goodput"], "model") == models
+    report = build_report(Store.open(store), load_settings({"store": str(store)}), since="7d")
+    (lat,) = [s for s in report.sections if s.id == "latency"]
+    (good,) = [t.frame for t in lat.tables if t.name == "goodput"]
+    assert set(good["model"]) == models
+    view = View(store, Filters())
+    assert set(view.lengths().tables["stats"]["model"]) == models
+    assert set(view.latency().tables["goodput"]["model"]) == models
+    # the flag beats the file; the environment beats the file
+    flag = _json("lengths", "--store", str(store), "--by", "all")
+    assert flag["params"]["settings"]["by"] == {"value": "all", "from": "flag"}
+    monkeypatch.setenv("ATTRIBUTION_BY", "workload")
+    env = _json("latency", "--store", str(store))
+    assert env["params"]["settings"]["by"] == {"value": "workload", "from": "env ATTRIBUTION_BY"}
+    assert "workload" in env["tables"]["goodput"][0]
+
+
 @pytest.mark.parametrize(("env", "args", "needle"), [
     ({"ATTRIBUTION_JOBS": "abc"}, ["ingest", "LOGS"], "$ATTRIBUTION_JOBS = 'abc' is not valid"),
     ({"ATTRIBUTION_CHUNK_BYTES": "-5"}, ["ingest", "LOGS"], "$ATTRIBUTION_CHUNK_BYTES = '-5' is not valid"),
     ({"ATTRIBUTION_PERCENTILES": "50,101"}, ["latency"], "$ATTRIBUTION_PERCENTILES: percentiles = '50,101'"),
     ({"ATTRIBUTION_GPU_HOUR_COST": "cheap"}, ["capacity"], "$ATTRIBUTION_GPU_HOUR_COST: gpu_hour_cost"),
     ({"ATTRIBUTION_CEILING_SHARE": "x"}, ["analyze"], "$ATTRIBUTION_CEILING_SHARE: ceiling_share"),
+    ({"ATTRIBUTION_BY": "pod"}, ["lengths"], "$ATTRIBUTION_BY: by = 'pod' is not valid (one of workload"),
 ])
 def test_a_bad_environment_value_is_a_one_line_usage_error(store, tmp_path, env, args, needle):
     logs = tmp_path / "logs"
@@ -121,3 +171,11 @@ def test_only_the_config_module_reads_the_environment():
              if p.name != "config.py"
              for i, line in enumerate(p.read_text().splitlines(), 1) if reads.search(line)]
     assert found == []
+
+
+def test_no_progress_bar_on_stdout(store):
+    # a query over 2 s (a big store, a busy machine) would print DuckDB's bar into --format json output
+    from attribution.analyses.common import frames_connection
+
+    for con in (Store.open(store).connect(), frames_connection(pl.DataFrame())):
+        assert con.execute("select current_setting('enable_progress_bar')").fetchall() == [(False,)]

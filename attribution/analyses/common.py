@@ -191,6 +191,8 @@ def frames_connection(requests: pl.DataFrame, engine_steps: pl.DataFrame | None 
     con = duckdb.connect(":memory:")
     con.execute("set TimeZone = 'UTC'")
     define_macros(con)
+    # DuckDB draws a progress bar on stdout for a query over 2 s: it would break --format json/csv
+    con.execute("set enable_progress_bar = false")
     for name, df in (("joined_requests", requests), ("engine_steps", engine_steps),
                      ("engine_config", engine_config)):
         table = "requests" if name == "joined_requests" else name

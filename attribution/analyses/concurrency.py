@@ -16,15 +16,22 @@ from attribution.analyses.common import (
     Selection,
     base_params,
     name_groups,
+    percentile_column,
+    percentile_list,
+    spread_percentiles,
 )
 
 DEFAULT_SERVICE_MODEL = "vllm-chat-small"
 METRIC_ORDER = {m: i for i, m in enumerate(("running", "waiting", "in_system", "kv_tokens", "seen_at_arrival"))}
 NICE_BUCKETS_S = (1, 5, 10, 30, 60, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400)
-SCHEMA = {
-    "deployment": pl.Utf8, "grp": pl.Utf8, "metric": pl.Utf8, "source": pl.Utf8, "peak": pl.Float64,
-    "mean": pl.Float64, "p50": pl.Float64, "p90": pl.Float64, "p95": pl.Float64, "p99": pl.Float64, "peak_at": pl.Datetime("us", "UTC"),
-}
+
+
+def schema(percentiles: list[float]) -> dict[str, pl.DataType]:
+    """The columns of the pods and groups tables, with one column per percentile."""
+    return {"deployment": pl.Utf8, "grp": pl.Utf8, "metric": pl.Utf8, "source": pl.Utf8, "peak": pl.Float64,
+            "mean": pl.Float64, **{percentile_column(p): pl.Float64 for p in percentiles},
+            "peak_at": pl.Datetime("us", "UTC")}
+
 
 DEFINITIONS = {
     "intervals": "waiting = [arrival, arrival + queue_s), running = [arrival + queue_s, arrival + e2e_s); half-open, "
@@ -59,12 +66,12 @@ def pick_bucket_s(span_s: float, points: int = 500) -> int:
     return NICE_BUCKETS_S[-1]
 
 
-def exact_frames(sel: Selection, *, per_group: bool, timeseries: bool, bucket_s: int | None
-                 ) -> tuple[pl.DataFrame, pl.DataFrame | None, int | None]:
+def exact_frames(sel: Selection, *, per_group: bool, timeseries: bool, bucket_s: int | None,
+                 percentiles: list[float] | None = None) -> tuple[pl.DataFrame, pl.DataFrame | None, int | None]:
     """Sweep the intervals of `sel` (its connection's analysis_requests): stats and, if asked, a time series
     (attribution.analyses.sweep) and its bucket in seconds (picked from the sweep's span when not given)."""
     parts = sweep.segments(sel.con, sel.window.since, sel.window.until, per_group)
-    stats = sweep.stats(parts).with_columns(source=pl.lit("exact"))
+    stats = sweep.stats(parts, tuple(percentile_list(percentiles))).with_columns(source=pl.lit("exact"))
     series = None
     if timeseries:
         if bucket_s is None:
@@ -74,13 +81,16 @@ def exact_frames(sel: Selection, *, per_group: bool, timeseries: bool, bucket_s:
 
 
 def step_line_frames(sel: Selection, deployments: list[str], *, max_gap_s: float, timeseries: bool,
-                     bucket_s: int | None) -> tuple[pl.DataFrame, pl.DataFrame | None, int | None]:
+                     bucket_s: int | None, percentiles: list[float] | None = None
+                     ) -> tuple[pl.DataFrame, pl.DataFrame | None, int | None]:
     """Stats and, if asked, a time series of `deployments` from their engine step lines
     (queries/int_concurrency_step_lines.sql, read by concurrency_sampled.sql and
     concurrency_sampled_timeseries.sql), and the series' bucket in seconds (picked from the lines' span when not
     given)."""
     sel.materialize("int_concurrency_step_lines", deployments=deployments, max_gap_s=max_gap_s)
-    stats = sel.run("concurrency_sampled").drop("lines").with_columns(source=pl.lit("sampled"))
+    ps = percentile_list(percentiles)
+    stats = spread_percentiles(sel.run("concurrency_sampled", quantiles=sweep.quantile_fractions(ps)), ps).drop(
+        "lines").with_columns(source=pl.lit("sampled"))
     series = None
     if timeseries:
         if bucket_s is None:
@@ -91,10 +101,13 @@ def step_line_frames(sel: Selection, deployments: list[str], *, max_gap_s: float
 
 def concurrency(sel: Selection, *, per_group: bool = True, estimate: bool = True,
                 service_model: str = DEFAULT_SERVICE_MODEL, timeseries: bool = False,
-                bucket_s: int | None = None, max_gap_s: float = 60.0) -> Analysis:
+                bucket_s: int | None = None, max_gap_s: float = 60.0,
+                percentiles: tuple[float, ...] | list[float] | None = None) -> Analysis:
     """Running, waiting, in-system and live KV tokens per deployment (`pods`) and per deployment and group
     (`groups`, when `per_group` and the grouping is not by deployment): peak, time-weighted mean and
-    percentiles, and the concurrency each arrival saw. `deployments` says where each figure comes from."""
+    percentiles (`percentiles`, default the setting's, always with p50/p90/p99), and the concurrency each
+    arrival saw. `deployments` says where each figure comes from."""
+    ps = percentile_list(percentiles)
     per_group = per_group and sel.by not in (GroupBy.all, GroupBy.deployment)
     sources = sel.run("concurrency_sources_by_deployment")
     frames: list[pl.DataFrame] = []
@@ -106,7 +119,8 @@ def concurrency(sel: Selection, *, per_group: bool = True, estimate: bool = True
 
     if by_source["exact"].height:
         # one bucket for every pod's series (the first source to need one picks it)
-        stats, ts, bucket_s = exact_frames(sel, per_group=per_group, timeseries=timeseries, bucket_s=bucket_s)
+        stats, ts, bucket_s = exact_frames(sel, per_group=per_group, timeseries=timeseries, bucket_s=bucket_s,
+                                           percentiles=ps)
         frames.append(stats)
         if ts is not None:
             # there, running and waiting are unknown, not 0
@@ -134,7 +148,7 @@ def concurrency(sel: Selection, *, per_group: bool = True, estimate: bool = True
         if not deps:
             continue
         stats, ts, bucket_s = step_line_frames(sel, deps, max_gap_s=max_gap_s, timeseries=timeseries,
-                                               bucket_s=bucket_s)
+                                               bucket_s=bucket_s, percentiles=ps)
         frames.append(stats if metrics is None else stats.filter(pl.col("metric").is_in(metrics)))
         if ts is not None:
             series.append(ts.with_columns(source=pl.lit("sampled")))
@@ -149,7 +163,8 @@ def concurrency(sel: Selection, *, per_group: bool = True, estimate: bool = True
         from attribution.analyses.estimate import estimate_concurrency
 
         est, ts, est_notes = estimate_concurrency(sel, arrival_only, service_model=service_model,
-                                                  per_group=per_group, timeseries=timeseries, bucket_s=bucket_s)
+                                                  per_group=per_group, timeseries=timeseries, bucket_s=bucket_s,
+                                                  percentiles=ps)
         frames.append(est)
         if ts is not None:
             series.append(ts.with_columns(source=pl.lit("estimate")))
@@ -157,8 +172,8 @@ def concurrency(sel: Selection, *, per_group: bool = True, estimate: bool = True
     elif arrival_only:
         notes.append(f"arrivals only, not estimated (estimate=False): {', '.join(map(str, arrival_only))}")
 
-    allrows = pl.concat([pl.DataFrame(schema=SCHEMA),
-                         *(f.select(list(SCHEMA)).cast(SCHEMA) for f in frames if f.width)])
+    cols = schema(ps)
+    allrows = pl.concat([pl.DataFrame(schema=cols), *(f.select(list(cols)).cast(cols) for f in frames if f.width)])
     allrows = allrows.sort("deployment", pl.col("grp"), pl.col("metric").replace_strict(METRIC_ORDER, default=9),
                            "source", nulls_last=False, maintain_order=True)
     pods = allrows.filter(pl.col("grp").is_null()).drop("grp")
@@ -180,6 +195,6 @@ def concurrency(sel: Selection, *, per_group: bool = True, estimate: bool = True
     return Analysis(
         name="concurrency",
         params={**base_params(sel), "per_group": per_group, "estimate": estimate, "service_model": service_model,
-                "max_gap_s": max_gap_s, "bucket_s": bucket_s},
+                "max_gap_s": max_gap_s, "bucket_s": bucket_s, "percentiles": ps},
         tables=tables, titles=titles, definitions=DEFINITIONS, notes=notes,
     )

@@ -70,7 +70,8 @@ def simulated_requests(arrivals: pl.DataFrame, scn, max_queue_p99_s: float) -> t
 
 
 def estimate_concurrency(sel: Selection, deployments: list[str], *, service_model: str, per_group: bool,
-                         timeseries: bool, bucket_s: int | None, max_queue_p99_s: float = 1.0
+                         timeseries: bool, bucket_s: int | None, max_queue_p99_s: float = 1.0,
+                         percentiles: list[float] | None = None
                          ) -> tuple[pl.DataFrame, pl.DataFrame | None, list[str]]:
     """Stats (and a time series) for arrival-only `deployments`, each replayed on its own simulated pod."""
     from attribution.analyses.concurrency import exact_frames
@@ -93,7 +94,8 @@ def estimate_concurrency(sel: Selection, deployments: list[str], *, service_mode
     con = frames_connection(replayed)
     # the simulated rows go through the same selection and sweep as real ones
     est_sel = select(con, since=sel.window, by=sel.by)
-    stats, series, _bucket_s = exact_frames(est_sel, per_group=per_group, timeseries=timeseries, bucket_s=bucket_s)
+    stats, series, _bucket_s = exact_frames(est_sel, per_group=per_group, timeseries=timeseries, bucket_s=bucket_s,
+                                            percentiles=percentiles)
     n = dict(est_sel.run("estimate_arrivals_by_deployment").iter_rows())
     notes = [
         f"ESTIMATE for {', '.join(f'{d} ({n.get(d, 0):,} arrivals, {k} pods)' for d, k in pods.items())}: the "

@@ -154,8 +154,9 @@ DEFINITIONS = {
     "no TPOT; none for one-token answers",
     "e2e_s": "arrival to the last token",
     "bucket": "prompt-length bucket: prompt_tokens in [bucket_lo, bucket_hi)",
-    "goodput": "a request is good when it completed and met every SLO term at once; good_share = good / "
-    "(requests - unmeasured), failed requests count as not good; goodput_per_s = good / span_s, span_s = "
+    "goodput": "a request is good when it completed and met every SLO term at once; good_share_of_judged_requests = "
+    "good / judged, judged = requests - unmeasured (unmeasured: completed, but the source lacks a term's phase, "
+    "so it can be judged neither good nor bad; failed requests are judged, never good); goodput_per_s = good / span_s, span_s = "
     "first to last arrival of the whole selection; a one-token answer has no TPOT and meets a TPOT term",
     "score": "per-request score averaged over requests (failed = 0): scale * sum(weight * clip((worst - x) / "
     "(worst - best), 0, 1) ^ power); ERS: TTFT clipped to [10, 400] ms, TPOT to [1, 10] ms, so each term is in "

@@ -25,7 +25,9 @@ DEFINITIONS = {
     "unknown), see `attribution concurrency`",
     "latency": "seconds, exact percentiles (linear interpolation); per cohort = label, else engine version, when "
     "the window holds more than one, else per group",
-    "goodput": "share of requests meeting every SLO term, and good requests per second; ERS = mean contest score",
+    "goodput": "good_share_of_judged_requests: share of the judged requests (failed ones and completed ones whose "
+    "every SLO term is known) meeting every SLO term; goodput_per_s: good requests per second; ERS = mean "
+    "contest score",
     "capacity": "completed requests per pod per day, and the capacity at its running limit (see `attribution "
     "capacity`)",
     "findings": "rules over the numbers above, strongest first: a pod at its running limit for a material "
@@ -53,7 +55,7 @@ def analyze(con, *, since: Any = None, until: Any = None, by: GroupBy | str = Gr
     sel = select(con, since=since, until=until, by=by)
     slo = slo or parse_slo()
     len_r = lengths(sel, percentiles=percentiles)
-    conc = concurrency(sel, per_group=False)  # the summary shows pods only
+    conc = concurrency(sel, per_group=False, percentiles=percentiles)  # the summary shows pods only
     cap = capacity(sel, gpu_hour_cost=gpu_hour_cost, gpus_per_pod=gpus_per_pod, per_group=False, conc=conc)
     lat = latency(sel, slo=slo, percentiles=percentiles)
     cohort, by_cohort = cohort_latency(sel, slo, percentiles)
@@ -135,8 +137,9 @@ def lengths_table(stats: pl.DataFrame, gcol: str) -> pl.DataFrame:
 def concurrency_table(pods: pl.DataFrame, deps: pl.DataFrame, cap: Analysis | None = None) -> pl.DataFrame:
     """One row per pod: running requests (in_system where nothing counts them) and the waiting queue; each
     figure's source is exact, sampled or estimate (see `attribution concurrency`); the pod's running limit
-    and the share of its busy time it spent there (from `cap`'s sweep, else the engine's step lines)."""
-    cols = ["source", "peak", "mean", "p50", "p99"]
+    and the share of its busy time it spent there (from `cap`'s sweep, else the engine's step lines). The
+    percentiles are the concurrency analysis's (the `percentiles` setting)."""
+    cols = ["source", "peak", "mean", *percentile_columns(pods)]
 
     def metric(name: str, prefix: str) -> pl.DataFrame:
         return pods.filter(pl.col("metric") == name).select("deployment", *[pl.col(c).alias(prefix + c) for c in cols])
@@ -163,7 +166,7 @@ def concurrency_table(pods: pl.DataFrame, deps: pl.DataFrame, cap: Analysis | No
 
 def goodput_table(good: pl.DataFrame, scores: pl.DataFrame | None, gcol: str) -> pl.DataFrame:
     """The summary's goodput rows per group, with the mean of the first SLO score when there is one."""
-    out = good.select(gcol, "requests", "good_share", "goodput_per_s")
+    out = good.select(gcol, "requests", "judged", "good_share_of_judged_requests", "goodput_per_s")
     if scores is not None and scores.height:
         name = scores["score"][0]
         ers = scores.filter(pl.col("score") == name).select(gcol, pl.col("mean").alias(f"{name}_mean"))
@@ -216,12 +219,13 @@ def pick_findings(t: dict[str, pl.DataFrame], cohort_pct: pl.DataFrame, slo_term
                               f"{metric[:-2].upper()} {q} went from {first[1]:.3g} s ({first[0]}) to {last[1]:.3g} s "
                               f"({last[0]}): {how}"))
     for r in t["goodput"].iter_rows(named=True):
-        share = r["good_share"]
+        share = r["good_share_of_judged_requests"]
         if share is not None and share < 0.9:
             terms = slo_terms.filter(pl.col(gcol) == r[gcol]).sort("met_share")
             worst = (f"; {terms['term'][0]} is met by {terms['met_share'][0]:.0%}"
                      if terms.height and terms["met_share"][0] is not None else "")
-            found.append((1 - share, "slo", f"{share:.0%} of {r[gcol]} requests meet {slo.describe()}{worst}"))
+            found.append((1 - share, "slo", f"{share:.0%} of the judged {r[gcol]} requests meet "
+                                             f"{slo.describe()}{worst}"))
     for r in t["lengths"].filter(pl.col("metric") == "prompt").iter_rows(named=True):
         if (r["top1_share"] or 0) >= 0.05:
             found.append((min(1.0, r["top1_share"] * 4), "long_prompts",

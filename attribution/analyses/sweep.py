@@ -23,6 +23,7 @@ import numpy as np
 import polars as pl
 
 from attribution import queries
+from attribution.analyses.common import percentile_column
 
 SEGMENT_COLUMNS = ("deployment", "grp", "t", "dur_us", "arrivals", "running", "waiting", "unknown", "in_system",
                    "kv_start", "kv_end")
@@ -216,8 +217,18 @@ def _first_at_max(values: np.ndarray, t: np.ndarray) -> tuple[Any, int]:
     return values[i], int(t[i])
 
 
-def _time_weighted(value: np.ndarray, dur: np.ndarray) -> dict[str, Any]:
-    """mean and the smallest values covering 50/90/95/99% of the time (the oracle's `weighted`)."""
+CONCURRENCY_PERCENTILES = (50.0, 90.0, 95.0, 99.0)  # the percentiles of a sweep when none are asked for
+
+
+def quantile_fractions(percentiles: tuple[float, ...] | list[float]) -> list[float]:
+    """Percentiles (99.9) as the fractions the SQL compares with (0.999, rounded to 6 decimals: its DECIMAL)."""
+    return [round(p / 100, 6) for p in percentiles]
+
+
+def _time_weighted(value: np.ndarray, dur: np.ndarray, percentiles: tuple[float, ...] = CONCURRENCY_PERCENTILES
+                   ) -> dict[str, Any]:
+    """mean and the smallest values covering each percentile's share of the time (the oracle's
+    `weighted`)."""
     if value.size and value.min() >= 0 and value.max() < 1 << 26 and np.array_equal(value, np.floor(value)):
         # whole numbers (counts, whole tokens): time per value by counting, no sort
         iv = value.astype(np.int64)
@@ -233,14 +244,19 @@ def _time_weighted(value: np.ndarray, dur: np.ndarray) -> dict[str, Any]:
     total = int(cum[-1])
     out: dict[str, Any] = {"mean": float(np.sum(vals * durs.astype(np.float64)) / total) if total else None,
                            "span_s": total / 1e6}
-    # `cum >= 0.99 * total` compares exactly in SQL (a DECIMAL literal times an integer): so here
-    for name, (num, den) in (("p50", (1, 2)), ("p90", (9, 10)), ("p95", (19, 20)), ("p99", (99, 100))):
-        out[name] = float(vals[np.argmax(cum * den >= num * total)])
+    # `cum >= q * total` compares exactly in SQL (a DECIMAL(18, 6) times an integer): so here, in Python's
+    # integers (cum * 10^6 may pass 2^63)
+    big = cum.astype(object)
+    for p, q in zip(percentiles, quantile_fractions(percentiles), strict=True):
+        f = Fraction(f"{q:.6f}")
+        out[percentile_column(p)] = float(vals[np.argmax(big * f.denominator >= f.numerator * total)])
     return out
 
 
-def stats(parts: list[Segments]) -> pl.DataFrame:
-    """Per deployment, group and metric: peak, time-weighted mean and percentiles (without ordering)."""
+def stats(parts: list[Segments], percentiles: tuple[float, ...] = CONCURRENCY_PERCENTILES) -> pl.DataFrame:
+    """Per deployment, group and metric: peak, time-weighted mean and percentiles (without ordering), with `$quantiles` = quantile_fractions of
+    `percentiles` (columns p50, p99_9, ...)."""
+    names = [percentile_column(p) for p in percentiles]
     rows: list[dict[str, Any]] = []
     seen: list[dict[str, Any]] = []
     for s in parts:
@@ -259,18 +275,16 @@ def stats(parts: list[Segments]) -> pl.DataFrame:
                 continue
             peak, at = _first_at_max(peak_of, s.t)
             rows.append({"deployment": s.deployment, "grp": s.grp, "metric": metric, "peak": float(peak),
-                         "peak_t": at, **_time_weighted(value, s.dur), "arrivals": None})
+                         "peak_t": at, **_time_weighted(value, s.dur, percentiles), "arrivals": None})
         a = s.arrivals > 0
         if a.any():
             seen.append({"deployment": s.deployment, "grp": s.grp, "metric": "seen_at_arrival",
-                         **_seen(s.t[a], s.in_system[a] - 1, s.arrivals[a])})
+                         **_seen(s.t[a], s.in_system[a] - 1, s.arrivals[a], percentiles)})
     schema = {"deployment": pl.Utf8, "grp": pl.Utf8, "metric": pl.Utf8, "peak": pl.Float64, "peak_t": pl.Int64,
-              "mean": pl.Float64, "p50": pl.Float64, "p90": pl.Float64, "p95": pl.Float64, "p99": pl.Float64,
-              "span_s": pl.Float64,
-              "arrivals": pl.Int64}
+              "mean": pl.Float64, **dict.fromkeys(names, pl.Float64), "span_s": pl.Float64, "arrivals": pl.Int64}
     return pl.DataFrame(rows + seen, schema=schema).with_columns(
         peak_at=pl.col("peak_t").cast(pl.Datetime("us")).dt.replace_time_zone("UTC")).select(
-        "deployment", "grp", "metric", "peak", "peak_at", "mean", "p50", "p90", "p95", "p99", "span_s", "arrivals")
+        "deployment", "grp", "metric", "peak", "peak_at", "mean", *names, "span_s", "arrivals")
 
 
 def quantile_cont(values: np.ndarray, counts: np.ndarray, q: float) -> float:
@@ -289,17 +303,18 @@ def quantile_cont(values: np.ndarray, counts: np.ndarray, q: float) -> float:
     return float(Fraction(lo) * Fraction(1 - d) + Fraction(hi * d))
 
 
-def _seen(t: np.ndarray, seen: np.ndarray, arrivals: np.ndarray) -> dict[str, Any]:
+def _seen(t: np.ndarray, seen: np.ndarray, arrivals: np.ndarray,
+          percentiles: tuple[float, ...] = CONCURRENCY_PERCENTILES) -> dict[str, Any]:
     """seen_at_arrival: the others in the system at each arrival (`arrivals` of them
     at instant `t`): peak (first instant), mean and quantile_cont percentiles over arrivals."""
     i = int(np.argmax(seen))
     vals, inverse = np.unique(seen, return_inverse=True)
     counts = np.bincount(inverse, weights=arrivals).astype(np.int64)
     n = int(arrivals.sum())
-    return {"peak": float(seen[i]), "peak_t": int(t[i]), "mean": float(np.sum(seen * arrivals)) / n,
-            "p50": quantile_cont(vals, counts, 0.5), "p90": quantile_cont(vals, counts, 0.9),
-            "p95": quantile_cont(vals, counts, 0.95), "p99": quantile_cont(vals, counts, 0.99), "span_s": None,
-            "arrivals": n}
+    qs = {percentile_column(p): quantile_cont(vals, counts, q)
+          for p, q in zip(percentiles, quantile_fractions(percentiles), strict=True)}
+    return {"peak": float(seen[i]), "peak_t": int(t[i]), "mean": float(np.sum(seen * arrivals)) / n, **qs,
+            "span_s": None, "arrivals": n}
 
 
 def span_s(parts: list[Segments]) -> float:

@@ -10,6 +10,7 @@ import polars as pl
 from plotly.subplots import make_subplots
 
 from attribution.analyses import Analysis
+from attribution.analyses.common import percentile_columns
 from attribution.charts.common import QUANTILE_COLOURS, colours, label, layout, message, table
 
 PANELS = (("running", "running requests (max per bucket)"), ("waiting", "waiting requests (max per bucket)"),
@@ -61,7 +62,7 @@ def over_time(a: Analysis, *, deployments: list[str] | None = None, title: str |
 
 
 def peaks(a: Analysis, *, metric: str = "running", title: str | None = None) -> go.Figure:
-    """Per pod: the time-weighted p50 / p90 / p95 / p99 and the peak of `metric` (running, waiting, in_system,
+    """Per pod: the time-weighted percentiles (p50 / p90 / p99 and the chosen ones) and the peak of `metric` (running, waiting, in_system,
     kv_tokens), from the `pods` table, with each pod's configured running limit as a marker. A pod without
     `metric` (its split is unknown) shows in_system instead, named so."""
     title = title or f"{label(metric)} requests per pod: time-weighted percentiles, peak, limit"
@@ -78,8 +79,8 @@ def peaks(a: Analysis, *, metric: str = "running", title: str | None = None) -> 
     names = [f"{d}<br>{label(m)}, {s}" for d, m, s in zip(rows["deployment"], rows["metric"], rows["source"],
                                                           strict=True)]
     fig = go.Figure()
-    for q in ("p50", "p90", "p95", "p99", "peak"):
-        fig.add_trace(go.Bar(y=names, x=rows[q].to_list(), name=q, marker_color=QUANTILE_COLOURS[q],
+    for q in [*percentile_columns(rows), "peak"]:
+        fig.add_trace(go.Bar(y=names, x=rows[q].to_list(), name=q, marker_color=QUANTILE_COLOURS.get(q, "#999999"),
                              orientation="h", hovertemplate="%{y}: %{x:,.4g}<extra>" + q + "</extra>"))
     deps = table(a, "deployments")
     if metric in ("running", "in_system") and deps is not None:

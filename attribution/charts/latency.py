@@ -76,7 +76,8 @@ def goodput(a: Analysis, *, title: str | None = None) -> go.Figure:
         return message("no completed requests in this window", title)
     gcol = group_column(good)
     names = [str(v) for v in good[gcol]] if gcol else ["all"] * good.height
-    fig = go.Figure(go.Bar(x=names, y=good["good_share"].to_list(), name="every term (goodput)",
+    fig = go.Figure(go.Bar(x=names, y=good["good_share_of_judged_requests"].to_list(),
+                           name="every term (goodput, share of judged requests)",
                            marker_color="#0072B2", customdata=good["goodput_per_s"].to_list(),
                            hovertemplate="%{x}: %{y:.1%} (%{customdata:.3g} good requests/s)<extra></extra>"))
     per_term = table(a, "slo_terms")

@@ -4,6 +4,7 @@ numbers are the library's, the same in the table, CSV and JSON forms."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated
 
 import polars as pl
@@ -26,8 +27,9 @@ SinceOpt = Annotated[str | None, typer.Option(
                     "(7d, 24h, 30m, 2w).", show_default=False)]
 UntilOpt = Annotated[str | None, typer.Option(
     "--until", help="End (exclusive), in the same forms as --since.", show_default=False)]
-ByOpt = Annotated[GroupBy, typer.Option(
-    "--by", help="Group requests by workload, model, deployment, label, day (UTC), version (engine) or all.")]
+ByOpt = Annotated[GroupBy | None, typer.Option(
+    "--by", help="Group requests by workload, model, deployment, label, day (UTC), version (engine) or all "
+                 "(default: the `by` setting, workload).", show_default=False)]
 TableOpt = Annotated[str | None, typer.Option(
     "--table", help="With --format csv: which of the result's tables to write (default: the first).",
     show_default=False)]
@@ -45,8 +47,20 @@ GpusOpt = Annotated[int | None, typer.Option(help="GPUs per pod (default: the en
                                              show_default=False)]
 
 
-def _select(settings: Settings, since: str | None, until: str | None, by: GroupBy) -> analyses.Selection:
-    return analyses.select(connect(settings), since=since, until=until, by=by)
+def _select(settings: Settings, since: str | None, until: str | None, by: GroupBy | str | None = None
+            ) -> analyses.Selection:
+    """The window's requests on the settings' store, grouped by `by` (default: the `by` setting)."""
+    return analyses.select(connect(settings), since=since, until=until, by=by or settings.by)
+
+
+def with_by(settings: Settings, by: GroupBy | None, own_default: GroupBy = GroupBy.workload) -> Settings:
+    """The settings with `by` resolved like every setting (--by, else $ATTRIBUTION_BY, else the file); a command
+    whose own default is not the setting's (capacity: per pod, all) keeps it when nothing gave one."""
+    if by is not None:
+        return replace(settings, by=by.value, sources={**settings.sources, "by": "flag"})
+    if settings.sources.get("by", "default") == "default":
+        return replace(settings, by=own_default.value)
+    return settings
 
 
 def _with_settings(res: Analysis, settings: Settings, keys: tuple[str, ...]) -> Analysis:
@@ -104,7 +118,7 @@ def show(result: Analysis, fmt: Format, table: str | None = None, hide: tuple[st
 
 @app.command("lengths")
 def lengths_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt = None,
-                by: ByOpt = GroupBy.workload, fmt: FormatOpt = Format.table, table: TableOpt = None,
+                by: ByOpt = None, fmt: FormatOpt = Format.table, table: TableOpt = None,
                 config: ConfigOpt = None, percentiles: PercentilesOpt = None,
                 bins_per_decade: Annotated[int, typer.Option(help="Histogram bins per power of ten.")] = 10,
                 histogram: Annotated[bool, typer.Option(help="Also print the histogram table.")] = False) -> None:
@@ -113,17 +127,17 @@ def lengths_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt 
 
     Example: attribution lengths --by workload --since 7d
     """
-    st = resolve(config, store=store, percentiles=percentiles)
-    res = analyses.lengths(_select(st, since, until, by), bins_per_decade=bins_per_decade,
+    st = with_by(resolve(config, store=store, percentiles=percentiles), by)
+    res = analyses.lengths(_select(st, since, until), bins_per_decade=bins_per_decade,
                            percentiles=st.percentiles)
-    _with_settings(res, st, ("percentiles", "workloads"))
+    _with_settings(res, st, ("by", "percentiles", "workloads"))
     show(res, fmt, table, hide=() if histogram else ("histogram",))
 
 
 @app.command("concurrency")
 def concurrency_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt = None,
-                    by: ByOpt = GroupBy.workload, fmt: FormatOpt = Format.table, table: TableOpt = None,
-                    config: ConfigOpt = None,
+                    by: ByOpt = None, fmt: FormatOpt = Format.table, table: TableOpt = None,
+                    config: ConfigOpt = None, percentiles: PercentilesOpt = None,
                     per_group: Annotated[bool, typer.Option(help="Also sweep each group on its own.")] = True,
                     timeseries: Annotated[bool, typer.Option(help="Add running/waiting over time.")] = False,
                     bucket: Annotated[int | None, typer.Option(help="Time-series bucket in seconds (default: "
@@ -133,20 +147,21 @@ def concurrency_cmd(store: StoreOpt = None, since: SinceOpt = None, until: Until
                     service_model: Annotated[str, typer.Option(help="Simulator scenario used as the service model "
                                                                     "for estimates.")] = "vllm-chat-small") -> None:
     """Requests running and waiting at once per deployment (and group): peak, time-weighted mean and
-    p50/p90/p99, concurrency seen at each arrival, live KV tokens; exact, sampled or estimated (labelled).
+    percentiles (--percentiles), concurrency seen at each arrival, live KV tokens; exact, sampled or estimated (labelled).
 
     Example: attribution concurrency --by workload --timeseries --format json
     """
-    st = resolve(config, store=store)
-    res = analyses.concurrency(_select(st, since, until, by), per_group=per_group, estimate=estimate,
-                               service_model=service_model, timeseries=timeseries, bucket_s=bucket)
-    _with_settings(res, st, ("workloads",))
+    st = with_by(resolve(config, store=store, percentiles=percentiles), by)
+    res = analyses.concurrency(_select(st, since, until), per_group=per_group, estimate=estimate,
+                               service_model=service_model, timeseries=timeseries, bucket_s=bucket,
+                               percentiles=st.percentiles)
+    _with_settings(res, st, ("by", "percentiles", "workloads"))
     show(res, fmt, table)
 
 
 @app.command("latency")
 def latency_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt = None,
-                by: ByOpt = GroupBy.workload, fmt: FormatOpt = Format.table, table: TableOpt = None,
+                by: ByOpt = None, fmt: FormatOpt = Format.table, table: TableOpt = None,
                 slo: SloOpt = None, preset: PresetOpt = None, config: ConfigOpt = None,
                 percentiles: PercentilesOpt = None,
                 score: Annotated[list[str] | None, typer.Option(help="Score preset (default: all, e.g. ers).",
@@ -162,17 +177,21 @@ def latency_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt 
         edges = [int(x) for x in buckets.split(",") if x.strip()]
     except ValueError:
         raise UsageError(f"--buckets {buckets!r}: write token counts separated by commas") from None
-    st = resolve(config, store=store, slo=slo, slo_preset=preset, percentiles=percentiles)
-    sel = _select(st, since, until, by)
+    st = with_by(resolve(config, store=store, slo=slo, slo_preset=preset, percentiles=percentiles), by)
+    sel = _select(st, since, until)
     res = analyses.latency(sel, slo=analyses.parse_slo(list(st.slo) or None, st.slo_preset),
                            scores=analyses.score_presets(score), bucket_edges=edges, percentiles=st.percentiles)
-    _with_settings(res, st, ("slo", "slo_preset", "percentiles", "workloads"))
+    _with_settings(res, st, ("by", "slo", "slo_preset", "percentiles", "workloads"))
     show(res, fmt, table)
 
 
 @app.command("capacity")
 def capacity_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt = None,
-                 by: ByOpt = GroupBy.all, fmt: FormatOpt = Format.table, table: TableOpt = None,
+                 by: Annotated[GroupBy | None, typer.Option(
+                     "--by", help="Group requests as --by of the other commands (default: all, each pod as a "
+                                  "whole, unless $ATTRIBUTION_BY or the config file sets `by`).",
+                     show_default=False)] = None,
+                 fmt: FormatOpt = Format.table, table: TableOpt = None,
                  gpu_hour_cost: CostOpt = None, gpus_per_pod: GpusOpt = None, config: ConfigOpt = None) -> None:
     """Completed requests per pod per day, the requests per day it could complete at its running limit (measured
     at saturation, else extrapolated from service times, with a 95% interval), and the cost per million
@@ -180,10 +199,11 @@ def capacity_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt
 
     Example: attribution capacity --gpu-hour-cost 2.0
     """
-    st = resolve(config, store=store, gpu_hour_cost=gpu_hour_cost, gpus_per_pod=gpus_per_pod)
-    res = analyses.capacity(_select(st, since, until, by), gpu_hour_cost=st.gpu_hour_cost,
+    st = with_by(resolve(config, store=store, gpu_hour_cost=gpu_hour_cost, gpus_per_pod=gpus_per_pod), by,
+                 own_default=GroupBy.all)
+    res = analyses.capacity(_select(st, since, until), gpu_hour_cost=st.gpu_hour_cost,
                             gpus_per_pod=st.gpus_per_pod)
-    _with_settings(res, st, ("gpu_hour_cost", "gpus_per_pod", "workloads"))
+    _with_settings(res, st, ("by", "gpu_hour_cost", "gpus_per_pod", "workloads"))
     show(res, fmt, table)
 
 
@@ -191,7 +211,7 @@ def capacity_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt
 def analyze_cmd(
     paths: Annotated[list[str] | None, typer.Argument(help="Logs to ingest first (files, directories, globs); "
                                                            "none: summarise the store as it is.")] = None,
-    store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt = None, by: ByOpt = GroupBy.workload,
+    store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt = None, by: ByOpt = None,
     fmt: FormatOpt = Format.table, table: TableOpt = None, slo: SloOpt = None, preset: PresetOpt = None,
     gpu_hour_cost: CostOpt = None, gpus_per_pod: GpusOpt = None, config: ConfigOpt = None,
     percentiles: PercentilesOpt = None,
@@ -205,8 +225,8 @@ def analyze_cmd(
 
     Example: attribution analyze sample_logs/ --store demo-store --year 2026 --tz UTC
     """
-    st = resolve(config, store=store, slo=slo, slo_preset=preset, gpu_hour_cost=gpu_hour_cost,
-                 gpus_per_pod=gpus_per_pod, percentiles=percentiles)
+    st = with_by(resolve(config, store=store, slo=slo, slo_preset=preset, gpu_hour_cost=gpu_hour_cost,
+                         gpus_per_pod=gpus_per_pod, percentiles=percentiles), by)
     if paths:
         from attribution.cli.store_cmds import _IngestProgress, _print_summary
         from attribution.ingest import ingest
@@ -216,9 +236,9 @@ def analyze_cmd(
             summary = ingest(paths, default_store_path(st.store), deployment=deployment, label=label, year=year, tz=tz,
                              progress=prog)
         _print_summary(summary)
-    res = analyses.analyze(connect(st), since=since, until=until, by=by,
+    res = analyses.analyze(connect(st), since=since, until=until, by=st.by,
                            slo=analyses.parse_slo(list(st.slo) or None, st.slo_preset), gpu_hour_cost=st.gpu_hour_cost,
                            gpus_per_pod=st.gpus_per_pod, ceiling_share=st.ceiling_share, percentiles=st.percentiles)
-    _with_settings(res, st, ("slo", "slo_preset", "gpu_hour_cost", "gpus_per_pod", "ceiling_share", "percentiles",
-                             "workloads"))
+    _with_settings(res, st, ("by", "slo", "slo_preset", "gpu_hour_cost", "gpus_per_pod", "ceiling_share",
+                             "percentiles", "workloads"))
     show(res, fmt, table)

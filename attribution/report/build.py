@@ -115,7 +115,7 @@ def run_analyses(store: Store, settings: Settings, *, since: Any = None, until: 
     if sel.requests:
         say("lengths, concurrency, latency, capacity")
         inp.lengths = lengths(sel, percentiles=settings.percentiles)
-        inp.concurrency = concurrency(sel, per_group=False, timeseries=True)
+        inp.concurrency = concurrency(sel, per_group=False, timeseries=True, percentiles=settings.percentiles)
         inp.latency = latency(sel, slo=slo, percentiles=settings.percentiles)
         inp.capacity = capacity(sel, gpu_hour_cost=settings.gpu_hour_cost, gpus_per_pod=settings.gpus_per_pod,
                                 per_group=False, conc=inp.concurrency)

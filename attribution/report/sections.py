@@ -122,18 +122,20 @@ def latency_section(inp: Inputs) -> Section:
     s.lines.append(f"SLO: {inp.slo.describe()}" + (f" (preset {inp.slo.name})" if inp.slo.name else "") + ".")
     good = a.tables["goodput"]
     gcol = group_column(good)
-    for r in good.sort("good_share", nulls_last=True).iter_rows(named=True):
-        if r["good_share"] is not None:
+    share = "good_share_of_judged_requests"
+    for r in good.sort(share, nulls_last=True).iter_rows(named=True):
+        if r[share] is not None:
             rate = r["goodput_per_s"]  # null when the window has no length (one instant)
-            s.lines.append(f"{r[gcol]}: {pct(r['good_share'])} of requests met it"
+            judged = "" if r["judged"] == r["requests"] else f" ({r['judged']:,} of {r['requests']:,} judged)"
+            s.lines.append(f"{r[gcol]}: {pct(r[share])} of judged requests met it{judged}"
                            + (f" ({rate:.3g} good requests/s)." if rate is not None else "."))
     cl = inp.cohort_latency
     if cl is not None:
         cgood = cl.tables["goodput"]
         ccol = group_column(cgood)
-        parts = [f"{r[ccol]} {pct(r['good_share'])}" for r in cgood.iter_rows(named=True) if r["good_share"] is not None]
+        parts = [f"{r[ccol]} {pct(r[share])}" for r in cgood.iter_rows(named=True) if r[share] is not None]
         if parts:
-            s.lines.append(f"Per {ccol}: " + ", ".join(parts) + " met the SLO.")
+            s.lines.append(f"Per {ccol}: " + ", ".join(parts) + " of judged requests met the SLO.")
     pct_table = a.tables["percentiles"]
     s.table("percentiles", a.titles["percentiles"], view(pct_table, [gcol, "metric", "requests", "mean",
                                                                       *percentile_columns(pct_table), "max"]))
@@ -141,7 +143,7 @@ def latency_section(inp: Inputs) -> Section:
         ccol = group_column(cl.tables["percentiles"], exclude=("metric",))
         s.table("cohorts", f"latency by {ccol} (seconds)", view(cl.tables["percentiles"], [
             ccol, "metric", "requests", *percentile_columns(cl.tables["percentiles"]), "max"]))
-    s.table("goodput", a.titles["goodput"], view(good, [gcol, "requests", "failed", "good", "good_share",
+    s.table("goodput", a.titles["goodput"], view(good, [gcol, "requests", "failed", "judged", "good", share,
                                                         "goodput_per_s", "requests_per_s"]))
     s.table("slo_terms", a.titles["slo_terms"], view(a.tables["slo_terms"], [gcol, "term", "limit_s", "measured",
                                                                              "met_share"]))

@@ -106,10 +106,12 @@ def run(args: argparse.Namespace) -> dict:
                 res = alarms(a, effect(b, kind, f, rng), hours, i, args.resamples)
                 key = f"{kind} x{f:g}" if kind in METRICS else (f"{kind} 12%" if kind == "new workload" else
                                                                  f"prompt length x{f:g}")
-                d = ab.setdefault(key, {"pairs": 0, "p90 regression": 0, "any report alarm": 0})
+                d = ab.setdefault(key, {"pairs": 0, "p90 regression": 0, "p95 regression": 0,
+                                        "any report alarm": 0})
                 d["pairs"] += 1
                 if kind in METRICS:
                     d["p90 regression"] += res["overall"].get((kind, "p90")) == "regression"
+                    d["p95 regression"] += res["overall"].get((kind, "p95")) == "regression"
                     d["any report alarm"] += res["report"]["regression"]
                 elif kind == "new workload":
                     d["any report alarm"] += res["report"]["drift: traffic"]
@@ -128,11 +130,12 @@ def tables(res: dict) -> str:
     out = ["| A/A alarm kind | weeks with it | rate | 95% upper bound |", "|---|---|---|---|"]
     for k, v in res["aa"].items():
         out.append(f"| {k} | {v} / {n} | {v / n:.1%} | {_upper(v, n):.1%} |")
-    out += ["", "| A/B effect | pairs | detected: that metric's p90 judged a regression | any report alarm of "
-            "its kind |", "|---|---|---|---|"]
+    out += ["", "| A/B effect | pairs | detected: that metric's p90 judged a regression | its p95 | any report "
+            "alarm of its kind |", "|---|---|---|---|---|"]
     for k, d in res["ab"].items():
-        p90 = f"{d['p90 regression'] / d['pairs']:.0%}" if " x" in k and not k.startswith("prompt") else "n/a"
-        out.append(f"| {k} | {d['pairs']} | {p90} | {d['any report alarm'] / d['pairs']:.0%} |")
+        metric = " x" in k and not k.startswith("prompt")
+        p90, p95 = (f"{d[f'{p} regression'] / d['pairs']:.0%}" if metric else "n/a" for p in ("p90", "p95"))
+        out.append(f"| {k} | {d['pairs']} | {p90} | {p95} | {d['any report alarm'] / d['pairs']:.0%} |")
     return "\n".join(out) + f"\n\n({n} A/A pairs, {m} A/B pairs per effect, {res['requests']:,} requests per " \
         f"week over {res['hours']:g} hours, scenario {res['scenario']}, {res['resamples']} resamples; " \
         f"{res['seconds']:.0f} s)"

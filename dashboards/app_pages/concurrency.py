@@ -8,7 +8,7 @@ from attribution.charts import concurrency as charts
 
 st.title("Concurrency and live tokens")
 left, right = st.columns(2)
-by = left.selectbox("Group by", data.GROUPS, key="concurrency_by")
+by = left.selectbox("Group by", data.GROUPS, index=data.group_index(), key="concurrency_by")
 per_group = right.toggle("Also sweep each group on its own", value=True, key="concurrency_per_group")
 
 res = data.concurrency(by=by, per_group=per_group)

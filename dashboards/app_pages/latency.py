@@ -9,7 +9,7 @@ from attribution.charts import latency as charts
 
 st.title("Latency and goodput")
 left, mid, preset_col, right = st.columns(4)
-by = left.selectbox("Group by", data.GROUPS, key="latency_by")
+by = left.selectbox("Group by", data.GROUPS, index=data.group_index(), key="latency_by")
 slo = mid.text_input("Joint SLO (seconds, or ms; empty: the preset)", value=", ".join(data.settings().slo) if data.settings_ok() else "",
                      key="latency_slo",
                      help="Terms every good request meets at once: queue, ttft, tpot, e2e; e.g. ttft=0.5, tpot=50ms")

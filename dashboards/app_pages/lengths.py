@@ -8,7 +8,7 @@ from attribution.charts import lengths as charts
 
 st.title("Workloads and lengths")
 left, mid, right = st.columns(3)
-by = left.selectbox("Group by", data.GROUPS, key="lengths_by")
+by = left.selectbox("Group by", data.GROUPS, index=data.group_index(), key="lengths_by")
 metric = mid.radio("Length", ["prompt_tokens", "output_tokens", "cached_tokens"], horizontal=True,
                    format_func=lambda m: m.removesuffix("_tokens"), key="lengths_metric")
 weight = right.radio("Weight each bin by", ["requests", "tokens"], horizontal=True, key="lengths_weight")

@@ -7,7 +7,7 @@ import streamlit as st
 from attribution.charts import capacity as charts
 
 st.title("Overview")
-by = st.selectbox("Group by", data.GROUPS, key="overview_by")
+by = st.selectbox("Group by", data.GROUPS, index=data.group_index(), key="overview_by")
 
 res = data.overview(by=by)
 if data.empty(res):

@@ -2,13 +2,14 @@
 --   and percentiles, what each arrival found, and how many KV tokens the running requests held?
 -- Grain: one row per (deployment, grp, metric); metric is running, waiting, in_system, kv_tokens or
 --   seen_at_arrival; grp NULL = every request of the deployment.
--- Parameters: none (reads concurrency_segments).
--- Columns: deployment, grp, metric, peak, peak_at (first instant at the peak), mean, p50, p90, p95, p99,
---   span_s, arrivals. Time-weighted (running, waiting, in_system, kv_tokens): over the partition's span
---   (first arrival to last end, within the window), mean = time average, pXX = the smallest value v such
---   that the state is <= v for at least XX% of the span (for kv_tokens, each state counts with its mean in
---   whole tokens). seen_at_arrival: the other requests in the system (running + waiting + unknown) at the
---   instant a request arrived; mean and quantile_cont percentiles (linear interpolation) over arrivals.
+-- Parameters: $quantiles (DOUBLE[]: the percentiles as fractions, e.g. [0.5, 0.9, 0.95, 0.99, 0.999]; compared
+--   as DECIMAL(18, 6)); reads concurrency_segments.
+-- Columns: deployment, grp, metric, peak, peak_at (first instant at the peak), mean, q (the list of percentiles,
+--   in the order of $quantiles; attribution spreads it into p50, p90, ..., p99_9), span_s, arrivals. Time-weighted (running, waiting, in_system, kv_tokens): over the partition's span (first arrival
+--   to last end, within the window), mean = time average, pXX = the smallest value v such that the state is
+--   <= v for at least XX% of the span (for kv_tokens, each state counts with its mean in whole tokens).
+--   seen_at_arrival: the other requests in the system (running + waiting + unknown) at the instant a request
+--   arrived; mean and quantile_cont percentiles (linear interpolation) over arrivals.
 --   running, waiting and kv_tokens appear only where some request's queue_s is known.
 -- Oracle: a test reference for attribution.analyses.sweep.stats (the product path), which tests compare with
 --   it; the product never runs this file.
@@ -65,24 +66,39 @@ cumulative as (
     from by_value
 ),
 
+quantiles as (
+    select unnest($quantiles::double[])::decimal(18, 6) as q, generate_subscripts($quantiles::double[], 1) as i
+),
+
+per_quantile as (
+    -- the DECIMAL times an integer compares exactly
+    select c.deployment, c.grp, c.metric, qs.i, min(c.value) filter (where c.cum >= qs.q * c.total) as v
+    from cumulative as c, quantiles as qs
+    group by all
+),
+
 weighted as (
     select
-        deployment, grp, metric,
-        sum(value * dur) / nullif(sum(dur), 0) as mean,
-        min(value) filter (where cum >= 0.5 * total) as p50,
-        min(value) filter (where cum >= 0.9 * total) as p90,
-        min(value) filter (where cum >= 0.95 * total) as p95,
-        min(value) filter (where cum >= 0.99 * total) as p99,
-        max(total) / 1e6 as span_s
-    from cumulative
+        c.deployment, c.grp, c.metric,
+        sum(c.value * c.dur) / nullif(sum(c.dur), 0) as mean,
+        max(c.total) / 1e6 as span_s
+    from cumulative as c
+    group by all
+),
+
+weighted_q as (
+    select deployment, grp, metric, list(v order by i) as q
+    from per_quantile
     group by all
 ),
 
 timed as (
     select
         w.deployment, w.grp, w.metric, p.peak, to_timestamp(p.peak_t / 1e6) as peak_at,
-        w.mean, w.p50, w.p90, w.p95, w.p99, w.span_s, null::bigint as arrivals
+        w.mean, wq.q, w.span_s, null::bigint as arrivals
     from weighted as w
+    join weighted_q as wq
+        on w.deployment = wq.deployment and w.grp is not distinct from wq.grp and w.metric = wq.metric
     join peaks_long as p
         on w.deployment = p.deployment and w.grp is not distinct from p.grp and w.metric = p.metric
     join applicable as a
@@ -102,7 +118,7 @@ seen as (
         max(seen) as peak,
         to_timestamp(arg_max(t, {top: seen, neg_t: -t}) / 1e6) as peak_at,
         avg(seen) as mean,
-        quantile_cont(seen, [0.5, 0.9, 0.95, 0.99]) as q,
+        quantile_cont(seen, $quantiles::double[]) as q,
         count(*) as arrivals
     from arrivals
     group by all
@@ -111,7 +127,7 @@ seen as (
 final as (
     select * from timed
     union all
-    select deployment, grp, metric, peak, peak_at, mean, q[1], q[2], q[3], q[4], null, arrivals from seen
+    select deployment, grp, metric, peak, peak_at, mean, q, null, arrivals from seen
 )
 
 select * from final
