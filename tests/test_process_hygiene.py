@@ -32,7 +32,7 @@ import sys
 sys.path[:0] = [{tests!r}, {repo!r}]
 from synthetic_source import register
 register()
-import attribution.ingest as m
+import attribution.ingest.run as m
 m.PARALLEL_MIN_BYTES = 0
 s = m.ingest([{src!r}], {store!r}, chunk_bytes=4096, jobs=2)
 print(sorted(f.status for f in s.files), s.rows.get("engine_steps"))

@@ -13,7 +13,8 @@ import polars as pl
 import pytest
 
 from attribution import reader, sources
-from attribution.ingest import _lines_frame, default_deployment, ingest, parse_path
+from attribution.ingest import default_deployment, ingest, parse_path
+from attribution.ingest.framing import lines_frame
 from attribution.wrappers.cri import Cri
 from attribution.wrappers.layer import BYTE_ESCAPE, WrappedSource
 
@@ -37,7 +38,7 @@ def layer_records(path: Path, chunk_bytes: int = 1 << 20, fmt: str | None = None
     parts = []
     for chunk in reader.chunks(path, chunk_bytes=chunk_bytes):
         if chunk.n_lines:
-            parts.append(src.parse(_lines_frame(chunk, BYTE_ESCAPE), ctx).records)
+            parts.append(src.parse(lines_frame(chunk, BYTE_ESCAPE), ctx).records)
     parts.append(src.finish(ctx).records)
     return pl.concat([p for p in parts if p is not None]).sort("line"), src
 
@@ -325,7 +326,7 @@ def test_every_wrapped_unit_lists_its_census_records(tmp_path):
     ctx = ParseContext(str(POD_LOG), "d", None, 2026, "UTC", 0.0, {}, {})
     seen = 0
     for chunk in reader.chunks(POD_LOG, chunk_bytes=100):
-        res = src.parse(_lines_frame(chunk, BYTE_ESCAPE), ctx)
+        res = src.parse(lines_frame(chunk, BYTE_ESCAPE), ctx)
         assert res.records is not None
         seen += res.records.height
     assert seen == 0  # a small file: its identity's format is decided at the end

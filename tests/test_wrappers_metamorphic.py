@@ -299,7 +299,7 @@ def test_over_long_partial_record_is_reported_and_the_rest_kept(tmp_path):
 
 def test_wrapped_files_parse_in_worker_processes(tmp_path, monkeypatch):
     # Plan pickles the WrappedSource to the workers: the same rows as a sequential read.
-    import attribution.ingest as ingest_mod
+    import attribution.ingest.run as ingest_mod
 
     monkeypatch.setattr(ingest_mod, "PARALLEL_MIN_BYTES", 0)
     plain = shared("traces", "real_logs", "vllm_repo-2215860382-VedioSifter.log")
