@@ -1,23 +1,20 @@
 """The line census: every input line (or record) of a file counted once, as `parsed` (it made a row, or went
 into one), `skipped` (a known line that carries nothing for us, with the reason) or `unrecognised`, and the
 shapes (numbers, ids and quoted strings masked) of the lines that made no row, for `ingest_line_shapes`.
-Skip rules are data: `sources/skip_rules.toml`, keyed by source name."""
+Skip rules are data: `sources/skip_rules.toml`, keyed by source name (read by attribution.sources.base)."""
 
 from __future__ import annotations
 
-import tomllib
-from functools import cache
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import polars as pl
 
 from attribution.privacy import SAMPLE_CHARS, SECRET_RE, before_content, redact
+from attribution.sources.base import rules_for
 
 if TYPE_CHECKING:
     from attribution.sources.base import ParseResult
 
-RULES_FILE = Path(__file__).parent / "sources" / "skip_rules.toml"
 SHAPES_MAX = 200  # shapes kept per file and chunk; the rest are counted under one OTHER row per class
 OTHER = "<other shapes>"
 SHAPE_CHARS = 200
@@ -85,22 +82,6 @@ def error_sample_expr(text: pl.Expr) -> pl.Expr:
 
 def shape(text: str) -> str:
     return pl.select(shape_expr(pl.lit(text, pl.Utf8))).item()
-
-
-@cache
-def skip_rules() -> dict[str, tuple[tuple[str, str], ...]]:
-    """Source name -> (reason, regex) pairs, the `common` ones (blank lines, ...) after each source's own."""
-    doc = tomllib.loads(RULES_FILE.read_text())
-    common = tuple((r["reason"], r["match"]) for r in doc.pop("common", {}).get("rules", []))
-    out = {name: tuple((r["reason"], r["match"]) for r in sec.get("rules", [])) + common for name, sec in doc.items()}
-    out[""] = common
-    return out
-
-
-def rules_for(source: str | None) -> tuple[tuple[str, str], ...]:
-    """The rules of the file; the `common` ones for a source without a section (or no source)."""
-    rules = skip_rules()
-    return rules.get(source or "", rules[""])
 
 
 def _source_rules(source: str | None) -> tuple[tuple[str, str], ...]:

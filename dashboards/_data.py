@@ -10,7 +10,7 @@ from typing import Any
 import polars as pl
 import streamlit as st
 
-from attribution import dashboard
+from attribution import dashboard, dashboard_launch
 from attribution.analyses import Analysis
 from attribution.config import Settings, load_settings
 from attribution.dashboard import Choices, Empty, Filters
@@ -37,7 +37,7 @@ def settings() -> Settings:
 @st.cache_data(ttl=REFRESH_S, show_spinner=False)
 def version(path: str) -> int | None:
     """The store's newest commit (None: no store there)."""
-    return dashboard.store_version(path)
+    return dashboard_launch.store_version(path)
 
 
 def pinned() -> int | None:

@@ -24,6 +24,7 @@ from attribution import census, reader, sources
 from attribution.cli import app
 from attribution.db import fetch
 from attribution.ingest import ingest, parse_path
+from attribution.sources.base import skip_rules
 from attribution.store import Store
 
 REAL = sorted(shared("traces", "real_logs").glob("*.log")) + sorted(shared("traces", "vllm_server_logs").glob("*.txt"))
@@ -254,7 +255,7 @@ def test_shape_masks_numbers_ids_and_strings():
 
 
 def test_skip_rules_are_valid_and_name_known_sources():
-    rules = census.skip_rules()
+    rules = skip_rules()
     assert set(rules) - {""} <= set(sources.registry()) | {"common"}
     for name, pairs in rules.items():
         for reason, rx in pairs:
