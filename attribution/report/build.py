@@ -25,7 +25,7 @@ from attribution.analyses import (
     resolve_window,
     select,
 )
-from attribution.analyses.summary import (
+from attribution.analyses.overview import (
     capacity_table,
     cohort_of,
     concurrency_table,
