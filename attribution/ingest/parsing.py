@@ -13,7 +13,7 @@ from typing import Any
 
 import polars as pl
 
-from attribution import census, detect, discovery, domains, reader, sources
+from attribution import census, detect, discovery, domains, formats, reader, sources
 from attribution.errors import InputError
 from attribution.ingest.framing import lines_frame, strip_nul
 from attribution.ingest.naming import default_deployment
@@ -46,11 +46,11 @@ class ParsedFile:
 
 def choose_source(path: Path, head: bytes, fmt: str | None) -> Source | None:
     if fmt:
-        return sources.get(fmt)
+        return formats.get(fmt)
     if discovery.DOC_NAME_RE.search(path.name):  # documentation quotes log lines; --format still reads it
         return None
     mtime = path.stat().st_mtime
-    found = sources.sniff(head.decode("utf-8", errors="replace"), str(path), mtime)
+    found = formats.sniff(head.decode("utf-8", errors="replace"), str(path), mtime)
     if found is None and len(head) >= reader.HEAD_BYTES:  # noise first (pip output): look further in
         found = detect.sniff_past_noise(path, mtime)
     return found

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from attribution import census, reader, sources
+from attribution import census, formats, reader
 from attribution.ingest.batching import Account, Batch
 from attribution.ingest.naming import default_deployment
 from attribution.ingest.parsing import choose_source, file_error
@@ -121,7 +121,7 @@ def plan_file(path: Path, w: Writer, batch: Batch, index: dict[str, tuple[str, d
             key, state, resume = moved, copy.deepcopy(w.snapshot.files[moved]), True
     now = time.time()
     if resume:
-        src = sources.get(state["format"])
+        src = formats.get(state["format"])
     else:
         try:
             src = choose_source(path, head, opts["fmt"])

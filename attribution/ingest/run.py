@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from attribution import discovery, reader, sources, workers
+from attribution import discovery, formats, reader, workers
 from attribution.config import env_int
 from attribution.ingest.batching import Account, Batch
 from attribution.ingest.compaction import compact
@@ -41,7 +41,7 @@ def ingest(
 
         max_future = span_seconds(load_settings().max_future)
     if fmt:
-        sources.get(fmt)
+        formats.get(fmt)
     tz = resolve_tz(tz)
     chunk_bytes = chunk_bytes or env_int("ATTRIBUTION_CHUNK_BYTES", reader.DEFAULT_CHUNK_BYTES)
     max_line_bytes = max_line_bytes or reader.DEFAULT_MAX_LINE_BYTES
