@@ -18,7 +18,7 @@ from attribution.errors import InputError
 from attribution.ingest.framing import lines_frame, strip_nul
 from attribution.ingest.naming import default_deployment
 from attribution.schema import META_TABLES, TABLES, conform, empty
-from attribution.sources.base import ParseContext, ParseResult, Source
+from attribution.sources.base import ParseContext, ParseResult, Source, rules_for
 from attribution.wrappers.layer import BYTE_ESCAPE, WrappedSource
 
 WHOLE_MAX_BYTES = 2 << 30
@@ -92,11 +92,17 @@ def _finish(result: ParseResult, src: Source, ctx: ParseContext, extra_errors: l
         e = pl.concat(errs).with_columns(pl.lit(ctx.path).alias("file"), pl.lit(src.name).alias("source"))
         out["ingest_errors"] = conform("ingest_errors", e)
     errors = pl.concat([e.select("line", "reason") for e in errs]) if errs else None
-    shapes = census.of_result(result, src.name, lines, [e["line"] for e in extra_errors], errors)
+    shapes = census.of_result(result, src.name, lines, [e["line"] for e in extra_errors], errors, source_rules)
     if shapes.height:
         shapes = shapes.with_columns(pl.lit(ctx.path).alias("file"), pl.col("source").fill_null(src.name))
         out["ingest_line_shapes"] = conform("ingest_line_shapes", shapes)
     return out
+
+
+def source_rules(name: str | None) -> tuple[tuple[str, str], ...]:
+    """The skip rules of a source by name (its own `skip_rules`), the file's `common` ones for another name."""
+    src = sources.registry().get(name) if name else None
+    return src.skip_rules if src is not None else rules_for(name)
 
 
 def file_error(path: str, source: str | None, reason: str) -> pl.DataFrame:
