@@ -1,23 +1,21 @@
 """The line census: every input line (or record) of a file counted once, as `parsed` (it made a row, or went
 into one), `skipped` (a known line that carries nothing for us, with the reason) or `unrecognised`, and the
 shapes (numbers, ids and quoted strings masked) of the lines that made no row, for `ingest_line_shapes`.
-Skip rules are data: `sources/skip_rules.toml`, keyed by source name."""
+Skip rules are data: `sources/skip_rules.toml`, keyed by source name (read by attribution.sources.base)."""
 
 from __future__ import annotations
 
-import tomllib
-from functools import cache
-from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import polars as pl
 
 from attribution.privacy import SAMPLE_CHARS, SECRET_RE, before_content, redact
+from attribution.sources.base import rules_for
 
 if TYPE_CHECKING:
     from attribution.sources.base import ParseResult
 
-RULES_FILE = Path(__file__).parent / "sources" / "skip_rules.toml"
 SHAPES_MAX = 200  # shapes kept per file and chunk; the rest are counted under one OTHER row per class
 OTHER = "<other shapes>"
 SHAPE_CHARS = 200
@@ -26,6 +24,7 @@ SHAPE_SCHEMA: dict[str, pl.DataType] = {
     "source": pl.Utf8, "class": pl.Utf8, "reason": pl.Utf8, "shape": pl.Utf8, "lines": pl.Int64,
     "first_line": pl.Int64, "sample": pl.Utf8,
 }
+Rules = Callable[[str | None], tuple[tuple[str, str], ...]]  # source name -> (reason, regex) pairs
 UNITS_SCHEMA: dict[str, pl.DataType] = {"line": pl.Int64, "span": pl.Int64, "text": pl.Utf8, "source": pl.Utf8}
 
 # Masks in order. Quoted strings go first, so a prompt never reaches a later step, a shape or a sample;
@@ -87,36 +86,13 @@ def shape(text: str) -> str:
     return pl.select(shape_expr(pl.lit(text, pl.Utf8))).item()
 
 
-@cache
-def skip_rules() -> dict[str, tuple[tuple[str, str], ...]]:
-    """Source name -> (reason, regex) pairs, the `common` ones (blank lines, ...) after each source's own."""
-    doc = tomllib.loads(RULES_FILE.read_text())
-    common = tuple((r["reason"], r["match"]) for r in doc.pop("common", {}).get("rules", []))
-    out = {name: tuple((r["reason"], r["match"]) for r in sec.get("rules", [])) + common for name, sec in doc.items()}
-    out[""] = common
-    return out
-
-
-def rules_for(source: str | None) -> tuple[tuple[str, str], ...]:
-    """The rules of the file; the `common` ones for a source without a section (or no source)."""
-    rules = skip_rules()
-    return rules.get(source or "", rules[""])
-
-
-def _source_rules(source: str | None) -> tuple[tuple[str, str], ...]:
-    from attribution import sources  # (sources import this module)
-
-    src = sources.registry().get(source) if source else None
-    return src.skip_rules if src is not None else rules_for(source)
-
-
-def _skip_reason(units: pl.DataFrame) -> pl.Expr:
+def _skip_reason(units: pl.DataFrame, rules: Rules) -> pl.Expr:
     """The reason of the first skip rule of the line's source that matches it, else null."""
     chain = None
     names = units["source"].unique().to_list()
     for src in names:
         of_src = pl.col("source").is_null() if src is None else pl.col("source") == src
-        for reason, rx in _source_rules(src):
+        for reason, rx in rules(src):
             cond = pl.col("text").str.contains(rx)
             if len(names) > 1:
                 cond = of_src & cond
@@ -140,10 +116,11 @@ def doc_records(docs: pl.DataFrame, source: str) -> pl.DataFrame:
 
 
 def of_result(result: ParseResult, source: str, lines: pl.DataFrame | None, extra_lines: list[int | None],
-              errors: pl.DataFrame | None) -> pl.DataFrame:
+              errors: pl.DataFrame | None, rules: Rules = rules_for) -> pl.DataFrame:
     """The census of one parse result: of its `records` when the source set them (wrapped files, documents),
     else of the input `lines` (line, text) plus `extra_lines` (over-long lines the source never saw), else
-    (a whole file whose source lists no records) of the records its rows and errors name."""
+    (a whole file whose source lists no records) of the records its rows and errors name. `rules` gives a
+    source name's skip rules (the ingest passes each source's own, `Source.skip_rules`)."""
     row_lines = [df["line"] for df in result.tables.values() if "line" in df.columns]
     if result.consumed is not None:
         row_lines.append(result.consumed)
@@ -159,10 +136,11 @@ def of_result(result: ParseResult, source: str, lines: pl.DataFrame | None, extr
             return pl.DataFrame(schema=SHAPE_SCHEMA)
         seen = pl.concat([s.cast(pl.Int64) for s in named]).drop_nulls().unique().sort()
         units = pl.DataFrame({"line": seen, "span": 1, "text": None, "source": source}, schema=UNITS_SCHEMA)
-    return census(units, row_lines, errors)
+    return census(units, row_lines, errors, rules)
 
 
-def census(units: pl.DataFrame, row_lines: list[pl.Series], errors: pl.DataFrame | None) -> pl.DataFrame:
+def census(units: pl.DataFrame, row_lines: list[pl.Series], errors: pl.DataFrame | None,
+           rules: Rules = rules_for) -> pl.DataFrame:
     """Count `units` (line, span, text, source: one per input line or record) by class.
 
     `row_lines`: the `line`s of the rows made and the lines consumed into them (parsed). `errors` (line,
@@ -184,11 +162,11 @@ def census(units: pl.DataFrame, row_lines: list[pl.Series], errors: pl.DataFrame
         return out[0]
     rest = units.filter(~hit)
     if rest.height:
-        out.append(_shapes(rest, errors))
+        out.append(_shapes(rest, errors, rules))
     return pl.concat(out) if out else pl.DataFrame(schema=SHAPE_SCHEMA)
 
 
-def _shapes(rest: pl.DataFrame, errors: pl.DataFrame | None) -> pl.DataFrame:
+def _shapes(rest: pl.DataFrame, errors: pl.DataFrame | None, rules: Rules) -> pl.DataFrame:
     if errors is not None and errors.height:
         errs = (errors.filter(pl.col("line").is_not_null())
                 .select(pl.col("line").cast(pl.Int64), pl.col("reason").cast(pl.Utf8))
@@ -201,7 +179,7 @@ def _shapes(rest: pl.DataFrame, errors: pl.DataFrame | None) -> pl.DataFrame:
     # Rules see the line without colours and without a `\r` (a console log keeps both).
     rest = rest.with_columns(pl.col("text").fill_null("").alias("raw"))
     rest = rest.with_columns(pl.col("raw").str.replace_all(_ANSI, "").str.strip_chars_end("\r").alias("text"))
-    rest = rest.with_columns(pl.coalesce("err", _skip_reason(rest)).alias("reason"))
+    rest = rest.with_columns(pl.coalesce("err", _skip_reason(rest, rules)).alias("reason"))
     rest = rest.with_columns(
         pl.when(pl.col("reason").is_null()).then(pl.lit("unrecognised")).otherwise(pl.lit("skipped")).alias("class"),
         shape_expr(pl.col("text")).alias("shape"),

@@ -1,4 +1,4 @@
-"""The dashboard's library side: `attribution dashboard` (launching the Streamlit app in dashboards/), the
+"""The dashboard's library side (attribution.dashboard_launch starts the Streamlit app in dashboards/): the
 sidebar's filters (time range, deployment, workload, label, engine version) applied to a store connection,
 and one method per page that runs the same library analysis as the CLI on it. Nothing here imports
 streamlit: the app (dashboards/) wraps these calls in its caches and draws what they return.
@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import os
 import shutil
-import sys
 import tempfile
 import threading
 import weakref
@@ -24,14 +23,13 @@ import polars as pl
 from attribution import analyses, joincache, queries, thresholds
 from attribution.analyses import Analysis, GroupBy, Selection, Window
 from attribution.compare import CohortBy, compare
-from attribution.config import Settings, connect_settings, environment, load_settings
-from attribution.errors import AttributionError, InputError, StoreError
+from attribution.config import Settings, connect_settings, load_settings
+from attribution.errors import AttributionError, InputError
 from attribution.memsplit import memsplit
 from attribution.status import store_status
 from attribution.store import Snapshot, Store
 
 NONE = "(none)"  # what the analyses call a missing group value; the filters use the same word
-DEFAULT_PORT = 8501
 MEMORY_SHARE = 0.25  # of the machine's memory, for DuckDB's working memory per view (it spills beyond)
 
 # A request's value of each filter dimension, as `select(by=...)` groups it (queries/analysis_requests.sql);
@@ -42,46 +40,6 @@ _REQUEST_VALUE = {
     "label": "coalesce(label, '(none)')",
     "version": "coalesce(version_label(engine, engine_version), '(none)')",
 }
-
-
-def app_path() -> Path:
-    """dashboards/app.py: shipped in the package as attribution/dashboards (a link to ../dashboards in the
-    repository, like attribution/sql -> ../queries), else beside the package in a source checkout."""
-    here = Path(__file__).resolve().parent
-    for cand in (Path(__file__).parent / "dashboards" / "app.py", here.parent / "dashboards" / "app.py"):
-        if cand.is_file():
-            return cand
-    raise AttributionError(f"the dashboard app is missing: no dashboards/app.py in {here} or {here.parent}")
-
-
-def command(store: Path, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT, config: Path | None = None
-            ) -> tuple[list[str], dict[str, str]]:
-    """The `streamlit run` command line and environment: bound to `host` only, no browser opened, no usage
-    statistics sent, no file watcher; the store reaches the app as $ATTRIBUTION_STORE and a settings file
-    as $ATTRIBUTION_CONFIG (the app resolves its settings with config.load_settings, as the CLI does). `-P`
-    and a PYTHONPATH without the working directory: a `secrets.py` or `zstandard.py` where the user runs the
-    command is never imported (`python -m` would put the working directory first)."""
-    from attribution.workers import import_path
-
-    cmd = [
-        sys.executable, "-P", "-m", "streamlit", "run", str(app_path()),
-        "--server.address", host, "--server.port", str(port), "--server.headless", "true",
-        "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
-        "--client.toolbarMode", "viewer",
-    ]
-    env = {**environment(), "ATTRIBUTION_STORE": str(Path(store).resolve()),
-           "PYTHONPATH": os.pathsep.join(import_path())}
-    env.pop("PYTHONSTARTUP", None)
-    if config is not None:
-        env["ATTRIBUTION_CONFIG"] = str(Path(config).resolve())
-    return cmd, env
-
-
-def launch(store: Path, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT, config: Path | None = None) -> None:
-    """Become the app: this process is replaced by `streamlit run`, so Ctrl-C and a service manager's
-    SIGTERM reach Streamlit itself (a child would be orphaned when only its parent is signalled)."""
-    cmd, env = command(store, host=host, port=port, config=config)
-    os.execve(cmd[0], cmd, env)
 
 
 @dataclass(frozen=True)
@@ -129,14 +87,6 @@ class Choices:
     workloads: tuple[str, ...] = ()
     labels: tuple[str, ...] = ()
     versions: tuple[str, ...] = ()
-
-
-def store_version(path: str | os.PathLike[str]) -> int | None:
-    """The store's last commit (changes whenever an ingest lands data), or None when there is no store."""
-    try:
-        return Store.open(path).snapshot().version
-    except StoreError:
-        return None
 
 
 def choices(con: duckdb.DuckDBPyConnection) -> Choices:

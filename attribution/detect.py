@@ -11,7 +11,7 @@ from pathlib import Path
 
 import polars as pl
 
-from attribution import reader, sources
+from attribution import formats, reader, sources
 from attribution.sources.base import ParseContext, ParseResult, Source
 
 # How far detection looks for a first recognised window when the head is not one: at most this many bytes
@@ -43,7 +43,7 @@ def sniff_past_noise(path: Path, mtime: float) -> Source | None:
         window = data[nl + 1: nl + 1 + WINDOW]
         if not window:
             break
-        src = sources.sniff(window.decode("utf-8", errors="replace"), str(path), mtime)
+        src = formats.sniff(window.decode("utf-8", errors="replace"), str(path), mtime)
         if src is not None and src.mode == "lines":
             return src
     return None
@@ -96,7 +96,7 @@ def parse_mixed(src: Source, frame: pl.DataFrame, ctx: ParseContext
             names = [other.name]
         name = names[0]
         tried.add(name)
-        other = sources.get(name)
+        other = formats.get(name)
         sub = ParseContext(ctx.path, ctx.deployment, ctx.label, ctx.year, ctx.tz, ctx.file_mtime, ctx.options,
                            mixed["st"].get(name, {}))
         r = other.parse(left, sub)

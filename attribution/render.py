@@ -23,7 +23,7 @@ class Format(StrEnum):
     json = "json"
 
 
-def _default(o: Any) -> Any:
+def json_default(o: Any) -> Any:
     if isinstance(o, datetime | date):
         return o.isoformat()
     if isinstance(o, float) and o != o:
@@ -32,10 +32,10 @@ def _default(o: Any) -> Any:
 
 
 def to_json(obj: Any) -> str:
-    return json.dumps(obj, default=_default, indent=2)
+    return json.dumps(obj, default=json_default, indent=2)
 
 
-def _cell(v: Any) -> str:
+def cell(v: Any) -> str:
     if v is None:
         return ""
     if isinstance(v, float):
@@ -55,7 +55,7 @@ def table(df: pl.DataFrame, title: str | None = None) -> Table:
         numeric = df.schema[c].is_numeric()
         t.add_column(c, justify="right" if numeric else "left", overflow="fold")
     for row in df.iter_rows():
-        t.add_row(*(_cell(v) for v in row))
+        t.add_row(*(cell(v) for v in row))
     return t
 
 

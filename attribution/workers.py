@@ -1,8 +1,9 @@
 """Parsing files in worker processes, so an ingest of several files uses every core.
 
 The ingest process keeps everything that touches the store (planning, batching, Parquet writing, commits);
-workers only turn a planned file into messages (`attribution.ingest.parse_plan`): one per chunk with its
-rows and the parser state around it, then "done" or "failed". The ingest applies a file's messages in order,
+workers only turn a planned file into messages with the function the ingest hands over with each plan
+(`attribution.ingest.units.parse_plan`, pickled by reference, so this module imports nothing of the ingest):
+one per chunk with its rows and the parser state around it, then "done" or "failed". The ingest applies a file's messages in order,
 so the store sees exactly what a sequential read would commit, files merely interleave.
 
 Workers are fresh interpreters (`python -I`, importing `attribution.workers`), not forks: Polars' thread pool makes
@@ -29,6 +30,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 Message = tuple[Any, ...]
+Work = Callable[[Any], Iterable[Message]]  # a plan -> its messages
 
 
 def default_jobs() -> int:
@@ -76,9 +78,9 @@ class _Worker:
         self.results = Connection(res_r, writable=False)
         self.current: int | None = None  # the index of the plan it is parsing
 
-    def give(self, index: int, plan: Any) -> None:
+    def give(self, index: int, plan: Any, work: Work) -> None:
         self.current = index
-        self.tasks.send(plan)
+        self.tasks.send((work, plan))
 
     def stop(self) -> None:
         for conn in (self.tasks, self.results):
@@ -107,8 +109,9 @@ class Pool:
 
 
 def run(plans: list[Any], jobs: int, handle: Callable[[int, Message], None], weight: Callable[[Any], int],
-        pool: Pool | None = None) -> None:
-    """Parse `plans` in `jobs` worker processes (those of `pool` first), the heaviest first; call
+        pool: Pool | None = None, *, work: Work) -> None:
+    """Parse `plans` in `jobs` worker processes (those of `pool` first), the heaviest first: a worker calls
+    `work(plan)` (a module-level function: it travels by name) and sends back the messages it yields; call
     `handle(index, message)` in this process for every message, in order per plan. A plan whose worker dies
     gets a "failed" message."""
     order = sorted(range(len(plans)), key=lambda i: -weight(plans[i]))
@@ -121,7 +124,7 @@ def run(plans: list[Any], jobs: int, handle: Callable[[int, Message], None], wei
         for w in workers:
             if order:
                 i = order.pop(0)
-                w.give(i, plans[i])
+                w.give(i, plans[i], work)
         busy = [w for w in workers if w.current is not None]
         while busy:
             for conn in wait([w.results for w in busy]):
@@ -138,14 +141,14 @@ def run(plans: list[Any], jobs: int, handle: Callable[[int, Message], None], wei
                         w = _Worker()
                         workers.append(w)
                         i = order.pop(0)
-                        w.give(i, plans[i])
+                        w.give(i, plans[i], work)
                         busy.append(w)
                     continue
                 handle(w.current, msg)
                 if msg[0] in ("done", "failed"):
                     if order:
                         i = order.pop(0)
-                        w.give(i, plans[i])
+                        w.give(i, plans[i], work)
                     else:
                         w.current = None
                         w.tasks.send(None)
@@ -155,23 +158,22 @@ def run(plans: list[Any], jobs: int, handle: Callable[[int, Message], None], wei
             w.stop()
 
 
-def _serve(tasks: Connection, results: Connection, parse: Callable[[Any], Iterable[Message]]) -> None:
+def _serve(tasks: Connection, results: Connection) -> None:
     while True:
-        plan = tasks.recv()
-        if plan is None:
+        task = tasks.recv()
+        if task is None:
             return
-        for msg in parse(plan):
+        work, plan = task
+        for msg in work(plan):
             results.send(msg)
 
 
 def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    from attribution.ingest import parse_plan
-
     tasks = Connection(int(argv[0]), writable=False)
     results = Connection(int(argv[1]), readable=False)
     try:
-        _serve(tasks, results, parse_plan)
+        _serve(tasks, results)
     except (EOFError, BrokenPipeError, ConnectionResetError):
         return 1  # the ingest went away
     return 0

@@ -10,7 +10,7 @@ from typing import Any
 import polars as pl
 import streamlit as st
 
-from attribution import dashboard
+from attribution import dashboard, dashboard_launch
 from attribution.analyses import Analysis
 from attribution.columns import is_share
 from attribution.config import Settings, load_settings
@@ -46,7 +46,7 @@ def group_index() -> int:
 @st.cache_data(ttl=REFRESH_S, show_spinner=False)
 def version(path: str) -> int | None:
     """The store's newest commit (None: no store there)."""
-    return dashboard.store_version(path)
+    return dashboard_launch.store_version(path)
 
 
 def pinned() -> int | None:

@@ -20,10 +20,11 @@ from hypothesis import strategies as st
 from test_cases import _RESERVED, _cases
 from typer.testing import CliRunner
 
-from attribution import census, reader, sources
+from attribution import census, formats, reader, sources
 from attribution.cli import app
 from attribution.db import fetch
 from attribution.ingest import ingest, parse_path
+from attribution.sources.base import skip_rules
 from attribution.store import Store
 
 REAL = sorted(shared("traces", "real_logs").glob("*.log")) + sorted(shared("traces", "vllm_server_logs").glob("*.txt"))
@@ -55,7 +56,7 @@ def records(path: Path, fmt: str) -> int:
 
 
 def expected_count(path: Path, fmt: str) -> int:
-    return records(path, fmt) if sources.get(fmt).mode == "whole" else physical_lines(path)
+    return records(path, fmt) if formats.get(fmt).mode == "whole" else physical_lines(path)
 
 
 def _shapes(store: Path) -> pl.DataFrame:
@@ -90,7 +91,7 @@ def test_every_real_log_and_trace_is_counted_and_known(path: Path):
     unknown = parsed.tables["ingest_line_shapes"].filter(pl.col("class") == "unrecognised")
     for shape in unknown["shape"]:
         assert any(ok in shape for ok in REAL_UNKNOWN_OK), shape
-    if sources.get(parsed.source).kind == "engine":
+    if formats.get(parsed.source).kind == "engine":
         assert parsed.census["skipped"] > 0  # banners, routes, weights, compilation: named reasons
 
 
@@ -254,13 +255,13 @@ def test_shape_masks_numbers_ids_and_strings():
 
 
 def test_skip_rules_are_valid_and_name_known_sources():
-    rules = census.skip_rules()
+    rules = skip_rules()
     assert set(rules) - {""} <= set(sources.registry()) | {"common"}
     for name, pairs in rules.items():
         for reason, rx in pairs:
             assert reason and rx
             pl.select(pl.lit("x").str.contains(rx))  # compiles in Polars' (Rust) regex engine
-        assert sources.get(name).skip_rules == pairs if name else True
+        assert formats.get(name).skip_rules == pairs if name else True
 
 
 def _cli(*args: str) -> tuple[int, str, str]:

@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 from attribution.analyses import select
 from attribution.cli import app
 from attribution.compare import compare
-from attribution.compare.attribution import verdict
-from attribution.compare.core import _Estimator, _Rows
+from attribution.compare.attribution_table import verdict
+from attribution.compare.comparison import _Estimator, _Rows
 from attribution.compare.judge import log_se, ratio_interval
 from attribution.compare.stats import bootstrap_percentiles, mix_weights, weighted_percentiles
 from attribution.errors import UsageError

@@ -18,7 +18,7 @@ from test_thresholds import SAMPLE, sample_store
 from typer.testing import CliRunner
 
 import attribution
-from attribution import analyses, dashboard
+from attribution import analyses, dashboard, dashboard_launch
 from attribution.analyses.common import frames_connection
 from attribution.cli import app
 from attribution.dashboard import Filters
@@ -34,19 +34,19 @@ TRUTH = json.loads((SAMPLE / "ground_truth.json").read_text())
 
 # -- launcher ------------------------------------------------------------------------------------------------
 def test_command_binds_this_machine_only_headless_and_quiet(tmp_path):
-    cmd, env = dashboard.command(tmp_path / "s", port=8123)
+    cmd, env = dashboard_launch.command(tmp_path / "s", port=8123)
     opts = dict(zip(cmd[6::2], cmd[7::2], strict=True))
-    assert cmd[1:6] == ["-P", "-m", "streamlit", "run", str(dashboard.app_path())]
+    assert cmd[1:6] == ["-P", "-m", "streamlit", "run", str(dashboard_launch.app_path())]
     assert opts["--server.address"] == "127.0.0.1" and opts["--server.port"] == "8123"
     assert opts["--server.headless"] == "true" and opts["--browser.gatherUsageStats"] == "false"
     assert env["ATTRIBUTION_STORE"] == str((tmp_path / "s").resolve())
-    cmd, _ = dashboard.command(tmp_path, host="0.0.0.0")
+    cmd, _ = dashboard_launch.command(tmp_path, host="0.0.0.0")
     assert cmd[cmd.index("--server.address") + 1] == "0.0.0.0"
 
 
 def test_cli_passes_store_port_and_host(tmp_path, monkeypatch):
     calls = []
-    monkeypatch.setattr(dashboard, "launch", lambda store, **kw: calls.append((store, kw)))
+    monkeypatch.setattr(dashboard_launch, "launch", lambda store, **kw: calls.append((store, kw)))
     r = CliRunner().invoke(app, ["dashboard", "--store", str(tmp_path / "x"), "--port", "9001"])
     assert r.exit_code == 0, r.output
     assert calls == [(tmp_path / "x", {"host": "127.0.0.1", "port": 9001, "config": None})]
@@ -57,7 +57,7 @@ def test_cli_passes_store_port_and_host(tmp_path, monkeypatch):
     cfg.write_text("gpu_hour_cost = 2.5\n")
     r = CliRunner().invoke(app, ["dashboard", "--config", str(cfg)])
     assert r.exit_code == 0 and calls[-1][1]["config"] == cfg
-    assert dashboard.command(tmp_path, config=cfg)[1]["ATTRIBUTION_CONFIG"] == str(cfg.resolve())
+    assert dashboard_launch.command(tmp_path, config=cfg)[1]["ATTRIBUTION_CONFIG"] == str(cfg.resolve())
     cfg.write_text("gpu_hour_cost = -1\n")
     r = CliRunner().invoke(app, ["dashboard", "--config", str(cfg)])
     assert r.exit_code != 0 and len(calls) == 3
@@ -65,7 +65,7 @@ def test_cli_passes_store_port_and_host(tmp_path, monkeypatch):
 
 def test_the_app_ships_inside_the_package():
     shipped = Path(attribution.__file__).parent / "dashboards"
-    assert dashboard.app_path() == shipped / "app.py"
+    assert dashboard_launch.app_path() == shipped / "app.py"
     # setuptools packages folders with an __init__.py (like attribution/sql -> ../queries)
     assert (shipped / "__init__.py").is_file() and (shipped / "app_pages" / "__init__.py").is_file()
     listed = APP.read_text()
@@ -126,9 +126,9 @@ def test_choices_offer_every_value_once_and_missing_ones_last(tmp_path):
     assert ch.deployments == ("a", "b", "(none)") and ch.workloads == ("x", "y")
     assert ch.labels == ("after", "before", "(none)")
     assert ch.versions == ("sglang", "vllm 0.1", "vllm 0.2", "(none)")
-    assert dashboard.store_version(tmp_path / "nothing") is None
+    assert dashboard_launch.store_version(tmp_path / "nothing") is None
     Store.open(tmp_path / "empty", create=True)
-    assert dashboard.store_version(tmp_path / "empty") == 0
+    assert dashboard_launch.store_version(tmp_path / "empty") == 0
     assert dashboard.choices(Store.open(tmp_path / "empty").connect()) == dashboard.Choices()
 
 

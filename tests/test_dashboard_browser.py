@@ -1,4 +1,4 @@
-"""A real browser: the command `attribution dashboard` runs (attribution.dashboard.command) serves a small
+"""A real browser: the command `attribution dashboard` runs (attribution.dashboard_launch.command) serves a small
 simulated store, and headless Chromium (Debian's, driven by Playwright; never a downloaded browser) loads
 every page: its heading, a drawn Plotly chart, no exception or error element, no empty state. Screenshots
 go to artifacts/dashboard-<page>.png, which CI keeps."""
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from attribution import dashboard
+from attribution import dashboard_launch
 from attribution.ingest import ingest
 from attribution.simulate.output import simulate_to_dir
 
@@ -67,7 +67,7 @@ def server(tmp_path_factory):
     truth = simulate_to_dir("sample", root / "logs", requests=3000, seed=3)
     ingest([str(root / "logs")], root / "store", year=truth["year"], tz=truth["tz"])
     port = _free_port()
-    cmd, env = dashboard.command(root / "store", port=port)
+    cmd, env = dashboard_launch.command(root / "store", port=port)
     log = root / "server.log"
     with log.open("w") as out:
         proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=root)

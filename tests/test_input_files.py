@@ -14,11 +14,11 @@ from synthetic_source import register, write_log
 from typer.testing import CliRunner
 
 from attribution import discovery
-from attribution import ingest as ingest_mod
 from attribution.cli import app
 from attribution.db import fetch
 from attribution.errors import EXIT_INPUTS_NOT_READ
 from attribution.ingest import ingest
+from attribution.ingest import run as ingest_run
 from attribution.store import Store
 
 register()
@@ -186,7 +186,7 @@ def test_files_vanishing_before_or_while_read_are_recorded(tmp_path, monkeypatch
     d.mkdir()
     for name in ("a.log", "b.log", "c.log"):
         write_log(d / name, 0, 40)
-    real_discover, real_plan = discovery.discover_inputs, ingest_mod._plan_file
+    real_discover, real_plan = discovery.discover_inputs, ingest_run.plan_file
 
     def discover_then_delete(paths):
         out = real_discover(paths)
@@ -200,7 +200,7 @@ def test_files_vanishing_before_or_while_read_are_recorded(tmp_path, monkeypatch
         return planned
 
     monkeypatch.setattr(discovery, "discover_inputs", discover_then_delete)
-    monkeypatch.setattr(ingest_mod, "_plan_file", plan_then_delete)
+    monkeypatch.setattr(ingest_run, "plan_file", plan_then_delete)
     s = ingest([str(d)], tmp_path / "s", jobs=1)
     assert {Path(f.path).name: f.status for f in s.files} == {"a.log": "vanished", "b.log": "vanished",
                                                              "c.log": "read"}

@@ -10,10 +10,10 @@ import polars as pl
 import pytest
 from conftest import REPO
 
-from attribution import ingest as ingest_mod
 from attribution.db import fetch
-from attribution.ingest import ingest, parse_path
+from attribution.ingest import ingest, parse_path, parsing
 from attribution.sources import litellm
+from attribution.sources.base import ParseContext
 from attribution.store import Store
 
 CASE = REPO / "tests" / "cases" / "litellm" / "slp_epoch_floats.jsonl"
@@ -38,9 +38,9 @@ def small_batches(monkeypatch):
 def test_an_array_is_streamed_in_batches_never_read_whole(tmp_path, small_batches, monkeypatch):
     path = tmp_path / "litellm-array.json"
     path.write_text(json.dumps(_records(25), indent=2))
-    monkeypatch.setattr(ingest_mod, "WHOLE_MAX_BYTES", 1024)  # a whole read of this file would fail
-    units = list(ingest_mod.parse_units(path, litellm.LiteLLMPayloadJSON(),
-                                        ingest_mod.ParseContext(str(path), "d", None, None, "UTC", 0.0)))
+    monkeypatch.setattr(parsing, "WHOLE_MAX_BYTES", 1024)  # a whole read of this file would fail
+    units = list(parsing.parse_units(path, litellm.LiteLLMPayloadJSON(),
+                                        ParseContext(str(path), "d", None, None, "UTC", 0.0)))
     assert len(units) == 4  # 7 + 7 + 7 + 4 records
     s = ingest([str(path)], tmp_path / "s")
     assert s.files[0].status == "read" and s.files[0].format == "litellm_json"
@@ -81,7 +81,7 @@ def test_a_spendlogs_csv_is_streamed_in_whole_records(tmp_path, monkeypatch):
     whole = parse_path(path, "litellm_spendlogs")
     monkeypatch.setattr(litellm, "SPEND_BATCH_BYTES", 300)
     src_obj = litellm.LiteLLMSpendLogs()
-    units = list(ingest_mod.parse_units(path, src_obj, ingest_mod.ParseContext(str(path), "d", None, None, "UTC",
+    units = list(parsing.parse_units(path, src_obj, ParseContext(str(path), "d", None, None, "UTC",
                                                                                  0.0)))
     assert len(units) > 3
     streamed = parse_path(path, "litellm_spendlogs")

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from attribution.compare import judge
-from attribution.compare.core import METRICS, _Rows, latency_tables
+from attribution.compare.comparison import METRICS, _Rows, latency_tables
 
 
 @pytest.mark.parametrize(("p", "need"), [(0.5, 20), (0.9, 100), (0.95, 200), (0.99, 1000), (0.999, 10000)])

@@ -17,7 +17,8 @@ from test_store import _worker, rows, same_tables
 
 from attribution import ingest as ingest_mod
 from attribution import workers
-from attribution.ingest import ingest
+from attribution.ingest import batching, ingest, planning
+from attribution.ingest import run as ingest_run
 from attribution.store import Staged, Store
 
 register()
@@ -25,7 +26,7 @@ register()
 
 @pytest.fixture
 def always_parallel(monkeypatch):
-    monkeypatch.setattr(ingest_mod, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(ingest_run, "PARALLEL_MIN_BYTES", 0)
 
 
 def _workers_of(pid: int) -> list[int]:
@@ -104,10 +105,10 @@ def test_a_worker_stages_the_rows_of_large_chunks_as_parquet(tmp_path):
 def _plan(path: Path, store: Path) -> tuple[ingest_mod.Plan, object]:
     st = Store.open(store)
     with st.writer() as w:
-        batch = ingest_mod._Batch(w, 1 << 30, ingest_mod.IngestSummary(store=str(store)))
+        batch = batching.Batch(w, 1 << 30, ingest_mod.IngestSummary(store=str(store)))
         opts = dict(fmt=None, deployment=None, label=None, year=2026, tz="UTC", options={}, chunk_bytes=16384,
                     max_line_bytes=1 << 20)
-        return ingest_mod._plan_file(path, w, batch, {}, {}, opts, lambda *_: None)
+        return planning.plan_file(path, w, batch, {}, {}, opts, lambda *_: None)
 
 
 def test_a_worker_that_dies_fails_its_file_only_and_a_rerun_completes_it(tmp_path, always_parallel, monkeypatch):

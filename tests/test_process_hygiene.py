@@ -9,7 +9,7 @@ from pathlib import Path
 
 from synthetic_source import write_log
 
-from attribution import dashboard, workers
+from attribution import dashboard_launch, workers
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
@@ -32,7 +32,7 @@ import sys
 sys.path[:0] = [{tests!r}, {repo!r}]
 from synthetic_source import register
 register()
-import attribution.ingest as m
+import attribution.ingest.run as m
 m.PARALLEL_MIN_BYTES = 0
 s = m.ingest([{src!r}], {store!r}, chunk_bytes=4096, jobs=2)
 print(sorted(f.status for f in s.files), s.rows.get("engine_steps"))
@@ -69,7 +69,7 @@ def test_dashboard_interpreter_does_not_import_from_the_working_directory(tmp_pa
     monkeypatch.chdir(tmp_path)
     markers = _plant(tmp_path)
     monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:")  # even a PYTHONPATH naming it (or '') is cleaned
-    cmd, env = dashboard.command(tmp_path / "store")
+    cmd, env = dashboard_launch.command(tmp_path / "store")
     # the launcher's interpreter and flags, running a probe in place of `-m streamlit run ...`
     probe = [*cmd[: cmd.index("-m")], "-c", "import secrets, zstandard, attribution; print(zstandard.__file__)"]
     r = subprocess.run(probe, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)

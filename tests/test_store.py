@@ -167,7 +167,7 @@ import sys
 sys.path.insert(0, {tests!r})
 from synthetic_source import register
 register()
-import attribution.ingest as m
+import attribution.ingest.run as m
 m.PARALLEL_MIN_BYTES = 0
 m.ingest([{src!r}], {store!r}, chunk_bytes=8192, jobs={jobs})
 """

@@ -12,8 +12,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from attribution import reader, sources
-from attribution.ingest import _lines_frame, default_deployment, ingest, parse_path
+from attribution import formats, reader
+from attribution.ingest import default_deployment, ingest, parse_path
+from attribution.ingest.framing import lines_frame
 from attribution.wrappers.cri import Cri
 from attribution.wrappers.layer import BYTE_ESCAPE, WrappedSource
 
@@ -31,13 +32,13 @@ def layer_records(path: Path, chunk_bytes: int = 1 << 20, fmt: str | None = None
     """The census records a wrapped file's parse gives, chunk by chunk and at the end, as the ingest does."""
     from attribution.sources.base import ParseContext
 
-    src = sources.get(fmt) if fmt else sources.sniff(reader.read_head(path).decode("utf-8", "replace"), str(path))
+    src = formats.get(fmt) if fmt else formats.sniff(reader.read_head(path).decode("utf-8", "replace"), str(path))
     assert isinstance(src, WrappedSource)
     ctx = ParseContext(str(path), "d", None, 2026, "UTC", path.stat().st_mtime, {}, {})
     parts = []
     for chunk in reader.chunks(path, chunk_bytes=chunk_bytes):
         if chunk.n_lines:
-            parts.append(src.parse(_lines_frame(chunk, BYTE_ESCAPE), ctx).records)
+            parts.append(src.parse(lines_frame(chunk, BYTE_ESCAPE), ctx).records)
     parts.append(src.finish(ctx).records)
     return pl.concat([p for p in parts if p is not None]).sort("line"), src
 
@@ -156,13 +157,13 @@ def test_plain_logs_are_not_taken_for_wrapped():
     for f in ["vllm_log/docker_rfc3339_prefix.log", "sglang_log/docker_supervisor_ansi.log",
               "vllm_log/apiserver_prefix_ansi.log"]:
         path = Path(__file__).resolve().parent / "cases" / f
-        src = sources.sniff(path.read_text(), str(path))
+        src = formats.sniff(path.read_text(), str(path))
         assert not isinstance(src, WrappedSource), f
 
 
 def test_format_forces_a_wrapper_and_resolves_again(tmp_path):
-    src = sources.get("docker_json")
-    assert isinstance(src, WrappedSource) and src is sources.get("docker_json")
+    src = formats.get("docker_json")
+    assert isinstance(src, WrappedSource) and src is formats.get("docker_json")
     assert pickle.loads(pickle.dumps(src)) is src  # Plan pickles its source to worker processes
     # Forced on a file whose inner text alone would not be recognised as Docker's: still read.
     f = tmp_path / "forced.log"
@@ -170,7 +171,7 @@ def test_format_forces_a_wrapper_and_resolves_again(tmp_path):
     p = parse_path(f, "docker_json", year=2026)
     assert p.source == "docker_json" and p.tables["engine_steps"].height == 2
     with pytest.raises(Exception, match="unknown format"):
-        sources.get("no_such_wrapper")
+        formats.get("no_such_wrapper")
 
 
 def test_kubernetes_and_docker_paths_give_the_deployment():
@@ -321,11 +322,11 @@ def test_every_wrapped_unit_lists_its_census_records(tmp_path):
     # make the census count the chunk's physical lines, and the records again when they are parsed).
     from attribution.sources.base import ParseContext
 
-    src = sources.get("cri")
+    src = formats.get("cri")
     ctx = ParseContext(str(POD_LOG), "d", None, 2026, "UTC", 0.0, {}, {})
     seen = 0
     for chunk in reader.chunks(POD_LOG, chunk_bytes=100):
-        res = src.parse(_lines_frame(chunk, BYTE_ESCAPE), ctx)
+        res = src.parse(lines_frame(chunk, BYTE_ESCAPE), ctx)
         assert res.records is not None
         seen += res.records.height
     assert seen == 0  # a small file: its identity's format is decided at the end

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_wrappers import layer_records
 
-from attribution import reader, sources
+from attribution import formats, reader
 from attribution.db import fetch
 from attribution.errors import InputError
 from attribution.ingest import ingest, parse_path
@@ -52,7 +52,7 @@ def _line_cases() -> list[tuple[Path, dict]]:
         case = json.loads(exp.read_text())
         stem = exp.name[: -len(".expected.json")]
         plain = next(p for p in exp.parent.iterdir() if p.name.startswith(stem + ".") and p != exp)
-        src = sources.sniff(plain.read_bytes()[:65536].decode("utf-8", "replace"), str(plain))
+        src = formats.sniff(plain.read_bytes()[:65536].decode("utf-8", "replace"), str(plain))
         if src is None or src.mode != "lines" or src.name != case.get("format", src.name):
             continue
         out.append((plain, case.get("options", {})))
@@ -274,7 +274,7 @@ def test_nested_wrappers_peel_in_layers(outer, inner, tmp_path):
     f = tmp_path / plain.name
     f.write_bytes(WRAP[outer](inner_lines, wrapping.record_times(inner_lines, START)))
     got = parse_path(f, year=2025, tz="UTC", chunk_bytes=3000)
-    assert got.source == sources.get(outer if outer != "containerd" else "cri").name
+    assert got.source == formats.get(outer if outer != "containerd" else "cri").name
     want = parse_path(plain, year=2025, tz="UTC")
     assert comparable(got.tables, "compose") == comparable(want.tables, "compose")
     recs, _ = layer_records(f, chunk_bytes=3000)
@@ -299,7 +299,7 @@ def test_over_long_partial_record_is_reported_and_the_rest_kept(tmp_path):
 
 def test_wrapped_files_parse_in_worker_processes(tmp_path, monkeypatch):
     # Plan pickles the WrappedSource to the workers: the same rows as a sequential read.
-    import attribution.ingest as ingest_mod
+    import attribution.ingest.run as ingest_mod
 
     monkeypatch.setattr(ingest_mod, "PARALLEL_MIN_BYTES", 0)
     plain = shared("traces", "real_logs", "vllm_repo-2215860382-VedioSifter.log")

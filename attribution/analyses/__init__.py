@@ -22,7 +22,7 @@ from attribution.analyses.common import (
 from attribution.analyses.concurrency import concurrency
 from attribution.analyses.latency import Score, Slo, latency, load_presets, parse_slo, score_presets
 from attribution.analyses.lengths import lengths
-from attribution.analyses.summary import analyze
+from attribution.analyses.overview import analyze
 
 __all__ = [
     "Analysis", "GroupBy", "Score", "Selection", "Slo", "Window", "analyze", "capacity", "concurrency", "latency",

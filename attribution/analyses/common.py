@@ -13,13 +13,13 @@ import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from enum import StrEnum
 from typing import Any
 
 import duckdb
 import polars as pl
 
 from attribution import joincache, queries
+from attribution.choices import GroupBy
 from attribution.errors import AttributionError, UsageError
 from attribution.labels import define_macros
 from attribution.queries import materialize  # also imported from here (thresholds.crossings)
@@ -37,16 +37,6 @@ _SERIALS = itertools.count(1)
 _CURRENT: dict[int, int] = {}  # id(connection) -> serial of the selection its analysis_requests holds
 KEEP_SELECTIONS = 2  # per connection over a cached join (see _prepare)
 _KEPT: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, dict[tuple, str]] = weakref.WeakKeyDictionary()
-
-
-class GroupBy(StrEnum):
-    workload = "workload"
-    model = "model"
-    deployment = "deployment"
-    label = "label"
-    day = "day"
-    version = "version"
-    all = "all"
 
 
 def parse_when(text: str | datetime | date | None) -> datetime | timedelta | None:

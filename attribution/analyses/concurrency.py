@@ -20,12 +20,11 @@ from attribution.analyses.common import (
     percentile_list,
     spread_percentiles,
 )
+from attribution.analyses.estimate import estimate_concurrency
+from attribution.analyses.exact import exact_frames, pick_bucket_s
 
 DEFAULT_SERVICE_MODEL = "vllm-chat-small"
 METRIC_ORDER = {m: i for i, m in enumerate(("running", "waiting", "in_system", "kv_tokens", "seen_at_arrival"))}
-NICE_BUCKETS_S = (1, 5, 10, 30, 60, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400)
-
-
 def schema(percentiles: list[float]) -> dict[str, pl.DataType]:
     """The columns of the pods and groups tables, with one column per percentile."""
     return {"deployment": pl.Utf8, "grp": pl.Utf8, "metric": pl.Utf8, "source": pl.Utf8, "peak": pl.Float64,
@@ -56,28 +55,6 @@ DEFINITIONS = {
     "as printed; each line weighted by the time to the next, at most max_gap_s; a peak between lines is "
     "missed); estimate = arrivals replayed through the simulator's service model (see notes)",
 }
-
-
-def pick_bucket_s(span_s: float, points: int = 500) -> int:
-    """The smallest round bucket width giving at most `points` buckets over `span_s`."""
-    for b in NICE_BUCKETS_S:
-        if span_s / b <= points:
-            return b
-    return NICE_BUCKETS_S[-1]
-
-
-def exact_frames(sel: Selection, *, per_group: bool, timeseries: bool, bucket_s: int | None,
-                 percentiles: list[float] | None = None) -> tuple[pl.DataFrame, pl.DataFrame | None, int | None]:
-    """Sweep the intervals of `sel` (its connection's analysis_requests): stats and, if asked, a time series
-    (attribution.analyses.sweep) and its bucket in seconds (picked from the sweep's span when not given)."""
-    parts = sweep.segments(sel.con, sel.window.since, sel.window.until, per_group)
-    stats = sweep.stats(parts, tuple(percentile_list(percentiles))).with_columns(source=pl.lit("exact"))
-    series = None
-    if timeseries:
-        if bucket_s is None:
-            bucket_s = pick_bucket_s(sweep.span_s(parts))
-        series = sweep.timeseries(parts, int(bucket_s * 1_000_000))
-    return stats, series, bucket_s
 
 
 def step_line_frames(sel: Selection, deployments: list[str], *, max_gap_s: float, timeseries: bool,
@@ -160,8 +137,6 @@ def concurrency(sel: Selection, *, per_group: bool = True, estimate: bool = True
 
     arrival_only = by_source["estimate"]["deployment"].to_list()
     if arrival_only and estimate:
-        from attribution.analyses.estimate import estimate_concurrency
-
         est, ts, est_notes = estimate_concurrency(sel, arrival_only, service_model=service_model,
                                                   per_group=per_group, timeseries=timeseries, bucket_s=bucket_s,
                                                   percentiles=ps)

@@ -9,6 +9,7 @@ from dataclasses import replace
 import polars as pl
 
 from attribution.analyses.common import Selection, frames_connection, select
+from attribution.analyses.exact import exact_frames
 from attribution.errors import AttributionError
 
 TS = pl.Datetime("us", "UTC")
@@ -74,8 +75,6 @@ def estimate_concurrency(sel: Selection, deployments: list[str], *, service_mode
                          percentiles: list[float] | None = None
                          ) -> tuple[pl.DataFrame, pl.DataFrame | None, list[str]]:
     """Stats (and a time series) for arrival-only `deployments`, each replayed on its own simulated pod."""
-    from attribution.analyses.concurrency import exact_frames
-
     arrivals = sel.run("estimate_arrivals", deployments=deployments)
     size = pl.col("prompt_tokens") + pl.col("output_tokens").fill_null(1)
     too_long = arrivals.filter(size > MAX_REPLAY_TOKENS).height

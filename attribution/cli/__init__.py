@@ -9,12 +9,12 @@ import sys
 from attribution import render
 from attribution.cli import (
     analyses,  # noqa: F401
-    attribution_cmds,  # noqa: F401  (registers thresholds, compare)
     dashboard_cmd,  # noqa: F401
     memsplit_cmd,  # noqa: F401
     report_cmd,  # noqa: F401
     simulate_cmd,  # noqa: F401
     store_cmds,  # noqa: F401  (registers ingest, status, query, export)
+    thresholds_compare_cmds,  # noqa: F401  (registers thresholds, compare)
     window_cmds,  # noqa: F401  (registers changes, health)
 )
 from attribution.cli.app import app

@@ -1,25 +1,31 @@
 """Commands that answer questions from the store: lengths, concurrency, latency, capacity, and analyze (ingest,
 then a one-screen summary). Each parses its options, calls attribution.analyses and renders the result; the
-numbers are the library's, the same in the table, CSV and JSON forms."""
+numbers are the library's, the same in the table, CSV and JSON forms. The analyses are imported inside the
+commands (the CLI starts without NumPy and DuckDB; `--help` needs only the options)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import polars as pl
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from attribution import analyses, render
-from attribution.analyses import Analysis, GroupBy
+from attribution import render
+from attribution.choices import GroupBy
 from attribution.cli.app import ConfigOpt, FormatOpt, StoreOpt, app, connect, resolve
+from attribution.cli.store_cmds import IngestProgress, print_summary
 from attribution.columns import is_share
 from attribution.config import Settings, describe
 from attribution.errors import UsageError
 from attribution.render import Format
 from attribution.store import default_store_path
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from attribution.analyses import Analysis, Selection
 
 PIPE_WIDTH = 150
 SinceOpt = Annotated[str | None, typer.Option(
@@ -47,9 +53,11 @@ GpusOpt = Annotated[int | None, typer.Option(help="GPUs per pod (default: the en
                                              show_default=False)]
 
 
-def _select(settings: Settings, since: str | None, until: str | None, by: GroupBy | str | None = None
-            ) -> analyses.Selection:
+def select(settings: Settings, since: str | None, until: str | None, by: GroupBy | str | None = None
+           ) -> Selection:
     """The window's requests on the settings' store, grouped by `by` (default: the `by` setting)."""
+    from attribution import analyses
+
     return analyses.select(connect(settings), since=since, until=until, by=by or settings.by)
 
 
@@ -63,7 +71,7 @@ def with_by(settings: Settings, by: GroupBy | None, own_default: GroupBy = Group
     return settings
 
 
-def _with_settings(res: Analysis, settings: Settings, keys: tuple[str, ...]) -> Analysis:
+def with_settings(res: Analysis, settings: Settings, keys: tuple[str, ...]) -> Analysis:
     """Say in the result (its JSON params) which settings it used, their values and where each came from."""
     res.params["settings"] = describe(settings, keys)
     return res
@@ -76,10 +84,10 @@ def _cell(v: object, column: str) -> str:
             return f"{v:.1%}"
         if abs(v) >= 1000:
             return f"{v:,.0f}"
-    return render._cell(v)
+    return render.cell(v)
 
 
-def _table(df: pl.DataFrame, title: str) -> Table:
+def table_of(df: pl.DataFrame, title: str) -> Table:
     t = Table(title=title, title_justify="left", header_style="bold")
     for c in df.columns:
         t.add_column(c, justify="right" if df.schema[c].is_numeric() else "left", overflow="fold")
@@ -111,7 +119,7 @@ def show(result: Analysis, fmt: Format, table: str | None = None, hide: tuple[st
     out = render.out if render.out.is_terminal else Console(soft_wrap=True, width=PIPE_WIDTH)
     for name, df in result.tables.items():
         if name not in hide:
-            out.print(_table(df, result.titles.get(name, name)))
+            out.print(table_of(df, result.titles.get(name, name)))
     for note in result.notes:
         out.print(f"[yellow]note:[/] {note}", highlight=False)
 
@@ -127,10 +135,12 @@ def lengths_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt 
 
     Example: attribution lengths --by workload --since 7d
     """
+    from attribution import analyses
+
     st = with_by(resolve(config, store=store, percentiles=percentiles), by)
-    res = analyses.lengths(_select(st, since, until), bins_per_decade=bins_per_decade,
+    res = analyses.lengths(select(st, since, until), bins_per_decade=bins_per_decade,
                            percentiles=st.percentiles)
-    _with_settings(res, st, ("by", "percentiles", "workloads"))
+    with_settings(res, st, ("by", "percentiles", "workloads"))
     show(res, fmt, table, hide=() if histogram else ("histogram",))
 
 
@@ -151,11 +161,13 @@ def concurrency_cmd(store: StoreOpt = None, since: SinceOpt = None, until: Until
 
     Example: attribution concurrency --by workload --timeseries --format json
     """
+    from attribution import analyses
+
     st = with_by(resolve(config, store=store, percentiles=percentiles), by)
-    res = analyses.concurrency(_select(st, since, until), per_group=per_group, estimate=estimate,
+    res = analyses.concurrency(select(st, since, until), per_group=per_group, estimate=estimate,
                                service_model=service_model, timeseries=timeseries, bucket_s=bucket,
                                percentiles=st.percentiles)
-    _with_settings(res, st, ("by", "percentiles", "workloads"))
+    with_settings(res, st, ("by", "percentiles", "workloads"))
     show(res, fmt, table)
 
 
@@ -173,15 +185,17 @@ def latency_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt 
 
     Example: attribution latency --by label --slo ttft=0.5 --slo tpot=0.05
     """
+    from attribution import analyses
+
     try:
         edges = [int(x) for x in buckets.split(",") if x.strip()]
     except ValueError:
         raise UsageError(f"--buckets {buckets!r}: write token counts separated by commas") from None
     st = with_by(resolve(config, store=store, slo=slo, slo_preset=preset, percentiles=percentiles), by)
-    sel = _select(st, since, until)
+    sel = select(st, since, until)
     res = analyses.latency(sel, slo=analyses.parse_slo(list(st.slo) or None, st.slo_preset),
                            scores=analyses.score_presets(score), bucket_edges=edges, percentiles=st.percentiles)
-    _with_settings(res, st, ("by", "slo", "slo_preset", "percentiles", "workloads"))
+    with_settings(res, st, ("by", "slo", "slo_preset", "percentiles", "workloads"))
     show(res, fmt, table)
 
 
@@ -199,11 +213,13 @@ def capacity_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt
 
     Example: attribution capacity --gpu-hour-cost 2.0
     """
+    from attribution import analyses
+
     st = with_by(resolve(config, store=store, gpu_hour_cost=gpu_hour_cost, gpus_per_pod=gpus_per_pod), by,
                  own_default=GroupBy.all)
-    res = analyses.capacity(_select(st, since, until), gpu_hour_cost=st.gpu_hour_cost,
+    res = analyses.capacity(select(st, since, until), gpu_hour_cost=st.gpu_hour_cost,
                             gpus_per_pod=st.gpus_per_pod)
-    _with_settings(res, st, ("by", "gpu_hour_cost", "gpus_per_pod", "workloads"))
+    with_settings(res, st, ("by", "gpu_hour_cost", "gpus_per_pod", "workloads"))
     show(res, fmt, table)
 
 
@@ -225,20 +241,21 @@ def analyze_cmd(
 
     Example: attribution analyze sample_logs/ --store demo-store --year 2026 --tz UTC
     """
+    from attribution import analyses
+
     st = with_by(resolve(config, store=store, slo=slo, slo_preset=preset, gpu_hour_cost=gpu_hour_cost,
                          gpus_per_pod=gpus_per_pod, percentiles=percentiles), by)
     if paths:
-        from attribution.cli.store_cmds import _IngestProgress, _print_summary
         from attribution.ingest import ingest
 
-        prog = _IngestProgress()
+        prog = IngestProgress()
         with prog.p:
             summary = ingest(paths, default_store_path(st.store), deployment=deployment, label=label, year=year, tz=tz,
                              progress=prog)
-        _print_summary(summary)
+        print_summary(summary)
     res = analyses.analyze(connect(st), since=since, until=until, by=st.by,
                            slo=analyses.parse_slo(list(st.slo) or None, st.slo_preset), gpu_hour_cost=st.gpu_hour_cost,
                            gpus_per_pod=st.gpus_per_pod, ceiling_share=st.ceiling_share, percentiles=st.percentiles)
-    _with_settings(res, st, ("by", "slo", "slo_preset", "gpu_hour_cost", "gpus_per_pod", "ceiling_share",
+    with_settings(res, st, ("by", "slo", "slo_preset", "gpu_hour_cost", "gpus_per_pod", "ceiling_share",
                              "percentiles", "workloads"))
     show(res, fmt, table)

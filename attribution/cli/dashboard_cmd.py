@@ -1,4 +1,4 @@
-"""`attribution dashboard`: start the Streamlit app over a store (attribution.dashboard launches it)."""
+"""`attribution dashboard`: start the Streamlit app over a store (attribution.dashboard_launch launches it)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from attribution import dashboard, render
+from attribution import dashboard_launch, render
 from attribution.cli.app import ConfigOpt, StoreOpt, app, resolve
 from attribution.store import default_store_path
 
@@ -15,7 +15,7 @@ from attribution.store import default_store_path
 @app.command("dashboard")
 def dashboard_cmd(
     store: StoreOpt = None,
-    port: Annotated[int, typer.Option(help="Port to serve on.")] = dashboard.DEFAULT_PORT,
+    port: Annotated[int, typer.Option(help="Port to serve on.")] = dashboard_launch.DEFAULT_PORT,
     host: Annotated[str, typer.Option(help="Address to bind; the default serves this machine only. Use "
                                            "0.0.0.0 to share it (anyone who reaches the port reads the store).")]
     = "127.0.0.1",
@@ -29,9 +29,9 @@ def dashboard_cmd(
     """
     st = resolve(config, store=store)  # a bad setting is a usage error here, not a broken page later
     path = default_store_path(st.store)
-    if dashboard.store_version(path) is None:
+    if dashboard_launch.store_version(path) is None:
         render.err.print(f"[yellow]note:[/] no store at {path} yet; the pages stay empty until an ingest fills it",
                          highlight=False)
     render.err.print(f"dashboard on http://{host}:{port}  (Ctrl-C stops it)", highlight=False)
     found = Path(st.config_file) if st.config_file else None
-    dashboard.launch(path, host=host, port=port, config=config or found)
+    dashboard_launch.launch(path, host=host, port=port, config=config or found)

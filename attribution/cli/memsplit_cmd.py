@@ -8,10 +8,8 @@ from typing import Annotated
 
 import typer
 
-from attribution.cli.analyses import SinceOpt, TableOpt, UntilOpt, _with_settings, show
+from attribution.cli.analyses import SinceOpt, TableOpt, UntilOpt, show, with_settings
 from attribution.cli.app import ConfigOpt, FormatOpt, StoreOpt, app, connect, resolve
-from attribution.memory.profile import GiB
-from attribution.memsplit import Overrides, Settings, memsplit
 from attribution.render import Format
 
 BRIEF = ("summary", "flags", "whatif")  # what the terminal shows unless --all
@@ -83,6 +81,9 @@ def memsplit_cmd(
 
     Example: attribution memsplit --model qwen3.5-35b-a3b --engine vllm --cache-gib 5 --kv-cache-dtype fp8
     """
+    from attribution.memory.profile import GiB
+    from attribution.memsplit import Overrides, Settings, memsplit
+
     ov = Overrides(
         cache_bytes=None if cache_gib is None else int(cache_gib * GiB),
         tp=tp,
@@ -103,6 +104,6 @@ def memsplit_cmd(
         service_model=service_model,
         settings=Settings(kv_low=kv_low, percentile=percentile, headroom=headroom),
     )
-    _with_settings(res, st, ("model", "workloads"))
+    with_settings(res, st, ("model", "workloads"))
     hide = () if show_all else tuple(n for n in res.tables if n not in BRIEF)
     show(res, fmt, table, hide=hide)

@@ -11,13 +11,12 @@ from typing import Annotated
 import typer
 
 from attribution import render
-from attribution.analyses import GroupBy
+from attribution.choices import FailOn, GroupBy, ReportFormat
 from attribution.cli.analyses import CostOpt, PresetOpt, SloOpt, UntilOpt
 from attribution.cli.app import StoreOpt, app
+from attribution.cli.store_cmds import IngestProgress, print_summary
 from attribution.config import load_settings
 from attribution.errors import StoreLocked
-from attribution.report import EXIT_FOUND, FailOn, ReportFormat, build_report, triggered, write
-from attribution.report.output import check
 from attribution.store import Store, default_store_path
 
 STALE = timedelta(days=1)
@@ -25,17 +24,16 @@ STALE = timedelta(days=1)
 
 def _ingest(paths: list[str], store: Path, year: int | None, tz: str | None) -> dict | None:
     """Ingest first; when another ingest holds the store, go on with what it has committed (the report says so)."""
-    from attribution.cli.store_cmds import _IngestProgress, _print_summary
     from attribution.ingest import ingest
 
-    prog = _IngestProgress()
+    prog = IngestProgress()
     try:
         with prog.p:
             summary = ingest(paths, store, year=year, tz=tz, progress=prog)
     except StoreLocked as exc:
         render.err.print(f"[yellow]warning:[/] {exc}; reporting on the last commit", highlight=False)
         return {"skipped": True, "text": f"the ingest before this report was skipped: {exc}"}
-    _print_summary(summary)
+    print_summary(summary)
     return None
 
 
@@ -83,6 +81,9 @@ def report_cmd(
 
     Example: attribution report --since 7d --out week.html
     """
+    from attribution.report import EXIT_FOUND, build_report, triggered, write
+    from attribution.report.output import check
+
     check(out, out_dir, fmt)
     settings = load_settings({"store": store, "slo": slo, "slo_preset": preset, "gpu_hour_cost": gpu_hour_cost,
                               "gpus_per_pod": gpus_per_pod, "model": model, "by": by and by.value,

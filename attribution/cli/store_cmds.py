@@ -1,25 +1,27 @@
-"""Commands over the store itself: ingest, status, query, export."""
+"""Commands over the store itself: ingest, status, query, export. What a command runs (the ingest, DuckDB) is
+imported inside it, so that starting the CLI does not load it."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
 
-from attribution import queries, render
+from attribution import render
 from attribution.cli.app import FormatOpt, StoreOpt, app, open_store
 from attribution.errors import EXIT_INPUTS_NOT_READ
-from attribution.ingest import IngestSummary, ingest
 from attribution.render import Format
-from attribution.status import store_status
 from attribution.store import default_store_path
 
+if TYPE_CHECKING:
+    from attribution.ingest import IngestSummary
 
-class _IngestProgress:
+
+class IngestProgress:
     """Rich progress on stderr: files, bytes and rows."""
 
     def __init__(self) -> None:
@@ -43,7 +45,7 @@ class _IngestProgress:
             self.p.update(self.task, files=f"{self.files_done}/{self.files_total} files")
 
 
-def _print_summary(s: IngestSummary) -> None:
+def print_summary(s: IngestSummary) -> None:
     e = render.err
     e.print(
         f"[bold]{len(s.files)} files[/]: {s.count('read')} read, {s.count('unchanged')} unchanged (not read again), "
@@ -115,12 +117,14 @@ def ingest_cmd(
 
     Example: attribution ingest /var/log/vllm/ --store ./store --year 2026 --tz UTC
     """
-    prog = _IngestProgress()
+    from attribution.ingest import ingest
+
+    prog = IngestProgress()
     with prog.p:
         options = {k: v for k, v in {"start": start, "mapping": str(mapping) if mapping else None}.items() if v}
         summary = ingest(paths, default_store_path(store), fmt=fmt, deployment=deployment, label=label,
                          year=year, tz=tz, options=options, progress=prog, jobs=jobs)
-    _print_summary(summary)
+    print_summary(summary)
     if summary.problems:
         raise typer.Exit(EXIT_INPUTS_NOT_READ)
 
@@ -135,6 +139,8 @@ def status_cmd(store: StoreOpt = None, fmt: FormatOpt = Format.table) -> None:
     Example: attribution status --format json
     """
     import polars as pl
+
+    from attribution.status import store_status
 
     st = store_status(open_store(store))
     if fmt == Format.json:
@@ -186,6 +192,8 @@ def query_cmd(
 
     Example: attribution query "select kind, count(*) from engine_steps group by 1"
     """
+    from attribution import queries
+
     con = open_store(store).connect()
     render.frame(queries.user_sql(con, sql), fmt)
 

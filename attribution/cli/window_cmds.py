@@ -4,15 +4,18 @@ options and output forms as the other analysis commands."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from attribution.analyses import Analysis, GroupBy
+from attribution.choices import GroupBy
 from attribution.cli.analyses import SinceOpt, TableOpt, UntilOpt, show
 from attribution.cli.app import ConfigOpt, FormatOpt, StoreOpt, app, connect, open_store, resolve
 from attribution.render import Format
 from attribution.store import default_store_path
+
+if TYPE_CHECKING:
+    from attribution.analyses import Analysis
 
 # Columns of the terminal view of the wide tables (by the end of their name); JSON and CSV carry all of them.
 VIEW = {

@@ -7,6 +7,6 @@ intervals and an attribution table that says which engine features can explain t
 """
 
 from attribution.compare.cohorts import CohortBy, Cohorts, parse_window, resolve
-from attribution.compare.core import DEFAULT_EDGES, METRICS, bucket_labels, compare
+from attribution.compare.comparison import DEFAULT_EDGES, METRICS, bucket_labels, compare
 
 __all__ = ["DEFAULT_EDGES", "METRICS", "CohortBy", "Cohorts", "bucket_labels", "compare", "parse_window", "resolve"]

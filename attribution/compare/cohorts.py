@@ -7,20 +7,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 from typing import Any
 
 import duckdb
 
 from attribution import queries
 from attribution.analyses.common import parse_when
+from attribution.choices import CohortBy
 from attribution.errors import UsageError
-
-
-class CohortBy(StrEnum):
-    label = "label"
-    version = "version"
-    window = "window"
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from attribution.report.drift import ALARMS as DRIFT_ALARMS
 from attribution.report.fmt import num, pct
 from attribution.report.health import UNMATCHED_SHARE, gap_text
 from attribution.report.model import SEVERITIES, Action
-from attribution.report.sections_more import ratio_text
+from attribution.report.review_sections import ratio_text
 
 if TYPE_CHECKING:
     from attribution.report.build import Inputs

@@ -25,7 +25,7 @@ from attribution.analyses import (
     resolve_window,
     select,
 )
-from attribution.analyses.summary import cohort_latency, findings
+from attribution.analyses.overview import cohort_latency, findings
 from attribution.config import Settings, connect_settings
 from attribution.errors import InputError, UsageError
 from attribution.memsplit import memsplit

@@ -13,7 +13,7 @@ import duckdb
 import polars as pl
 
 from attribution.analyses import Analysis, GroupBy, Selection, Window, lengths, select
-from attribution.analyses.summary import cohort_of
+from attribution.analyses.overview import cohort_of
 from attribution.compare import compare, judge
 from attribution.errors import UsageError
 from attribution.report import drift as drifts

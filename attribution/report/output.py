@@ -8,30 +8,16 @@ import json
 import os
 import sys
 import tempfile
-from enum import StrEnum
 from pathlib import Path
 
+from attribution.choices import FailOn, ReportFormat
 from attribution.errors import UsageError
-from attribution.render import _default
+from attribution.render import json_default
 from attribution.report import html, markdown
 from attribution.report.model import Report
 
 EXIT_FOUND = 5  # the report was written and a --fail-on condition held
 PREFIX = "attribution-report"
-
-
-class ReportFormat(StrEnum):
-    html = "html"
-    md = "md"
-    json = "json"
-
-
-class FailOn(StrEnum):
-    regression = "regression"  # a latency percentile rose materially (vs the previous window, or inside it)
-    drift = "drift"            # a group's length distribution moved beyond the drift threshold
-    health = "health"          # parse errors, unmatched joins, log gaps, or a skipped ingest
-    empty = "empty"            # no requests in the window
-    action = "action"          # any line marked `act`
 
 
 EXTENSIONS = {".html": ReportFormat.html, ".htm": ReportFormat.html, ".md": ReportFormat.md,
@@ -43,7 +29,7 @@ def render(report: Report, fmt: ReportFormat) -> str:
         return html.render(report)
     if fmt == ReportFormat.md:
         return markdown.render(report)
-    return json.dumps(report.to_dict(), indent=2, default=_default) + "\n"
+    return json.dumps(report.to_dict(), indent=2, default=json_default) + "\n"
 
 
 def format_of(path: str, fmt: ReportFormat | None) -> ReportFormat:

@@ -13,7 +13,7 @@ from attribution.analyses.common import percentile_columns
 from attribution.charts.common import group_column
 from attribution.report.fmt import num, pct
 from attribution.report.model import Section
-from attribution.report.sections_more import (
+from attribution.report.review_sections import (
     changes_section,
     health_section,
     memsplit_section,

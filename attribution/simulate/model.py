@@ -233,7 +233,7 @@ def _dist(d: dict[str, Any], where: str) -> Dist:
         raise UsageError(f"{where}: missing {e.args[0]!r}") from None
 
 
-def _find(name: str, folder: Path, what: str, base: Path | None) -> Path:
+def find_file(name: str, folder: Path, what: str, base: Path | None) -> Path:
     """A name with a slash or a .toml suffix is a path (relative to `base`, then the working directory);
     anything else is looked up in the packaged folder."""
     if "/" in name or name.endswith(".toml"):
@@ -249,7 +249,7 @@ def _find(name: str, folder: Path, what: str, base: Path | None) -> Path:
 
 
 def load_profile(name: str, base: Path | None = None) -> Profile:
-    path = _find(name, PROFILE_DIR, "engine profile", base)
+    path = find_file(name, PROFILE_DIR, "engine profile", base)
     d = tomllib.loads(path.read_text())
     cost = d.get("cost", {})
     try:
@@ -297,7 +297,7 @@ def _memory(m: dict[str, Any], where: str) -> Memory:
 
 def load_scenario(scenario: str | Path) -> Scenario:
     """Load a scenario by path or by name (``scenarios/<name>.toml`` in this package)."""
-    path = _find(str(scenario), SCENARIO_DIR, "scenario", None)
+    path = find_file(str(scenario), SCENARIO_DIR, "scenario", None)
     d = tomllib.loads(path.read_text())
     where = str(path)
     try:

@@ -22,7 +22,7 @@ from typing import Any
 import polars as pl
 
 from attribution.errors import UsageError
-from attribution.simulate.model import SCENARIO_DIR, Scenario, _find, load_scenario
+from attribution.simulate.model import SCENARIO_DIR, Scenario, find_file, load_scenario
 from attribution.simulate.result import SimResult
 from attribution.simulate.run import simulate
 from attribution.simulate.truth import ground_truth
@@ -50,7 +50,7 @@ class Plan:
 
 def load_plan(scenario: str | Path) -> Plan:
     """A scenario (name or .toml path) as a one-member plan, or a bundle file's members."""
-    path = _find(str(scenario), SCENARIO_DIR, "scenario", None)
+    path = find_file(str(scenario), SCENARIO_DIR, "scenario", None)
     doc = tomllib.loads(path.read_text())
     if "members" not in doc:
         return Plan(doc.get("name", path.stem), (Member(load_scenario(path)),))
@@ -58,7 +58,7 @@ def load_plan(scenario: str | Path) -> Plan:
     for i, m in enumerate(doc["members"]):
         if "scenario" not in m or "deployment" not in m:
             raise UsageError(f"{path}: member {i + 1} needs `scenario` and `deployment` (e.g. \"web-{{pod}}\")")
-        members.append(Member(load_scenario(_find(m["scenario"], SCENARIO_DIR, "scenario", path.parent)),
+        members.append(Member(load_scenario(find_file(m["scenario"], SCENARIO_DIR, "scenario", path.parent)),
                               m["deployment"]))
     return Plan(doc.get("name", path.stem), tuple(members))
 

@@ -39,14 +39,14 @@ class SimResult:
         return expand_steps(self.steps, self.scenario.memory.kv_pool_tokens)
 
 
-def _hex16(x: np.ndarray) -> pl.Series:
+def hex16(x: np.ndarray) -> pl.Series:
     shifts = np.arange(60, -1, -4, dtype=np.uint64)
     nib = ((x[:, None] >> shifts) & np.uint64(15)).astype(np.uint8)
     chars = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)[nib]
     return pl.Series(np.ascontiguousarray(chars).view("S16").ravel()).cast(pl.Utf8)
 
 
-def _mix64(x: np.ndarray) -> np.ndarray:
+def mix64(x: np.ndarray) -> np.ndarray:
     """splitmix64 finaliser, a bijection: distinct inputs give distinct, random-looking 64-bit ids."""
     with np.errstate(over="ignore"):
         z = x + np.uint64(0x9E3779B97F4A7C15)
@@ -84,11 +84,11 @@ class _Pod:
             for f in ("name", "key_alias", "team")
         }
         decode = fin - first
-        ids = _mix64(task + np.arange(n, dtype=np.uint64))
+        ids = mix64(task + np.arange(n, dtype=np.uint64))
         if prof.engine == "sglang":  # SGLang's rid (also its OpenAI response id) is uuid4().hex: 32 hex
-            rid = _hex16(ids) + _hex16(_mix64(ids ^ np.uint64(0x5BD1E995)))
+            rid = hex16(ids) + hex16(mix64(ids ^ np.uint64(0x5BD1E995)))
         else:  # vLLM's OpenAI id: chatcmpl-<random_uuid()>, 16 hex in recent versions
-            rid = "chatcmpl-" + _hex16(ids)
+            rid = "chatcmpl-" + hex16(ids)
         df = pl.DataFrame({
             "request_id": rid,
             "deployment": [self.dep] * n, "label": [self.phase.label] * n, "engine": [prof.engine] * n,

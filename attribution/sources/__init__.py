@@ -1,5 +1,6 @@
 """Log and trace formats. Each module here exposes `SOURCES`, a list of `Source` instances; the registry
-finds them by walking this package, so adding a format is adding a module."""
+finds them by walking this package, so adding a format is adding a module. Choosing a format by name or by
+content, wrappers included, is attribution.formats' job (it sits above this package and attribution.wrappers)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from functools import cache
 
 from attribution.sources.base import ParseContext, ParseResult, Source
 
-__all__ = ["ParseContext", "ParseResult", "Source", "registry", "get", "sniff"]
+__all__ = ["ParseContext", "ParseResult", "Source", "registry"]
 
 _HELPERS = {"base", "common", "timefmt"}
 
@@ -26,35 +27,3 @@ def registry() -> dict[str, Source]:
                 raise RuntimeError(f"two sources are named {src.name!r}")
             found[src.name] = src
     return found
-
-
-def get(name: str) -> Source:
-    """A format by name: a source, or a wrapper (attribution.wrappers) whose inner format is sniffed."""
-    from attribution import wrappers
-    from attribution.errors import UsageError
-
-    reg = registry()
-    if name not in reg:
-        if wrappers.get(name) is not None:
-            from attribution.wrappers.layer import wrapped
-
-            return wrapped(name)
-        known = sorted([*reg, *wrappers.registry()])
-        raise UsageError(f"unknown format {name!r}; known formats: {', '.join(known)}")
-    return reg[name]
-
-
-def sniff(head: str, path: str, mtime: float = 0.0) -> Source | None:
-    """The most confident source for a file head, or None when no source scores at least 0.5. Wrappers
-    (Docker, CRI, journald, log platforms) are consulted first: their markers surround the engine's."""
-    from attribution.wrappers.layer import sniff_wrapped
-
-    found = sniff_wrapped(head, path, mtime=mtime)
-    if found is not None:
-        return found
-    best: tuple[float, Source] | None = None
-    for src in registry().values():
-        score = src.sniff(head, path)
-        if score >= 0.5 and (best is None or score > best[0]):
-            best = (score, src)
-    return best[1] if best else None

@@ -15,7 +15,10 @@ when they define `parse_document(pieces, ctx) -> Iterator[ParseResult]`, the dec
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
 from typing import Any, ClassVar
 
 import polars as pl
@@ -84,8 +87,6 @@ class Source:
         tracebacks): (reason, regex searched in the line's text), from `sources/skip_rules.toml` (this
         source's section, then `common`). The line census counts a line that made no row and matches one of
         these as `skipped` with that reason, any other as `unrecognised`. A subclass may override it."""
-        from attribution.census import rules_for
-
         return rules_for(self.name)
 
     def sniff(self, head: str, path: str) -> float:
@@ -102,3 +103,22 @@ class Source:
 
     def parse_whole(self, data: bytes, ctx: ParseContext) -> ParseResult:
         raise NotImplementedError
+
+
+RULES_FILE = Path(__file__).parent / "skip_rules.toml"
+
+
+@cache
+def skip_rules() -> dict[str, tuple[tuple[str, str], ...]]:
+    """Source name -> (reason, regex) pairs, the `common` ones (blank lines, ...) after each source's own."""
+    doc = tomllib.loads(RULES_FILE.read_text())
+    common = tuple((r["reason"], r["match"]) for r in doc.pop("common", {}).get("rules", []))
+    out = {name: tuple((r["reason"], r["match"]) for r in sec.get("rules", [])) + common for name, sec in doc.items()}
+    out[""] = common
+    return out
+
+
+def rules_for(source: str | None) -> tuple[tuple[str, str], ...]:
+    """The rules of the file; the `common` ones for a source without a section (or no source)."""
+    rules = skip_rules()
+    return rules.get(source or "", rules[""])

@@ -15,7 +15,7 @@ from typing import Any
 
 import polars as pl
 
-from attribution import reader
+from attribution import reader, sources
 from attribution.sources.base import ParseContext, ParseResult, Source
 from attribution.wrappers import base as wbase
 
@@ -72,8 +72,6 @@ def _wrapped(name: str, depth: int) -> WrappedSource:
 
 
 def _line_sources() -> list[Source]:
-    from attribution import sources
-
     return [s for s in sources.registry().values() if s.mode == "lines"]
 
 
@@ -283,9 +281,7 @@ class WrappedSource(Source):
                 r.add_consumed(fin.consumed)
                 r.records = fin.records if r.records is None else pl.concat([r.records, fin.records])
         else:
-            from attribution import sources
-
-            inner = sources.get(fmt)
+            inner = sources.registry()[fmt]  # (sniff_inner names a line source of the registry)
             r = inner.parse(recs.select("line", "text", "rec_ts"), sub)
         ident["st"] = sub.state
         for table, df in r.tables.items():

@@ -4,7 +4,7 @@ Each pair is two simulated weeks (attribution.simulate's library API, request le
 or ingested) of one scenario with different seeds. A/A: the pair as it is. A/B: the second week with a known
 effect: a metric (TTFT, TPOT, queue, e2e) multiplied by 1.1, 1.5 or 2 (every percentile moves by exactly
 that factor), a new workload carrying 12% of the requests, or prompts 1.5x longer. Each pair goes through
-compare's tables (compare.core.latency_tables: its family is summary + per workload + per bucket) and
+compare's tables (compare.comparison.latency_tables: its family is summary + per workload + per bucket) and
 through the report's alarms (report.changes: one Holm family over the overall and per-workload rows; drift
 of traffic and of lengths from report.drift), with the report's defaults (tolerance 5%, alpha 0.05, 200
 resamples). Prints the tables bench/calibration/README.md shows.
@@ -23,7 +23,7 @@ import numpy as np
 import polars as pl
 
 from attribution.compare import DEFAULT_EDGES, judge
-from attribution.compare.core import METRICS, _Rows, latency_tables
+from attribution.compare.comparison import METRICS, _Rows, latency_tables
 from attribution.report import drift as drifts
 from attribution.report.changes import regressions
 from attribution.simulate import simulate

@@ -18,9 +18,8 @@ import time
 from pathlib import Path
 
 import polars as pl
-from calibrate import rows, week  # bench/calibration is the script's own directory
-
 from attribution.compare.core import METRICS, latency_tables
+from calibrate import rows, week  # bench/calibration is the script's own directory
 
 
 def _phi(x: float) -> float:

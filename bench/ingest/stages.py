@@ -11,20 +11,20 @@ from typing import Any
 
 # (label, file suffix, function name). Stages nest (flush contains write and commit); shares are of the total.
 STAGES = [
-    ("ingest (total)", "attribution/ingest.py", "ingest"),
+    ("ingest (total)", "attribution/ingest/run.py", "ingest"),
     ("read: reader.chunks (disk -> chunks of lines)", "attribution/reader.py", "chunks"),
-    ("split: _lines_frame (bytes -> line DataFrame)", "attribution/ingest.py", "_lines_frame"),
+    ("split: lines_frame (bytes -> line DataFrame)", "attribution/ingest/framing.py", "lines_frame"),
     ("parse: vllm_log.parse", "attribution/sources/vllm_log.py", "parse"),
     ("parse: sglang_log.parse", "attribution/sources/sglang_log.py", "parse"),
-    ("conform: _finish (provenance, schema)", "attribution/ingest.py", "_finish"),
+    ("conform: _finish (provenance, schema)", "attribution/ingest/parsing.py", "_finish"),
     ("state: copy.deepcopy", "copy.py", "deepcopy"),
-    ("batch flush (write + commit)", "attribution/ingest.py", "flush"),
+    ("batch flush (write + commit)", "attribution/ingest/batching.py", "flush"),
     ("  parquet: Writer.write (incl. its fsync)", "attribution/store.py", "write"),
     ("  fsync of data files", "attribution/store.py", "_fsync_file"),
     ("  commit: Writer.commit", "attribution/store.py", "commit"),
     ("  fsync of directories", "attribution/store.py", "_fsync_dir"),
-    ("compaction: _compact", "attribution/ingest.py", "_compact"),
-    ("sniff: choose source", "attribution/ingest.py", "_choose_source"),
+    ("compaction: compact", "attribution/ingest/compaction.py", "compact"),
+    ("sniff: choose source", "attribution/ingest/parsing.py", "choose_source"),
 ]
 
 
@@ -38,7 +38,7 @@ def _rows(stats: pstats.Stats) -> list[tuple[str, int, str, int, float, float]]:
 def analyse(prof_path: str, top: int = 25) -> dict[str, Any]:
     stats = pstats.Stats(prof_path)
     rows = _rows(stats)
-    total = max((r[5] for r in rows if r[0].endswith("attribution/ingest.py") and r[2] == "ingest"), default=0.0)
+    total = max((r[5] for r in rows if r[0].endswith("attribution/ingest/run.py") and r[2] == "ingest"), default=0.0)
 
     def cum(suffix: str, func: str) -> tuple[float, int]:
         hits = [r for r in rows if r[0].endswith(suffix) and r[2] == func]

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from attribution.simulate.result import SimResult, _hex16, _mix64
+from attribution.simulate.result import SimResult, hex16, mix64
 
 
 def fixed(expr: pl.Expr, decimals: int) -> pl.Expr:
@@ -37,7 +37,7 @@ def seconds(result: SimResult, col: str) -> pl.Expr:
 def suffix8(ids: pl.Series) -> pl.Series:
     """vLLM V1's random 8-hex suffix of engine request ids, derived from the id so output is reproducible."""
     h = ids.hash(seed=7).to_numpy().astype(np.uint64)
-    return _hex16(_mix64(h)).str.slice(0, 8)
+    return hex16(mix64(h)).str.slice(0, 8)
 
 
 def fake_key(alias: str) -> str:

@@ -15,7 +15,7 @@ import polars as pl
 
 from attribution import queries
 from attribution.analyses.common import Analysis, Selection
-from attribution.compare import attribution as attr
+from attribution.compare import attribution_table as attr
 from attribution.compare import judge, stats
 from attribution.compare.cohorts import CohortBy, Cohorts, resolve
 from attribution.errors import UsageError

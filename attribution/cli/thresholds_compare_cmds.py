@@ -5,21 +5,22 @@ calls one library function; the terminal view shows the main columns, JSON and C
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import polars as pl
 import typer
 from rich.markup import escape
 
 from attribution import render
-from attribution.analyses import Analysis
-from attribution.cli.analyses import SinceOpt, TableOpt, UntilOpt, _select, _table, _with_settings, show_data
+from attribution.choices import CohortBy
+from attribution.cli.analyses import SinceOpt, TableOpt, UntilOpt, select, show_data, table_of, with_settings
 from attribution.cli.app import ConfigOpt, FormatOpt, StoreOpt, app, resolve
 from attribution.columns import is_share
-from attribution.compare import CohortBy, compare
 from attribution.errors import UsageError
 from attribution.render import Format
-from attribution.thresholds import feature_table, load_catalogue, thresholds
+
+if TYPE_CHECKING:
+    from attribution.analyses import Analysis
 
 ThresholdOpt = Annotated[list[str] | None, typer.Option(
     "--threshold", help="Add a feature, \"NAME: QUANTITY OP VALUE\" (e.g. \"sparse_prefill: kv_len_at_prefill > "
@@ -93,7 +94,7 @@ def _show(res: Analysis, fmt: Format, table: str | None, detail: bool, hide_empt
             main = res.tables["requests"]
             split = main.filter((pl.col("crossed") > 0) & (pl.col("crossed") < pl.col("requests")))["feature"]
             df = df.filter(pl.col("feature").is_in(split.to_list()))
-        render.out.print(_table(_view(name, df), res.titles.get(name, name)))
+        render.out.print(table_of(_view(name, df), res.titles.get(name, name)))
     for note in res.notes:
         render.out.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
     if res.name == "compare":
@@ -113,13 +114,15 @@ def thresholds_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilO
 
     Example: attribution thresholds --threshold "sparse_prefill: kv_len_at_prefill > 95000"
     """
+    from attribution.thresholds import feature_table, load_catalogue, thresholds
+
     st = resolve(config, store=store, catalogue=[str(p) for p in catalogue or []], thresholds=threshold)
     cat = load_catalogue(list(st.catalogue), list(st.thresholds))
     if list_:
         render.frame(feature_table(cat.select(feature)), fmt, "feature catalogue")
         return
-    res = thresholds(_select(st, since, until, "all"), cat, features=feature, gpu_mem_gib=gpu_mem_gib)
-    _with_settings(res, st, ("catalogue", "thresholds", "workloads"))
+    res = thresholds(select(st, since, until, "all"), cat, features=feature, gpu_mem_gib=gpu_mem_gib)
+    with_settings(res, st, ("catalogue", "thresholds", "workloads"))
     _show(res, fmt, table, detail)
 
 
@@ -153,16 +156,19 @@ def compare_cmd(
 
     Example: attribution compare --cohort-by version --before 0.15.1 --after 0.20.1
     """
+    from attribution.compare import compare
+    from attribution.thresholds import load_catalogue
+
     try:
         edges = tuple(int(x) for x in buckets.split(",") if x.strip())
     except ValueError:
         raise UsageError(f"--buckets {buckets!r}: write token counts separated by commas") from None
     st = resolve(config, store=store, catalogue=[str(p) for p in catalogue or []], thresholds=threshold,
                  tolerance=tolerance, alpha=alpha)
-    res = compare(_select(st, since, until, "all"), by=cohort_by, before=before, after=after,
+    res = compare(select(st, since, until, "all"), by=cohort_by, before=before, after=after,
                   catalogue=load_catalogue(list(st.catalogue), list(st.thresholds)), features=feature,
                   metrics=tuple(metric) if metric else tuple(("queue_s", "ttft_s", "tpot_s", "e2e_s")),
                   edges=edges, mix=mix, resamples=resamples, seed=seed, tolerance=st.tolerance, alpha=st.alpha,
                   attribution_percentile=percentile, capacity=capacity, gpu_mem_gib=gpu_mem_gib)
-    _with_settings(res, st, ("tolerance", "alpha", "catalogue", "thresholds", "workloads"))
+    with_settings(res, st, ("tolerance", "alpha", "catalogue", "thresholds", "workloads"))
     _show(res, fmt, table, detail)

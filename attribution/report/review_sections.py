@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from attribution import charts
-from attribution.compare.attribution import NAMES
+from attribution.compare.attribution_table import NAMES
 from attribution.labels import version_label
 from attribution.report.fmt import num, pct, seconds
 from attribution.report.health import gap_text
