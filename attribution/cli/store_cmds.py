@@ -131,13 +131,17 @@ COVERAGE_ROWS = 40
 
 
 @app.command("status")
-def status_cmd(store: StoreOpt = None, fmt: FormatOpt = Format.table) -> None:
+def status_cmd(store: StoreOpt = None,
+               fmt: Annotated[Format, typer.Option("--format", "-f", help="Output format: table or json (its "
+                                                   "tables differ in columns: no single CSV).")] = Format.table,
+               ) -> None:
     """What the store holds: files, rows per table, time range per deployment, errors.
 
     Example: attribution status --format json
     """
     import polars as pl
 
+    render.only(fmt, "status", Format.table, Format.json)
     st = store_status(open_store(store))
     if fmt == Format.json:
         render.data(st)
