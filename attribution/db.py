@@ -15,7 +15,9 @@ def fetch(con: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> pl.Da
     if rel is None:  # a statement without a result (DDL)
         return pl.DataFrame()
     to_arrow = getattr(rel, "to_arrow_table", None) or rel.arrow
-    return pl.from_arrow(to_arrow())
+    df = pl.from_arrow(to_arrow())
+    assert isinstance(df, pl.DataFrame)  # (an Arrow table converts to a frame; an array would be a Series)
+    return df
 
 
 @cache

@@ -6,10 +6,15 @@ as bytes / 2**30.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import polars as pl
 
 from attribution.privacy import hash_key_expr, redact_expr, secret_flag_expr
 from attribution.sources._sglang_header import msg_starts_with
+
+if TYPE_CHECKING:
+    from attribution.schema import PolarsType
 
 GIB = 1024**3
 _TOKEN_RE = r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[\[\](){}]|,|[^'"\[\](){},]+"""
@@ -111,7 +116,7 @@ def parse_server_args(df: pl.DataFrame) -> tuple[pl.DataFrame | None, pl.DataFra
     secret = secret_flag_expr(pl.col("key")) & ~scalar
     fields = fields.with_columns(pl.when(secret).then(hash_key_expr(value)).otherwise(value).alias("value"))
 
-    def pick(key: str, dtype: pl.DataType) -> pl.Expr:
+    def pick(key: str, dtype: PolarsType) -> pl.Expr:
         v = pl.col("value").filter(pl.col("key") == key).first()
         return v.cast(dtype, strict=False) if dtype != pl.Utf8 else v
 
