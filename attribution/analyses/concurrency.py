@@ -6,6 +6,8 @@ gives the same rows in seconds on millions of requests."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import polars as pl
 
 from attribution.analyses import limits, sweep
@@ -19,10 +21,13 @@ from attribution.analyses.common import (
     name_groups,
 )
 
+if TYPE_CHECKING:
+    from attribution.schema import PolarsType
+
 DEFAULT_SERVICE_MODEL = "vllm-chat-small"
 METRIC_ORDER = {m: i for i, m in enumerate(("running", "waiting", "in_system", "kv_tokens", "seen_at_arrival"))}
 NICE_BUCKETS_S = (1, 5, 10, 30, 60, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400)
-SCHEMA = {
+SCHEMA: dict[str, PolarsType] = {
     "deployment": pl.Utf8, "grp": pl.Utf8, "metric": pl.Utf8, "source": pl.Utf8, "peak": pl.Float64,
     "mean": pl.Float64, "p50": pl.Float64, "p90": pl.Float64, "p95": pl.Float64, "p99": pl.Float64, "peak_at": pl.Datetime("us", "UTC"),
 }
@@ -160,7 +165,7 @@ def concurrency(sel: Selection, *, per_group: bool = True, estimate: bool = True
         notes.append(f"arrivals only, not estimated (estimate=False): {', '.join(map(str, arrival_only))}")
 
     allrows = pl.concat([pl.DataFrame(schema=SCHEMA),
-                         *(f.select(list(SCHEMA)).cast(SCHEMA) for f in frames if f.width)])
+                         *(f.select(pl.col(c).cast(t) for c, t in SCHEMA.items()) for f in frames if f.width)])
     allrows = allrows.sort("deployment", pl.col("grp"), pl.col("metric").replace_strict(METRIC_ORDER, default=9),
                            "source", nulls_last=False, maintain_order=True)
     pods = allrows.filter(pl.col("grp").is_null()).drop("grp")

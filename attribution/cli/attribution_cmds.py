@@ -12,7 +12,7 @@ import typer
 from rich.markup import escape
 
 from attribution import render
-from attribution.analyses import Analysis
+from attribution.analyses import Analysis, GroupBy
 from attribution.cli.analyses import SinceOpt, TableOpt, UntilOpt, _select, _table, _with_settings, show_data
 from attribution.cli.app import ConfigOpt, FormatOpt, StoreOpt, app, resolve
 from attribution.compare import CohortBy, compare
@@ -117,7 +117,7 @@ def thresholds_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilO
     if list_:
         render.frame(feature_table(cat.select(feature)), fmt, "feature catalogue")
         return
-    res = thresholds(_select(st, since, until, "all"), cat, features=feature, gpu_mem_gib=gpu_mem_gib)
+    res = thresholds(_select(st, since, until, GroupBy.all), cat, features=feature, gpu_mem_gib=gpu_mem_gib)
     _with_settings(res, st, ("catalogue", "thresholds", "workloads"))
     _show(res, fmt, table, detail)
 
@@ -158,7 +158,7 @@ def compare_cmd(
         raise UsageError(f"--buckets {buckets!r}: write token counts separated by commas") from None
     st = resolve(config, store=store, catalogue=[str(p) for p in catalogue or []], thresholds=threshold,
                  tolerance=tolerance, alpha=alpha)
-    res = compare(_select(st, since, until, "all"), by=cohort_by, before=before, after=after,
+    res = compare(_select(st, since, until, GroupBy.all), by=cohort_by, before=before, after=after,
                   catalogue=load_catalogue(list(st.catalogue), list(st.thresholds)), features=feature,
                   metrics=tuple(metric) if metric else tuple(("queue_s", "ttft_s", "tpot_s", "e2e_s")),
                   edges=edges, mix=mix, resamples=resamples, seed=seed, tolerance=st.tolerance, alpha=st.alpha,

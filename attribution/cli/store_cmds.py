@@ -9,7 +9,7 @@ from typing import Annotated
 import duckdb
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from attribution import render
 from attribution.cli.app import FormatOpt, StoreOpt, app, open_store
@@ -30,7 +30,7 @@ class _IngestProgress:
             TextColumn("{task.fields[rows]:,} rows"), TimeElapsedColumn(),
             console=render.err, transient=True, disable=not render.err.is_terminal,
         )
-        self.task = None
+        self.task: TaskID | None = None
         self.files_total = self.files_done = self.rows = 0
 
     def __call__(self, event: str, d: dict) -> None:
@@ -38,9 +38,11 @@ class _IngestProgress:
             self.files_total = d["files"]
             self.task = self.p.add_task("ingest", total=d["bytes"] or 1, files=f"0/{d['files']} files", rows=0)
         elif event == "advance":
+            assert self.task is not None  # ("start" comes first)
             self.rows += d["rows"]
             self.p.update(self.task, advance=d["bytes"], rows=self.rows)
         elif event == "file_done":
+            assert self.task is not None
             self.files_done += 1
             self.p.update(self.task, files=f"{self.files_done}/{self.files_total} files")
 

@@ -191,7 +191,7 @@ def parse_memory(
     # every TP rank prints the same per-GPU figures: the other ranks' copies are folded into rank 0's rows
     folded = [facts.filter(~pl.col("primary"))["line"]]
     out: list[pl.DataFrame] = []
-    errs: list[pl.DataFrame] = []
+    errs: list[pl.DataFrame | None] = []
 
     summ = base.filter(msg.str.starts_with("max_total_num_tokens="))
     if summ.height:
@@ -251,8 +251,8 @@ def parse_memory(
         wts = _running_total(wts, "weights_bytes", state, "weights_bytes")
         out.append(wts.select("line", "ts", "start_line", "weights_bytes"))
 
-    errs = [e for e in errs if e is not None]
-    errors = pl.concat(errs) if errs else None
+    found = [e for e in errs if e is not None]
+    errors = pl.concat(found) if found else None
     folded.append(kv_folded)
     return out, errors, pl.concat(folded).unique(maintain_order=True)
 

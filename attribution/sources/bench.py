@@ -73,8 +73,8 @@ def _runs(data: bytes, out: ParseResult, source: str) -> list[tuple[int, dict]]:
     for line, text in docs.iter_rows():
         try:
             obj = json.loads(text)
-        except ValueError as exc:
-            _run_error(out, line, f"not valid JSON: {exc.msg}")
+        except ValueError as exc:  # (also an integer too long to convert, which is no JSONDecodeError)
+            _run_error(out, line, f"not valid JSON: {exc.msg if isinstance(exc, json.JSONDecodeError) else exc}")
             continue
         for o in obj if isinstance(obj, list) else [obj]:
             if isinstance(o, dict):

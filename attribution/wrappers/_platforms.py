@@ -82,15 +82,16 @@ def json_lines(text: pl.Series, dtype: PolarsType) -> tuple[pl.Series, pl.Series
     """JSON objects, one per value, decoded to the struct `dtype`. Values that are not a JSON object come
     back null with ok false; a field whose value does not fit `dtype` is null."""
     obj = text.str.strip_chars().str.starts_with("{") & text.str.strip_chars().str.ends_with("}")
-    cand = pl.when(obj).then(text).otherwise(pl.lit(None, pl.Utf8))
-    cand = pl.select(cand.alias("t")).to_series()
+    cand = pl.select(pl.when(obj).then(text).otherwise(pl.lit(None, pl.Utf8)).alias("t")).to_series()
 
     def one(v: object) -> object:
         if v is None:
             return None
+        if not isinstance(v, str):
+            raise ValueError("not JSON")
         try:
             parsed = json.loads(v)
-        except (TypeError, json.JSONDecodeError):
+        except json.JSONDecodeError:
             raise ValueError("not JSON") from None
         if not isinstance(parsed, dict):
             raise ValueError("not an object")
@@ -109,7 +110,7 @@ def utf8_from_bytes(values: pl.Series) -> pl.Series:
 def binary_text(binary: pl.Series) -> pl.Series:
     """Bytes -> text, vectorised; the values that are not valid UTF-8 get replacement characters."""
     out, _ = bisect_apply(
-        binary, lambda s: s.cast(pl.Utf8), lambda b: b.decode("utf-8", "replace") if b is not None else None
+        binary, lambda s: s.cast(pl.Utf8), lambda b: b.decode("utf-8", "replace") if isinstance(b, bytes) else None
     )
     return out
 
