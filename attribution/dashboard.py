@@ -25,7 +25,7 @@ from attribution import analyses, joincache, thresholds
 from attribution.analyses import Analysis, GroupBy, Selection
 from attribution.compare import CohortBy, compare
 from attribution.config import Settings, connect_settings, environment, load_settings
-from attribution.db import fetch
+from attribution.db import as_time, fetch
 from attribution.errors import AttributionError, StoreError
 from attribution.memsplit import memsplit
 from attribution.status import store_status
@@ -153,7 +153,7 @@ def choices(con: duckdb.DuckDBPyConnection) -> Choices:
     def values(dim: str) -> tuple[str, ...]:
         return tuple(sorted(df[dim].unique().to_list(), key=lambda v: (v == NONE, v)))
 
-    return Choices(int(df["requests"].sum()), df["first"].min(), df["last"].max(), values("deployment"),
+    return Choices(int(df["requests"].sum()), as_time(df["first"].min()), as_time(df["last"].max()), values("deployment"),
                    values("workload"), values("label"), values("version"))
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import polars as pl
 import streamlit as st
 
+from attribution.db import as_float
 from attribution import dashboard
 from attribution.analyses import Analysis
 from attribution.config import Settings, load_settings
@@ -163,7 +164,7 @@ def _columns(df: pl.DataFrame) -> dict[str, Any]:
     for c, dtype in df.schema.items():
         if dtype.is_float() and (c.endswith(SHARE_SUFFIXES) or c.startswith("share_") or "_share_of_" in c):
             config[c] = st.column_config.NumberColumn(format="percent")
-        elif dtype.is_integer() or (dtype.is_float() and (df[c].abs().max() or 0) >= 1000):
+        elif dtype.is_integer() or (dtype.is_float() and as_float(df[c].abs().max() or 0) >= 1000):
             config[c] = st.column_config.NumberColumn(format="localized")
     return config
 

@@ -206,6 +206,7 @@ class Scenario:
             return self
         rate = self.requests_per_day
         if days is None:
+            assert requests is not None  # (one of the two is given)
             days = requests / rate
         elif requests is not None:
             rate = requests / days

@@ -89,7 +89,8 @@ def run_plan(plan: Plan, *, requests: int | None = None, days: float | None = No
         raise UsageError(f"--days must be positive (got {days})")
     say = progress or (lambda _m: None)
     expected = [m.scenario.requests_per_day * m.scenario.days for m in plan.members]
-    results, seen = [], set()
+    results: list[SimResult] = []
+    seen: set[str] = set()
     for i, m in enumerate(plan.members):
         scn, names = m.scenario, _names(m)
         if seen & set(names.values()):
