@@ -75,8 +75,8 @@ def _names(member: Member) -> dict[str, str]:
 
 def _rename(res: SimResult, names: dict[str, str]) -> SimResult:
     ren = pl.col("deployment").replace_strict(names)
-    frames = {f: getattr(res, f) for f in ("requests", "stats", "pods", "steps")}
-    return replace(res, **{f: None if df is None else df.with_columns(ren) for f, df in frames.items()})
+    return replace(res, requests=res.requests.with_columns(ren), stats=res.stats.with_columns(ren),
+                   pods=res.pods.with_columns(ren), steps=None if res.steps is None else res.steps.with_columns(ren))
 
 
 def run_plan(plan: Plan, *, requests: int | None = None, days: float | None = None, seed: int | None = None,
