@@ -10,11 +10,11 @@ from typing import Any
 import polars as pl
 import streamlit as st
 
-from attribution.db import as_float
 from attribution import dashboard
 from attribution.analyses import Analysis
 from attribution.config import Settings, load_settings
 from attribution.dashboard import Choices, Empty, Filters
+from attribution.db import as_float
 from attribution.errors import AttributionError
 from attribution.store import Snapshot, Store, default_store_path
 
