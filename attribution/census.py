@@ -14,18 +14,21 @@ from attribution.privacy import SAMPLE_CHARS, SECRET_RE, before_content, redact
 from attribution.sources.base import rules_for
 
 if TYPE_CHECKING:
+    from polars.expr.whenthen import ChainedThen, Then
+
+    from attribution.schema import PolarsType
     from attribution.sources.base import ParseResult
 
 SHAPES_MAX = 200  # shapes kept per file and chunk; the rest are counted under one OTHER row per class
 OTHER = "<other shapes>"
 SHAPE_CHARS = 200
 CLASSES = ("parsed", "skipped", "unrecognised")
-SHAPE_SCHEMA: dict[str, pl.DataType] = {
+SHAPE_SCHEMA: dict[str, PolarsType] = {
     "source": pl.Utf8, "class": pl.Utf8, "reason": pl.Utf8, "shape": pl.Utf8, "lines": pl.Int64,
     "first_line": pl.Int64, "sample": pl.Utf8,
 }
 Rules = Callable[[str | None], tuple[tuple[str, str], ...]]  # source name -> (reason, regex) pairs
-UNITS_SCHEMA: dict[str, pl.DataType] = {"line": pl.Int64, "span": pl.Int64, "text": pl.Utf8, "source": pl.Utf8}
+UNITS_SCHEMA: dict[str, PolarsType] = {"line": pl.Int64, "span": pl.Int64, "text": pl.Utf8, "source": pl.Utf8}
 
 # Masks in order. Quoted strings go first, so a prompt never reaches a later step, a shape or a sample;
 # a quote opened after `:`, `=`, `(`, `[` or `,` and never closed (a cut line) masks the rest of the line.
@@ -83,12 +86,13 @@ def error_sample_expr(text: pl.Expr) -> pl.Expr:
 
 
 def shape(text: str) -> str:
-    return pl.select(shape_expr(pl.lit(text, pl.Utf8))).item()
+    masked: str = pl.select(shape_expr(pl.lit(text, pl.Utf8))).item()
+    return masked
 
 
 def _skip_reason(units: pl.DataFrame, rules: Rules) -> pl.Expr:
     """The reason of the first skip rule of the line's source that matches it, else null."""
-    chain = None
+    chain: Then | ChainedThen | None = None
     names = units["source"].unique().to_list()
     for src in names:
         of_src = pl.col("source").is_null() if src is None else pl.col("source") == src
@@ -125,7 +129,11 @@ def of_result(result: ParseResult, source: str, lines: pl.DataFrame | None, extr
     if result.consumed is not None:
         row_lines.append(result.consumed)
     if result.records is not None or lines is not None:
-        units = records_units(result.records) if result.records is not None else units_from_lines(lines, source)
+        if result.records is not None:
+            units = records_units(result.records)
+        else:
+            assert lines is not None  # (the condition above)
+            units = units_from_lines(lines, source)
         long = [n for n in extra_lines if n is not None] if lines is not None else []
         if long:  # never given to the source (nor to a wrapper): counted here, as `malformed` by their error
             units = pl.concat([units, pl.DataFrame({"line": long, "span": [1] * len(long), "text": None,
@@ -154,9 +162,11 @@ def census(units: pl.DataFrame, row_lines: list[pl.Series], errors: pl.DataFrame
     n_hit = int(hit.sum())
     if n_hit:  # (the common case: nearly every line; counted without copying the lines)
         n_lines = n_hit if units["span"].max() == 1 else int(units["span"].filter(hit).sum())
+        first = units["line"].filter(hit).min()
+        assert isinstance(first, int)  # (an Int64 column with n_hit > 0 values)
         out.append(pl.DataFrame(
             {"source": [None], "class": ["parsed"], "reason": [None], "shape": [None],
-             "lines": [n_lines], "first_line": [int(units["line"].filter(hit).min())], "sample": [None]},
+             "lines": [n_lines], "first_line": [first], "sample": [None]},
             schema=SHAPE_SCHEMA))
     if n_hit == units.height:
         return out[0]

@@ -12,10 +12,10 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import polars as pl
 
@@ -202,7 +202,10 @@ def environment() -> dict[str, str]:
     return dict(os.environ)
 
 
-def _env_number(name: str, default: float | None, parse: type, minimum: float, what: str) -> float | None:
+N = TypeVar("N", int, float)
+
+
+def _env_number(name: str, default: N | None, parse: Callable[[str], N], minimum: N, what: str) -> N | None:
     """$name parsed by `parse` and >= `minimum`, else `default`; anything else is a usage error."""
     text = env(name)
     if text is None:
@@ -223,7 +226,8 @@ def env_int(name: str, default: int | None = None, minimum: int = 1) -> int | No
 
 def env_float(name: str, default: float) -> float:
     """$name as a number >= 0, else `default`."""
-    return _env_number(name, default, float, 0.0, "a number >= 0")
+    value = _env_number(name, default, float, 0.0, "a number >= 0")
+    return default if value is None else value
 
 
 def _path(text: str, base: Path | None) -> str:

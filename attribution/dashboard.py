@@ -24,6 +24,7 @@ from attribution import analyses, joincache, queries, thresholds
 from attribution.analyses import Analysis, GroupBy, Selection, Window
 from attribution.compare import CohortBy, compare
 from attribution.config import Settings, connect_settings, load_settings
+from attribution.db import as_time
 from attribution.errors import AttributionError, InputError
 from attribution.memsplit import memsplit
 from attribution.status import store_status
@@ -98,7 +99,7 @@ def choices(con: duckdb.DuckDBPyConnection) -> Choices:
     def values(dim: str) -> tuple[str, ...]:
         return tuple(sorted(df[dim].unique().to_list(), key=lambda v: (v == NONE, v)))
 
-    return Choices(int(df["requests"].sum()), df["first"].min(), df["last"].max(), values("deployment"),
+    return Choices(int(df["requests"].sum()), as_time(df["first"].min()), as_time(df["last"].max()), values("deployment"),
                    values("workload"), values("label"), values("version"))
 
 

@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from functools import cache
-from typing import Any
+from typing import Any, SupportsFloat, SupportsInt
 
 import duckdb
 import polars as pl
@@ -15,7 +16,9 @@ def fetch(con: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> pl.Da
     if rel is None:  # a statement without a result (DDL)
         return pl.DataFrame()
     to_arrow = getattr(rel, "to_arrow_table", None) or rel.arrow
-    return pl.from_arrow(to_arrow())
+    df = pl.from_arrow(to_arrow())
+    assert isinstance(df, pl.DataFrame)  # (an Arrow table converts to a frame; an array would be a Series)
+    return df
 
 
 @cache
@@ -28,3 +31,23 @@ def scratch() -> duckdb.DuckDBPyConnection:
     fresh database costs ~30-40 ms, a cursor on this one ~1 ms. For queries over values and registered
     frames (parsers, sniffing, checks); nothing is stored in it."""
     return _scratch_db().cursor()
+
+
+# Polars types a scalar it returns (Series.max(), .min(), .mean(), .quantile(), DataFrame.item()) as any
+# Python value; these say which one the code expects, and fail as int() and float() would on anything else.
+def as_int(v: object) -> int:
+    if isinstance(v, str) or not isinstance(v, SupportsInt):
+        raise TypeError(f"a number was expected, not {v!r}")
+    return int(v)
+
+
+def as_float(v: object) -> float:
+    if isinstance(v, str) or not isinstance(v, SupportsFloat):
+        raise TypeError(f"a number was expected, not {v!r}")
+    return float(v)
+
+
+def as_time(v: object) -> datetime | None:
+    if v is not None and not isinstance(v, datetime):
+        raise TypeError(f"a time was expected, not {v!r}")
+    return v

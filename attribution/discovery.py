@@ -11,6 +11,7 @@ import glob
 import os
 import re
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -111,7 +112,7 @@ def discover_inputs(paths: list[str]) -> tuple[list[Path], list[Skipped]]:
     return [out[k] for k in sorted(out)], [skipped[k] for k in sorted(skipped)]
 
 
-def _walk(top: Path, add, skip) -> None:
+def _walk(top: Path, add: Callable[[Path], None], skip: Callable[[Path, str, str], None]) -> None:
     """Depth-first over `top` with an explicit stack (the same order as a sorted os.walk)."""
     ignored: list[tuple[Path, list[str]]] = []
     stack: list[tuple[Path, int]] = [(top, 0)]

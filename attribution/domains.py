@@ -9,7 +9,7 @@ import time
 
 import polars as pl
 
-from attribution.schema import TABLES, TS, TS_MIN, Domain, domain_of
+from attribution.schema import TABLES, TS, TS_MIN, Domain, PolarsType, domain_of
 from attribution.sources.timefmt import PY_MAX_US, PY_MIN_US
 
 MAX_FUTURE_S = 86400.0  # default of the `max_future` setting: a timestamp at most a day after the ingest's clock
@@ -20,7 +20,7 @@ def ts_max(now: float | None = None, max_future_s: float = MAX_FUTURE_S) -> pl.E
     return pl.lit(int(((time.time() if now is None else now) + max_future_s) * 1e6)).cast(TS)
 
 
-def _checked(raw: pl.Expr, dtype: pl.DataType, raw_dtype: pl.DataType, dom: Domain | str, ts_hi: pl.Expr
+def _checked(raw: pl.Expr, dtype: PolarsType, raw_dtype: PolarsType, dom: Domain | str, ts_hi: pl.Expr
              ) -> tuple[pl.Expr, pl.Expr]:
     """(value cast to the column's type, or null when out of its domain; the reason it is out, else null)."""
     if dom == "ts":
@@ -28,7 +28,7 @@ def _checked(raw: pl.Expr, dtype: pl.DataType, raw_dtype: pl.DataType, dom: Doma
             return pl.lit(None, TS), pl.lit("not a timestamp")
         v = raw.cast(TS, strict=False)
         lo = pl.lit(TS_MIN).cast(TS)
-        reason = (pl.when(v.is_null()).then(pl.lit("not a timestamp"))
+        reason: pl.Expr = (pl.when(v.is_null()).then(pl.lit("not a timestamp"))
                   .when(v < lo).then(pl.lit("before 2015"))
                   .when(v > ts_hi).then(pl.lit("more than max_future after the ingest's clock")))
         return pl.when(reason.is_null()).then(v), reason
@@ -99,7 +99,8 @@ def validate(table: str, df: pl.DataFrame, ts_hi: pl.Expr | None = None) -> tupl
             _, why = _checked(pl.element(), dtype.inner, inner, dom, ts_hi)
             bad = pl.col(name).list.eval(why.is_not_null() & pl.element().is_not_null()).list.any()
             fixes.append(pl.when(bad.fill_null(False)).then(None).otherwise(pl.col(name)).alias(name))
-            reasons.append(pl.when(bad).then(pl.lit(f"an element out of range ({dom.what})")))
+            what = dom.what if isinstance(dom, Domain) else dom
+            reasons.append(pl.when(bad).then(pl.lit(f"an element out of range ({what})")))
         else:
             v, why = _checked(pl.col(name), dtype, raw_dtype, dom, ts_hi)
             why = pl.when(pl.col(name).is_not_null()).then(why)
@@ -116,12 +117,12 @@ def validate(table: str, df: pl.DataFrame, ts_hi: pl.Expr | None = None) -> tupl
     line = df["line"].cast(pl.Int64) if "line" in df.columns else pl.Series("line", [None] * df.height, pl.Int64)
     errors = []
     for i in bad_cols:
-        name, why = names[i], whys.columns[i]
-        mask = whys[why].is_not_null()
+        name, why_col = names[i], whys.columns[i]
+        mask = whys[why_col].is_not_null()
         value = _sample(df[name].filter(mask))
         errors.append(pl.DataFrame({
             "line": line.filter(mask),
-            "reason": (f"{name} " + whys[why].filter(mask) + ": stored as null"),
+            "reason": (f"{name} " + whys[why_col].filter(mask) + ": stored as null"),
             "sample": (f"{name}=" + value.fill_null("?")),
         }))
     fixed = df.with_columns([fixes[i] for i in bad_cols])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from typing import overload
 
 import polars as pl
 
@@ -42,6 +43,10 @@ def secret_flag_expr(name: pl.Expr) -> pl.Expr:
     return name.str.contains(SECRET_FLAG_RE.pattern) & ~name.str.contains(NOT_SECRET_FLAG_RE.pattern)
 
 
+@overload
+def hash_key(raw: str) -> str: ...
+@overload
+def hash_key(raw: None) -> None: ...
 def hash_key(raw: str | None) -> str | None:
     """sha256 hex of a raw key; a `Bearer ` prefix is dropped first, an already-hashed value is kept."""
     if raw is None:

@@ -342,6 +342,7 @@ class _Buffer:
             else:
                 self.skip = lo + k
         self.size -= n
-        if len(views) == 1 and len(views[0]) == len(views[0].obj):
-            return views[0].obj  # a whole piece: no copy
+        whole = views[0].obj if len(views) == 1 else None
+        if isinstance(whole, bytes) and len(views[0]) == len(whole):
+            return whole  # a whole piece: no copy
         return b"".join(views)

@@ -1,20 +1,43 @@
 """Output for the terminal and for scripts: Rich tables on a TTY, CSV and JSON for pipes. stdout carries data
-only; progress and diagnostics go to stderr."""
+only; progress and diagnostics go to stderr. The one JSON writer (numbers as JSON numbers, NaN and infinity
+as null) and the consoles, which lay tables out at their content's full width when writing to a pipe."""
 
 from __future__ import annotations
 
 import json
+import math
 import sys
-from datetime import date, datetime
+from datetime import date, datetime, time
+from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
 import polars as pl
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.table import Table
 
-out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
+# Width of a console that is not a terminal: wider than any table, so a table keeps its content's natural
+# width and no cell's word is folded onto a second line (`attribution thresholds | less -S` stays readable).
+# Rich pads nothing to this width: a line ends where its table or text ends.
+PIPE_WIDTH = 100_000
+
+
+class _Console(Console):
+    """A Rich console whose width is the terminal's on a terminal and PIPE_WIDTH elsewhere ($COLUMNS is
+    ignored for a pipe: it describes a terminal the output does not go to)."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        dims = Console.size.fget(self)  # type: ignore[attr-defined]  # a property object: its getter
+        return dims if self.is_terminal else ConsoleDimensions(PIPE_WIDTH, dims.height)
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)  # type: ignore[attr-defined]
+
+
+out = _Console(soft_wrap=True)
+err = _Console(stderr=True, soft_wrap=True)
 
 
 class Format(StrEnum):
@@ -23,16 +46,34 @@ class Format(StrEnum):
     json = "json"
 
 
-def json_default(o: Any) -> Any:
-    if isinstance(o, datetime | date):
+def _jsonable(o: Any) -> Any:
+    """`o` with every value JSON has a type for as that type: a DECIMAL (also DuckDB's HUGEINT, e.g. `sum()` of
+    a BIGINT, which reaches Polars as DECIMAL(38,0)) is a number (an integer stays exact), NaN and infinity are
+    null, dates and times ISO text; anything else unknown is its text."""
+    if isinstance(o, dict):
+        # keys as json.dumps writes them (str, numbers, bool, None), any other key as its text
+        return {k if k is None or isinstance(k, str | int | float) else str(k): _jsonable(v) for k, v in o.items()}
+    if isinstance(o, list | tuple):
+        return [_jsonable(v) for v in o]
+    if isinstance(o, bool) or o is None or isinstance(o, str):
+        return o
+    if isinstance(o, int):
+        return int(o)
+    if isinstance(o, float):
+        return float(o) if math.isfinite(o) else None
+    if isinstance(o, Decimal):
+        if not o.is_finite():
+            return None
+        return int(o) if o == o.to_integral_value() else float(o)
+    if isinstance(o, datetime | date | time):
         return o.isoformat()
-    if isinstance(o, float) and o != o:
-        return None
+    if type(o).__module__ == "numpy" and hasattr(o, "item"):  # a NumPy scalar
+        return _jsonable(o.item())
     return str(o)
 
 
 def to_json(obj: Any) -> str:
-    return json.dumps(obj, default=json_default, indent=2)
+    return json.dumps(_jsonable(obj), indent=2, allow_nan=False)
 
 
 def cell(v: Any) -> str:
@@ -74,3 +115,11 @@ def frame(df: pl.DataFrame, fmt: Format, title: str | None = None) -> None:
 
 def data(obj: Any) -> None:
     sys.stdout.write(to_json(obj) + "\n")
+
+
+def only(fmt: Format, command: str, *formats: Format) -> None:
+    """A usage error (exit 2, one line) when `command` does not write `fmt`, naming the formats it writes."""
+    if fmt not in formats:
+        from attribution.errors import UsageError
+
+        raise UsageError(f"{command} --format {fmt.value}: {command} writes {' or '.join(f.value for f in formats)}")

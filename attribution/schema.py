@@ -12,11 +12,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import polars as pl
+from polars.datatypes import DataTypeClass
 
 TS = pl.Datetime("us", "UTC")
+# A dtype as the code writes it: an instance (pl.List(pl.Utf8), TS) or the class itself (pl.Utf8).
+PolarsType = pl.DataType | DataTypeClass
 
 # Columns every stored row carries; the ingest fills them, parsers do not have to.
-PROVENANCE: dict[str, pl.DataType] = {
+PROVENANCE: dict[str, PolarsType] = {
     "source": pl.Utf8,  # format name: vllm_log, sglang_log, litellm, azure_trace, ...
     "source_kind": pl.Utf8,  # engine / gateway / trace / bench
     "file": pl.Utf8,  # path as ingested
@@ -25,7 +28,7 @@ PROVENANCE: dict[str, pl.DataType] = {
     "label": pl.Utf8,
 }
 
-REQUESTS: dict[str, pl.DataType] = {
+REQUESTS: dict[str, PolarsType] = {
     "request_id": pl.Utf8,
     "request_key": pl.Utf8,  # normalised join key, see attribution.keys.request_key
     **PROVENANCE,
@@ -60,7 +63,7 @@ REQUESTS: dict[str, pl.DataType] = {
 
 # Events that complete a request row of the same source (vLLM `Added`, `Finished`, `Aborted` lines).
 # The `requests` view folds them into the request they name.
-REQUEST_EVENTS: dict[str, pl.DataType] = {
+REQUEST_EVENTS: dict[str, PolarsType] = {
     "request_id": pl.Utf8,
     "request_key": pl.Utf8,
     **PROVENANCE,
@@ -68,7 +71,7 @@ REQUEST_EVENTS: dict[str, pl.DataType] = {
     "event": pl.Utf8,  # received / added / finished / aborted
 }
 
-ENGINE_STEPS: dict[str, pl.DataType] = {
+ENGINE_STEPS: dict[str, PolarsType] = {
     "ts": TS,
     **PROVENANCE,
     "engine": pl.Utf8,
@@ -109,7 +112,7 @@ ENGINE_STEPS: dict[str, pl.DataType] = {
 
 # Stored as partial rows, one per startup line that carries a fact; `start_line` names the engine start
 # (the line that began it) and the `engine_config` view folds the partial rows into one row per start.
-ENGINE_CONFIG: dict[str, pl.DataType] = {
+ENGINE_CONFIG: dict[str, PolarsType] = {
     "start_line": pl.Int64,
     "ts": TS,
     **PROVENANCE,
@@ -136,7 +139,7 @@ ENGINE_CONFIG: dict[str, pl.DataType] = {
 }
 
 # uvicorn / SGLang HTTP access lines seen in engine logs (status codes per deployment).
-ACCESS_LOG: dict[str, pl.DataType] = {
+ACCESS_LOG: dict[str, PolarsType] = {
     "ts": TS,  # nearest earlier timestamped line: uvicorn access lines carry none
     **PROVENANCE,
     "client": pl.Utf8,
@@ -145,7 +148,7 @@ ACCESS_LOG: dict[str, pl.DataType] = {
     "http_status": pl.Int64,
 }
 
-INGEST_ERRORS: dict[str, pl.DataType] = {
+INGEST_ERRORS: dict[str, PolarsType] = {
     "file": pl.Utf8,
     "line": pl.Int64,
     "source": pl.Utf8,
@@ -155,7 +158,7 @@ INGEST_ERRORS: dict[str, pl.DataType] = {
 
 # The line census of each file (attribution.census): lines that made rows (one `parsed` row, no shape) and
 # lines that made none, per class, reason and shape. Stored per chunk; the public view sums them per file.
-INGEST_LINE_SHAPES: dict[str, pl.DataType] = {
+INGEST_LINE_SHAPES: dict[str, PolarsType] = {
     "file": pl.Utf8,
     "source": pl.Utf8,  # the format whose rules classed the lines (a wrapped file's inner format)
     "class": pl.Utf8,  # parsed / skipped / unrecognised
@@ -166,7 +169,7 @@ INGEST_LINE_SHAPES: dict[str, pl.DataType] = {
     "sample": pl.Utf8,  # the first such line, quoted strings masked and keys redacted: never a prompt or a key
 }
 
-TABLES: dict[str, dict[str, pl.DataType]] = {
+TABLES: dict[str, dict[str, PolarsType]] = {
     "requests": REQUESTS,
     "request_events": REQUEST_EVENTS,
     "engine_steps": ENGINE_STEPS,

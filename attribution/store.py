@@ -26,13 +26,16 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from attribution import reader
 from attribution.config import env, env_float
 from attribution.errors import StoreError, StoreLocked
+
+if TYPE_CHECKING:
+    import duckdb
 
 LAYOUT_VERSION = 1
 MARKER = reader.STORE_MARKER
@@ -137,7 +140,7 @@ class Store:
             snap.apply(json.loads((self.log_dir / commits[n]).read_text()))
         return snap
 
-    def connect(self, snapshot: Snapshot | None = None):  # -> duckdb.DuckDBPyConnection
+    def connect(self, snapshot: Snapshot | None = None) -> duckdb.DuckDBPyConnection:
         """An in-memory DuckDB connection with the store's tables and views (see attribution.views)."""
         from attribution.views import connect
 

@@ -19,13 +19,14 @@ from attribution.labels import define_macros
 from attribution.schema import TABLES, empty
 
 if TYPE_CHECKING:
+    from attribution.schema import PolarsType
     from attribution.store import Snapshot, Store
 
 # Views built by a staging query; every other table is exposed as stored.
 STAGED = {"requests": "stg_requests", "engine_config": "stg_engine_config",
           "ingest_line_shapes": "stg_ingest_line_shapes"}
 
-INGEST_FILES_COLUMNS = {
+INGEST_FILES_COLUMNS: dict[str, PolarsType] = {
     "file": pl.Utf8,
     "format": pl.Utf8,
     "source_kind": pl.Utf8,

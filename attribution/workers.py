@@ -129,11 +129,13 @@ def run(plans: list[Any], jobs: int, handle: Callable[[int, Message], None], wei
         while busy:
             for conn in wait([w.results for w in busy]):
                 w = next(w for w in busy if w.results is conn)
+                index = w.current
+                assert index is not None  # (a busy worker has a file)
                 try:
                     msg = w.results.recv()
                 except (EOFError, OSError):
                     code = w.proc.wait()
-                    handle(w.current, ("failed", f"internal error: the worker process parsing this file died "
+                    handle(index, ("failed", f"internal error: the worker process parsing this file died "
                                                  f"(exit code {code})"))
                     w.current = None
                     busy.remove(w)
@@ -144,7 +146,7 @@ def run(plans: list[Any], jobs: int, handle: Callable[[int, Message], None], wei
                         w.give(i, plans[i], work)
                         busy.append(w)
                     continue
-                handle(w.current, msg)
+                handle(index, msg)
                 if msg[0] in ("done", "failed"):
                     if order:
                         i = order.pop(0)

@@ -15,6 +15,7 @@ from attribution.analyses import Analysis
 from attribution.columns import is_share
 from attribution.config import Settings, load_settings
 from attribution.dashboard import Choices, Empty, Filters
+from attribution.db import as_float
 from attribution.errors import AttributionError
 from attribution.store import Snapshot, Store, default_store_path
 
@@ -180,7 +181,7 @@ def _columns(df: pl.DataFrame) -> dict[str, Any]:
     for c, dtype in df.schema.items():
         if dtype.is_float() and is_share(c):
             config[c] = st.column_config.NumberColumn(format="percent")
-        elif dtype.is_integer() or (dtype.is_float() and (df[c].abs().max() or 0) >= 1000):
+        elif dtype.is_integer() or (dtype.is_float() and as_float(df[c].abs().max() or 0) >= 1000):
             config[c] = st.column_config.NumberColumn(format="localized")
     return config
 

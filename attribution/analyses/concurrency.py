@@ -6,6 +6,8 @@ that the tests compare with."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import polars as pl
 
 from attribution.analyses import limits, sweep
@@ -23,9 +25,12 @@ from attribution.analyses.common import (
 from attribution.analyses.estimate import estimate_concurrency
 from attribution.analyses.exact import exact_frames, pick_bucket_s
 
+if TYPE_CHECKING:
+    from attribution.schema import PolarsType
+
 DEFAULT_SERVICE_MODEL = "vllm-chat-small"
 METRIC_ORDER = {m: i for i, m in enumerate(("running", "waiting", "in_system", "kv_tokens", "seen_at_arrival"))}
-def schema(percentiles: list[float]) -> dict[str, pl.DataType]:
+def schema(percentiles: list[float]) -> dict[str, PolarsType]:
     """The columns of the pods and groups tables, with one column per percentile."""
     return {"deployment": pl.Utf8, "grp": pl.Utf8, "metric": pl.Utf8, "source": pl.Utf8, "peak": pl.Float64,
             "mean": pl.Float64, **{percentile_column(p): pl.Float64 for p in percentiles},

@@ -10,6 +10,7 @@ import polars as pl
 
 from attribution.analyses.common import Selection, frames_connection, select
 from attribution.analyses.exact import exact_frames
+from attribution.db import as_int
 from attribution.errors import AttributionError
 
 TS = pl.Datetime("us", "UTC")
@@ -83,7 +84,7 @@ def estimate_concurrency(sel: Selection, deployments: list[str], *, service_mode
                "not replayed"] if too_long else []
     if arrivals.is_empty():
         return pl.DataFrame(), None, skipped
-    longest = int((arrivals["prompt_tokens"] + arrivals["output_tokens"].fill_null(1)).max())
+    longest = as_int((arrivals["prompt_tokens"] + arrivals["output_tokens"].fill_null(1)).max())
     scn = _service_model(service_model, longest)
     parts, pods = [], {}
     for (dep,), part in arrivals.group_by("deployment", maintain_order=True):

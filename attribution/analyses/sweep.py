@@ -24,6 +24,7 @@ import polars as pl
 
 from attribution import queries
 from attribution.analyses.common import percentile_column
+from attribution.db import as_int
 
 SEGMENT_COLUMNS = ("deployment", "grp", "t", "dur_us", "arrivals", "running", "waiting", "unknown", "in_system",
                    "kv_start", "kv_end")
@@ -182,9 +183,9 @@ def sweep_requests(df: pl.DataFrame, since: datetime | None, until: datetime | N
     """`segments` of interval_requests' rows `df` for [since, until); with `deployments`, only theirs (the
     bounds still come from every row, so each one's segments are those of the whole sweep)."""
     lo, until_us = epoch_us(since), epoch_us(until)
-    max_end = int(df["t_end"].max()) if df.height else None
+    max_end = as_int(df["t_end"].max()) if df.height else None
     his = [x for x in (until_us, max_end) if x is not None]
-    bounds = _Bounds(lo, min(his) if his else None, int(df["t_arrival"].min()) if df.height else None)
+    bounds = _Bounds(lo, min(his) if his else None, as_int(df["t_arrival"].min()) if df.height else None)
     if not df.height:
         return []
     whole, groups = [], []

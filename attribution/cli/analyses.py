@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from attribution import render
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
 
     from attribution.analyses import Analysis, Selection
 
-PIPE_WIDTH = 150
 SinceOpt = Annotated[str | None, typer.Option(
     "--since", help="Start: an ISO date or time (UTC unless it has a zone) or a span back from the newest request "
                     "(7d, 24h, 30m, 2w).", show_default=False)]
@@ -107,6 +107,7 @@ def show_data(result: Analysis, fmt: Format, table: str | None) -> bool:
         if name not in result.tables:
             raise UsageError(f"--table {name!r}: this result has {', '.join(result.tables)}")
         render.frame(result.tables[name], Format.csv)
+        _notes(result, render.err)  # stdout holds the CSV alone
         return True
     return False
 
@@ -115,13 +116,15 @@ def show(result: Analysis, fmt: Format, table: str | None = None, hide: tuple[st
     """Write `result`: every table (but `hide`) and the notes as Rich tables, one table as CSV, all as JSON."""
     if show_data(result, fmt, table):
         return
-    # a pipe or file gets the width of a wide terminal rather than Rich's default of 80 columns
-    out = render.out if render.out.is_terminal else Console(soft_wrap=True, width=PIPE_WIDTH)
     for name, df in result.tables.items():
         if name not in hide:
-            out.print(table_of(df, result.titles.get(name, name)))
+            render.out.print(table_of(df, result.titles.get(name, name)))
+    _notes(result, render.out)
+
+
+def _notes(result: Analysis, console: Console) -> None:
     for note in result.notes:
-        out.print(f"[yellow]note:[/] {note}", highlight=False)
+        console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
 
 
 @app.command("lengths")

@@ -27,6 +27,22 @@ StoreOpt = Annotated[
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
 
 
+def _version(value: bool) -> None:
+    if value:
+        from attribution import __version__
+
+        typer.echo(f"attribution {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """Answers from LLM-serving logs: ingest vLLM/SGLang/gateway logs and traces, then query them."""
+
+
 def open_store(store: Path | None) -> Store:
     return Store.open(default_store_path(store))
 ConfigOpt = Annotated[

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from attribution import render
 from attribution.cli.app import FormatOpt, StoreOpt, app, open_store
@@ -30,7 +30,7 @@ class IngestProgress:
             TextColumn("{task.fields[rows]:,} rows"), TimeElapsedColumn(),
             console=render.err, transient=True, disable=not render.err.is_terminal,
         )
-        self.task = None
+        self.task: TaskID | None = None
         self.files_total = self.files_done = self.rows = 0
 
     def __call__(self, event: str, d: dict) -> None:
@@ -38,9 +38,11 @@ class IngestProgress:
             self.files_total = d["files"]
             self.task = self.p.add_task("ingest", total=d["bytes"] or 1, files=f"0/{d['files']} files", rows=0)
         elif event == "advance":
+            assert self.task is not None  # ("start" comes first)
             self.rows += d["rows"]
             self.p.update(self.task, advance=d["bytes"], rows=self.rows)
         elif event == "file_done":
+            assert self.task is not None
             self.files_done += 1
             self.p.update(self.task, files=f"{self.files_done}/{self.files_total} files")
 
@@ -133,13 +135,17 @@ COVERAGE_ROWS = 40
 
 
 @app.command("status")
-def status_cmd(store: StoreOpt = None, fmt: FormatOpt = Format.table) -> None:
+def status_cmd(store: StoreOpt = None,
+               fmt: Annotated[Format, typer.Option("--format", "-f", help="Output format: table or json (its "
+                                                   "tables differ in columns: no single CSV).")] = Format.table,
+               ) -> None:
     """What the store holds: files, rows per table, time range per deployment, errors.
 
     Example: attribution status --format json
     """
     import polars as pl
 
+    render.only(fmt, "status", Format.table, Format.json)
     from attribution.status import store_status
 
     st = store_status(open_store(store))

@@ -43,3 +43,8 @@ def dtype_bytes(name: str) -> int:
 def is_auto(name: str | None) -> bool:
     """True for an unset flag or the engines' ``auto`` value."""
     return name is None or str(name).strip().lower() == "auto"
+
+
+def explicit(name: str | None) -> str | None:
+    """A dtype flag's value, None when it is unset or ``auto``."""
+    return None if is_auto(name) else name

@@ -5,6 +5,7 @@ as the engines do it (formats/memory-and-thresholds.md A3).
 
 from __future__ import annotations
 
+import builtins
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -63,7 +64,7 @@ class Fields:
             return 0
         return value
 
-    def head_dim(self, *names: str) -> int:
+    def head_dim(self, *names: str) -> builtins.int:  # (`int` is the method above in this class)
         for name in names or ("head_dim",):
             if self.cfg.get(name) is not None:
                 return self.int(name)

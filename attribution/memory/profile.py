@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from attribution.memory.dtypes import canonical_dtype, dtype_bytes, is_auto
+from attribution.memory.dtypes import canonical_dtype, dtype_bytes, explicit
 from attribution.memory.errors import ModelConfigError, UnsupportedOnEngine, UsageError
 from attribution.memory.families import read_layout
 from attribution.memory.layout import Layout
@@ -162,8 +162,9 @@ def load_config(config: Mapping[str, Any] | str | Path) -> tuple[dict[str, Any],
 
 
 def _model_dtype(fields: Mapping[str, Any], override: str | None, notes: list[str]) -> str:
-    if not is_auto(override):
-        return canonical_dtype(override)
+    chosen = explicit(override)
+    if chosen is not None:
+        return canonical_dtype(chosen)
     raw = fields.get("torch_dtype") or fields.get("dtype")
     if raw is None:
         notes.append("config has no torch_dtype; assumed bfloat16")
@@ -187,12 +188,13 @@ def _state_dtypes(
     """(conv, SSM) dtypes by the precedence `from_hf_config` documents; None where a part does not exist."""
     if not layout.state_kind:
         return None, None
+    conv_set, ssm_set = explicit(conv_flag), explicit(ssm_flag)
     if engine == "sglang":
-        conv = "bfloat16" if is_auto(conv_flag) else canonical_dtype(conv_flag)
-        ssm = ssm_flag if not is_auto(ssm_flag) else fields.get("mamba_ssm_dtype") or "float32"
+        conv = "bfloat16" if conv_set is None else canonical_dtype(conv_set)
+        ssm = ssm_set if ssm_set is not None else fields.get("mamba_ssm_dtype") or "float32"
     else:
-        conv = model_dtype if is_auto(conv_flag) else canonical_dtype(conv_flag)
-        ssm = ssm_flag if not is_auto(ssm_flag) else layout.vllm_ssm_dtype or conv
+        conv = model_dtype if conv_set is None else canonical_dtype(conv_set)
+        ssm = ssm_set if ssm_set is not None else layout.vllm_ssm_dtype or conv
     # Lightning layers have no conv part and short-conv layers no SSM part.
     return (conv if layout.conv_elems else None), (canonical_dtype(ssm) if layout.ssm_elems else None)
 
@@ -238,7 +240,8 @@ def from_hf_config(
         raise UnsupportedOnEngine(f"{label}: SGLang has no {layout.family} model (doc A3); use engine='vllm'")
     all_notes = list(notes) + layout.notes
     model_dtype = _model_dtype(fields, dtype, all_notes)
-    kv_dtype = model_dtype if is_auto(kv_cache_dtype) else canonical_dtype(kv_cache_dtype)
+    kv_set = explicit(kv_cache_dtype)
+    kv_dtype = model_dtype if kv_set is None else canonical_dtype(kv_set)
     conv_dtype, ssm_dtype = _state_dtypes(
         engine, layout, fields, model_dtype, mamba_conv_dtype, mamba_ssm_dtype
     )

@@ -86,7 +86,8 @@ def exact_in_system(
         return pl.DataFrame(schema=schema), [
             "the concurrency analysis is not available: no exact cross-check"
         ]
-    rows, notes = [], []
+    rows: list[dict[str, Any]] = []
+    notes: list[str] = []
     periods: dict[tuple, list[CurrentSplit]] = {}
     for c in splits:
         periods.setdefault((c.period_since, c.period_until), []).append(c)

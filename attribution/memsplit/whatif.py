@@ -16,6 +16,7 @@ import duckdb
 import polars as pl
 
 from attribution import queries
+from attribution.db import as_float, as_int
 from attribution.errors import UsageError
 from attribution.memsplit.current import CurrentSplit
 from attribution.memsplit.current import when as _when
@@ -79,7 +80,7 @@ def replay(arrivals: pl.DataFrame, c: CurrentSplit, pool: PoolConfig, profile) -
     """Simulate one split; queue time, TTFT, peak running and Little's-law capacity at the cap."""
     from attribution.simulate import simulate
 
-    longest = int((arrivals["prompt_tokens"] + arrivals["output_tokens"]).max())
+    longest = as_int((arrivals["prompt_tokens"] + arrivals["output_tokens"]).max())
     row: dict[str, Any] = {
         "start_id": c.start_id,
         "deployment": c.deployment,
@@ -108,7 +109,7 @@ def replay(arrivals: pl.DataFrame, c: CurrentSplit, pool: PoolConfig, profile) -
     )
     sim = simulate(_scenario(c, pool, profile, longest), arrivals=rep, workers=1, steps=False).requests
     service = (sim["finished"] - sim["admitted"]).dt.total_microseconds() / 1e6
-    mean_service = float(service.mean())
+    mean_service = as_float(service.mean())
     row.update(_latency(sim["queue_s"], sim["ttft_s"]))
     row.update({
         "peak_running": _peak(sim), "mean_service_s": mean_service,
@@ -120,12 +121,12 @@ def replay(arrivals: pl.DataFrame, c: CurrentSplit, pool: PoolConfig, profile) -
 def _latency(queue: pl.Series, ttft: pl.Series) -> dict[str, Any]:
     def q(s: pl.Series, p: float) -> float | None:
         s = s.drop_nulls()
-        return float(s.quantile(p, interpolation="linear")) if s.len() else None
+        return as_float(s.quantile(p, interpolation="linear")) if s.len() else None
 
     return {
         "queue_p50": q(queue, 0.5), "queue_p99": q(queue, 0.99),
-        "queue_mean": float(queue.drop_nulls().mean()) if queue.drop_nulls().len() else None,
-        "waited_share": float((queue.drop_nulls() >= WAITED_S).mean()) if queue.drop_nulls().len() else None,
+        "queue_mean": as_float(queue.drop_nulls().mean()) if queue.drop_nulls().len() else None,
+        "waited_share": as_float((queue.drop_nulls() >= WAITED_S).mean()) if queue.drop_nulls().len() else None,
         "ttft_p50": q(ttft, 0.5), "ttft_p99": q(ttft, 0.99),
     }  # fmt: skip
 

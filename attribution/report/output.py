@@ -4,7 +4,6 @@ a file; a rerun overwrites), and the `--fail-on` conditions a scheduler can aler
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import tempfile
@@ -12,7 +11,7 @@ from pathlib import Path
 
 from attribution.choices import FailOn, ReportFormat
 from attribution.errors import UsageError
-from attribution.render import json_default
+from attribution.render import to_json
 from attribution.report import html, markdown
 from attribution.report.model import Report
 
@@ -29,7 +28,7 @@ def render(report: Report, fmt: ReportFormat) -> str:
         return html.render(report)
     if fmt == ReportFormat.md:
         return markdown.render(report)
-    return json.dumps(report.to_dict(), indent=2, default=json_default) + "\n"
+    return to_json(report.to_dict()) + "\n"
 
 
 def format_of(path: str, fmt: ReportFormat | None) -> ReportFormat:

@@ -56,6 +56,7 @@ def _grouped_cumsum(x: np.ndarray, sizes: np.ndarray) -> np.ndarray:
 def _workload(
     scn: Scenario, w: Workload, wi: int, rng: np.random.Generator, t0: float, t1: float, session0: int
 ) -> dict[str, np.ndarray]:
+    assert w.prompt is not None and w.output is not None  # (only replayed workloads have none; never sampled)
     rate = scn.requests_per_day / DAY * w.share / scn.pods
     limit = scn.max_model_len - w.max_tokens  # prompt + max_tokens must fit, else the engine rejects
     if w.sessions is None:

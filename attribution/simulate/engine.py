@@ -126,6 +126,7 @@ def run_pod(arr: dict, cfg: PodConfig, hashes: list[list[int]] | None = None) ->
 
     def cache_put(i: int, tokens: int) -> None:
         capb = max(0, pool - kv) // block
+        assert cache is not None  # (called only with a prefix cache)
         if hashes is not None:
             cache.put_hashes(hashes[i][: tokens // block], capb)
         else:

@@ -116,8 +116,9 @@ class Workload:
     key_alias: str
     team: str
     share: float  # share of the requests (not of sessions)
-    prompt: Dist  # for sessions: the new message of each turn
-    output: Dist
+    # None for a workload named only by replayed arrivals (their lengths come from the trace)
+    prompt: Dist | None  # for sessions: the new message of each turn
+    output: Dist | None
     max_tokens: int
     process: str = "poisson"  # poisson | gamma (bursty renewal with coefficient of variation `cv`)
     cv: float = 1.0
@@ -206,6 +207,7 @@ class Scenario:
             return self
         rate = self.requests_per_day
         if days is None:
+            assert requests is not None  # (one of the two is given)
             days = requests / rate
         elif requests is not None:
             rate = requests / days

@@ -75,8 +75,8 @@ def _names(member: Member) -> dict[str, str]:
 
 def _rename(res: SimResult, names: dict[str, str]) -> SimResult:
     ren = pl.col("deployment").replace_strict(names)
-    frames = {f: getattr(res, f) for f in ("requests", "stats", "pods", "steps")}
-    return replace(res, **{f: None if df is None else df.with_columns(ren) for f, df in frames.items()})
+    return replace(res, requests=res.requests.with_columns(ren), stats=res.stats.with_columns(ren),
+                   pods=res.pods.with_columns(ren), steps=None if res.steps is None else res.steps.with_columns(ren))
 
 
 def run_plan(plan: Plan, *, requests: int | None = None, days: float | None = None, seed: int | None = None,
@@ -89,7 +89,8 @@ def run_plan(plan: Plan, *, requests: int | None = None, days: float | None = No
         raise UsageError(f"--days must be positive (got {days})")
     say = progress or (lambda _m: None)
     expected = [m.scenario.requests_per_day * m.scenario.days for m in plan.members]
-    results, seen = [], set()
+    results: list[SimResult] = []
+    seen: set[str] = set()
     for i, m in enumerate(plan.members):
         scn, names = m.scenario, _names(m)
         if seen & set(names.values()):

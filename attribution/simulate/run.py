@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from attribution.db import as_float, as_time
 from attribution.errors import InputError, UsageError
 from attribution.simulate.arrivals import DAY
 from attribution.simulate.model import Scenario, Workload, load_scenario, validate
@@ -30,7 +31,8 @@ def _replay_tasks(scn: Scenario, df: pl.DataFrame) -> tuple[Scenario, list]:
         if col not in df.columns:
             raise InputError(f"replay arrivals need a column {col!r} (have {df.columns})")
     if df.schema["arrival"].is_temporal():
-        start = df["arrival"].min()
+        start = as_time(df["arrival"].min())
+        assert start is not None  # (replay arrivals have an arrival time)
         df = df.with_columns(((pl.col("arrival") - pl.lit(start)).dt.total_microseconds() / 1e6).alias("t"))
         scn = replace(scn, start=start if start.tzinfo else start.replace(tzinfo=scn.start.tzinfo))
     else:
@@ -44,7 +46,7 @@ def _replay_tasks(scn: Scenario, df: pl.DataFrame) -> tuple[Scenario, list]:
     idx = {nm: i for i, nm in enumerate(order)}
     phases = scn.phases
     if len(phases) == 1:  # one phase spans the whole replay
-        phases = (replace(phases[0], days=float(df["t"].max() or 0.0) / DAY + 1e-9),)
+        phases = (replace(phases[0], days=as_float(df["t"].max() or 0.0) / DAY + 1e-9),)
     scn = replace(scn, workloads=tuple(wls), phases=phases)
     # an unknown output length (a trace without it) replays as one token, never as a NaN cast to int64
     output = df["output_tokens"].fill_null(1)

@@ -8,12 +8,12 @@ integer sums and counts they are made of, so a test can compare them exactly.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 import numpy as np
 import polars as pl
 
+from attribution.db import as_float, as_int, as_time
 from attribution.privacy import hash_key
 from attribution.simulate.result import SimResult
 from attribution.simulate.writers.common import fake_key
@@ -30,7 +30,8 @@ def _q(values: pl.Series) -> dict[str, float | None]:
     return {k: float(np.quantile(arr, q, method="linear")) for k, q in QUANTILES.items()}
 
 
-def _iso(ts: datetime | None) -> str | None:
+def _iso(value: object) -> str | None:
+    ts = as_time(value)
     return None if ts is None else ts.isoformat().replace("+00:00", "Z")
 
 
@@ -64,7 +65,7 @@ def _workloads(req: pl.DataFrame) -> list[dict[str, Any]]:
             "team": df["team"][0], "models": sorted(df["model"].unique().to_list()),
             "deployments": sorted(df["deployment"].unique().to_list()),
             "requests": df.height, "prompt_tokens_sum": prompt, "prompt_tokens_mean": _mean(prompt, df.height),
-            "prompt_tokens": {**_q(df["prompt_tokens"]), "max": int(df["prompt_tokens"].max())},
+            "prompt_tokens": {**_q(df["prompt_tokens"]), "max": as_int(df["prompt_tokens"].max())},
             "output_tokens_sum": int(df["output_tokens"].sum()), "cached_tokens_sum": int(df["cached_tokens"].sum()),
             "kv_len_over_threshold": _over(df),
         })  # fmt: skip
@@ -79,7 +80,7 @@ def _cohorts(req: pl.DataFrame) -> list[dict[str, Any]]:
             "deployments": sorted(df["deployment"].unique().to_list()), "requests": df.height,
             "first_arrival": _iso(df["arrival"].min()), "last_finished": _iso(df["finished"].max()),
             "kv_len_over_threshold": _over(df),
-            "queue_s": {"mean": float(df["queue_s"].mean()), **_q(df["queue_s"])},
+            "queue_s": {"mean": as_float(df["queue_s"].mean()), **_q(df["queue_s"])},
             "ttft_s": _q(df["ttft_s"]), "tpot_s": _q(df["tpot_s"]), "e2e_s": _q(df["e2e_s"]),
             "preemptions": int(df["preemptions"].sum()),
         })  # fmt: skip
@@ -105,12 +106,12 @@ def _pod(pod: dict[str, Any], req: pl.DataFrame, stats: pl.DataFrame) -> dict[st
         "preemptions": int(req["preemptions"].sum()),
         # The engine's 10 s samples (what a vLLM stats line shows; SGLang logs per batch instead).
         "stats": {
-            "intervals": stats.height, "peak_running": int(stats["running"].max() or 0),
-            "peak_waiting": int(stats["waiting"].max() or 0), "kv_usage_max": float(stats["kv_usage"].max() or 0.0),
+            "intervals": stats.height, "peak_running": as_int(stats["running"].max() or 0),
+            "peak_waiting": as_int(stats["waiting"].max() or 0), "kv_usage_max": as_float(stats["kv_usage"].max() or 0.0),
             "intervals_waiting": waiting.height, "intervals_at_cap": at_cap.height,
             "intervals_at_cap_waiting": int((at_cap["waiting"] > 0).sum()),
-            "kv_usage_mean_while_waiting": float(waiting["kv_usage"].mean()) if waiting.height else None,
-            "kv_usage_median_at_cap": float(at_cap["kv_usage"].median()) if at_cap.height else None,
+            "kv_usage_mean_while_waiting": as_float(waiting["kv_usage"].mean()) if waiting.height else None,
+            "kv_usage_median_at_cap": as_float(at_cap["kv_usage"].median()) if at_cap.height else None,
         },
     }  # fmt: skip
 

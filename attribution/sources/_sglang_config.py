@@ -6,10 +6,15 @@ as bytes / 2**30.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import polars as pl
 
 from attribution.privacy import hash_key_expr, redact_expr, secret_flag_expr
 from attribution.sources._sglang_header import msg_starts_with
+
+if TYPE_CHECKING:
+    from attribution.schema import PolarsType
 
 GIB = 1024**3
 _TOKEN_RE = r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[\[\](){}]|,|[^'"\[\](){},]+"""
@@ -111,7 +116,7 @@ def parse_server_args(df: pl.DataFrame) -> tuple[pl.DataFrame | None, pl.DataFra
     secret = secret_flag_expr(pl.col("key")) & ~scalar
     fields = fields.with_columns(pl.when(secret).then(hash_key_expr(value)).otherwise(value).alias("value"))
 
-    def pick(key: str, dtype: pl.DataType) -> pl.Expr:
+    def pick(key: str, dtype: PolarsType) -> pl.Expr:
         v = pl.col("value").filter(pl.col("key") == key).first()
         return v.cast(dtype, strict=False) if dtype != pl.Utf8 else v
 
@@ -186,7 +191,7 @@ def parse_memory(
     # every TP rank prints the same per-GPU figures: the other ranks' copies are folded into rank 0's rows
     folded = [facts.filter(~pl.col("primary"))["line"]]
     out: list[pl.DataFrame] = []
-    errs: list[pl.DataFrame] = []
+    errs: list[pl.DataFrame | None] = []
 
     summ = base.filter(msg.str.starts_with("max_total_num_tokens="))
     if summ.height:
@@ -246,8 +251,8 @@ def parse_memory(
         wts = _running_total(wts, "weights_bytes", state, "weights_bytes")
         out.append(wts.select("line", "ts", "start_line", "weights_bytes"))
 
-    errs = [e for e in errs if e is not None]
-    errors = pl.concat(errs) if errs else None
+    found = [e for e in errs if e is not None]
+    errors = pl.concat(found) if found else None
     folded.append(kv_folded)
     return out, errors, pl.concat(folded).unique(maintain_order=True)
 

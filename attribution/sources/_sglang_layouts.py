@@ -78,15 +78,15 @@ def generic(text: pl.Series) -> pl.DataFrame:
     names = {"1": "day", "2": "clock", "3": "frac", "4": "zone"}
     df = pre.str.extract_groups(_TIME_GROUPS_RE).struct.unnest().rename(names)
     df = df.with_columns(pre.alias("pre"), msg.alias("msg"))
-    day, clock, frac, zone, pre = (pl.col(c) for c in ("day", "clock", "frac", "zone", "pre"))
-    pre = pre.fill_null("")
-    gpu = pre.str.extract(_GPU_RE, 1)
-    level = pre.str.contains(r"(?:^|\s)" + _LEVEL + r"\s")
-    logger = pre.str.contains(r"(?:^|\s)(?:[A-Za-z_][\w-]*(?:\.[\w-]+)+(?::\d+)?(?:\(\))?:|[\w-]+\.py:\d+)")
+    day, clock, frac, zone, prefix = (pl.col(c) for c in ("day", "clock", "frac", "zone", "pre"))
+    prefix = prefix.fill_null("")
+    gpu = prefix.str.extract(_GPU_RE, 1)
+    level = prefix.str.contains(r"(?:^|\s)" + _LEVEL + r"\s")
+    logger = prefix.str.contains(r"(?:^|\s)(?:[A-Za-z_][\w-]*(?:\.[\w-]+)+(?::\d+)?(?:\(\))?:|[\w-]+\.py:\d+)")
     ok = (day.is_not_null() | gpu.is_not_null() | (level & logger)).fill_null(False)
     naive = day + " " + clock + pl.when(frac.is_not_null()).then("." + frac).otherwise(pl.lit(""))
     zoned = day + "T" + clock + "." + frac.fill_null("0") + zone.str.replace("^Z$", "+00:00")
-    ranks = pre.str.extract_all(_RANK_RE).list.join(" ")
+    ranks = prefix.str.extract_all(_RANK_RE).list.join(" ")
     return df.select(
         ok.alias("ok"),
         pl.when(zone.is_null()).then(naive).alias("ts"),
@@ -99,9 +99,9 @@ def generic(text: pl.Series) -> pl.DataFrame:
         (ok & day.is_null()).alias("notime"),
         (
             ok
-            & pre.str.contains(_DOTTED_LOGGER_RE)
-            & ~pre.str.contains("[", literal=True)
-            & ~pre.str.contains(".py:", literal=True)
+            & prefix.str.contains(_DOTTED_LOGGER_RE)
+            & ~prefix.str.contains("[", literal=True)
+            & ~prefix.str.contains(".py:", literal=True)
         ).alias("dynamo"),
     )
 

@@ -37,7 +37,9 @@ class StrayCommas:
             if end_inside and plain.endswith(b"\\"):  # an escape cut in two: finish it with the next piece
                 buf, carry = buf[:-1], buf[-1:]
             elif not end_inside:
-                cut = _TAIL.search(buf).start()
+                tail = _TAIL.search(buf)
+                assert tail is not None  # (the pattern matches at the end of any buffer)
+                cut = tail.start()
                 buf, carry = buf[:cut], buf[cut:]
         if not _HINT.search(buf):
             return buf, end_inside, carry

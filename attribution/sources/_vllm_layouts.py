@@ -7,6 +7,8 @@ plain vLLM log pays for one anchored test per chunk.
 
 from __future__ import annotations
 
+from typing import overload
+
 import polars as pl
 
 from attribution.sources import timefmt
@@ -88,7 +90,11 @@ def peel_ray(segs: pl.DataFrame, cand: pl.Series) -> tuple[pl.DataFrame, pl.Seri
     return segs.with_columns(text=text, proc=proc), idx
 
 
-def has_dedup(text: pl.Expr) -> pl.Expr:
+@overload
+def has_dedup(text: pl.Expr) -> pl.Expr: ...
+@overload
+def has_dedup(text: pl.Series) -> pl.Series: ...
+def has_dedup(text: pl.Expr | pl.Series) -> pl.Expr | pl.Series:
     """Whether a line ends with Ray's dedup suffix (the first one also carries Ray's hint): a test of the
     line's end, cheaper than a search through it."""
     return text.str.ends_with("across cluster]") | text.str.ends_with("for more options.)")

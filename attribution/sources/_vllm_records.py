@@ -76,7 +76,8 @@ def records(lines: pl.DataFrame, ctx: ParseContext) -> tuple[pl.DataFrame, tuple
             segs, found = segs.filter(~empty), found.filter(~empty)
     hidden: tuple[int, int | None] = (0, None)
     if dedup:
-        segs, *hidden = layouts.strip_dedup(segs)
+        segs, n_hidden, first_hidden = layouts.strip_dedup(segs)
+        hidden = (n_hidden, first_hidden)
     segs = segs.with_columns(proc=pl.lit(None, pl.Utf8))
     hdr, n_heads = found["hdr"], found["n"]
     # A header that does not start the segment: behind Ray process prefixes (peeled), or glued to the
@@ -139,7 +140,7 @@ def records(lines: pl.DataFrame, ctx: ParseContext) -> tuple[pl.DataFrame, tuple
     )
     if recs.height and recs["ts_carried"][-1] is not None:
         ctx.state["last_ts"] = recs["ts_carried"][-1].isoformat()
-    return recs.select("idx", "line", "text", "msg", "ts", "ts_carried", "bad_ts", "proc"), tuple(hidden)
+    return recs.select("idx", "line", "text", "msg", "ts", "ts_carried", "bad_ts", "proc"), hidden
 
 
 def _years(recs: pl.DataFrame, ctx: ParseContext, refs: list[str]) -> pl.Series:

@@ -20,7 +20,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from attribution.db import scratch
+from attribution.db import fetch, scratch
 from attribution.errors import UsageError
 from attribution.keys import gateway_request_key
 from attribution.privacy import SECRET_RE, hash_key, hash_key_expr
@@ -66,7 +66,7 @@ def json_records(lines: pl.DataFrame, paths: dict[str, list[str]]) -> tuple[pl.D
         sql = ("select line, ok, case when ok then json_extract_string(text, ?::VARCHAR[]) end as v, "
                "case when not ok then regexp_extract_all(left(text, 2000), ?) end as keys "
                "from (select line, text, json_valid(text) as ok from j)")
-        got = pl.from_arrow(con.sql(sql, params=[flat, _KEY_RE]).to_arrow_table())
+        got = fetch(con, sql, [flat, _KEY_RE])
     finally:
         con.close()
     errors = got.filter(~pl.col("ok")).select(

@@ -76,10 +76,11 @@ class ParseResult:
 class Source:
     """Base class; subclasses set the class attributes and implement `sniff` and `parse` (or `parse_whole`)."""
 
-    name: ClassVar[str]  # format name, e.g. "vllm_log"; also the --format value
+    # Class attributes of a parser; a wrapped source (attribution.wrappers.layer) sets them per instance.
+    name: str  # format name, e.g. "vllm_log"; also the --format value
     kind: ClassVar[str]  # engine / gateway / trace / bench
-    mode: ClassVar[str] = "lines"  # or "whole"
-    description: ClassVar[str] = ""
+    mode: str = "lines"  # or "whole"
+    description: str = ""
 
     @property
     def skip_rules(self) -> tuple[tuple[str, str], ...]:

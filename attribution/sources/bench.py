@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 import polars as pl
@@ -27,8 +28,11 @@ from attribution.privacy import redact_expr
 from attribution.sources.base import ParseContext, ParseResult, Source
 from attribution.sources.traces import after_start, file_stem, trace_start
 
+if TYPE_CHECKING:
+    from attribution.schema import PolarsType
+
 # Per-request lists we read, with their element types. Anything else (generated_texts) is never touched.
-_LISTS: dict[str, pl.DataType] = {
+_LISTS: dict[str, PolarsType] = {
     "input_lens": pl.Int64,
     "output_lens": pl.Int64,
     "ttfts": pl.Float64,
@@ -69,8 +73,8 @@ def _runs(data: bytes, out: ParseResult, source: str) -> list[tuple[int, dict]]:
     for line, text in docs.iter_rows():
         try:
             obj = json.loads(text)
-        except ValueError as exc:
-            _run_error(out, line, f"not valid JSON: {exc.msg}")
+        except ValueError as exc:  # (also an integer too long to convert, which is no JSONDecodeError)
+            _run_error(out, line, f"not valid JSON: {exc.msg if isinstance(exc, json.JSONDecodeError) else exc}")
             continue
         for o in obj if isinstance(obj, list) else [obj]:
             if isinstance(o, dict):

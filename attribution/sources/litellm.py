@@ -315,7 +315,7 @@ class LiteLLMSpendLogs(Source):
 
     def parse_whole(self, data: bytes, ctx: ParseContext) -> ParseResult:
         """A whole export in memory: a Parquet file (columnar: only the columns read are decoded), or a CSV."""
-        return self._parse(_spend_frame(data), data[:4] != b"PAR1" and data.split(b"\n", 1)[0])
+        return self._parse(_spend_frame(data), data.split(b"\n", 1)[0] if data[:4] != b"PAR1" else None)
 
     def parse_document(self, pieces: Iterable[bytes], ctx: ParseContext) -> Iterator[ParseResult]:
         """A CSV export streamed in batches of whole records (about SPEND_BATCH_BYTES each; a newline ends a
@@ -340,15 +340,15 @@ class LiteLLMSpendLogs(Source):
                     continue
                 header, buf = bytes(buf[: nl + 1]), buf[nl + 1 :]
             while len(buf) >= SPEND_BATCH_BYTES and (cut := _record_end(buf, SPEND_BATCH_BYTES)) > 0:
-                yield self._parse(_spend_frame(header + bytes(buf[:cut]), line0), line0 == 0 and header)
+                yield self._parse(_spend_frame(header + bytes(buf[:cut]), line0), header if line0 == 0 else None)
                 line0 += buf.count(b"\n", 0, cut)
                 del buf[:cut]
         if header is None:  # one line, no newline
             header, buf = bytes(buf), bytearray()
         if buf or line0 == 0:
-            yield self._parse(_spend_frame(header + bytes(buf), line0), line0 == 0 and header)
+            yield self._parse(_spend_frame(header + bytes(buf), line0), header if line0 == 0 else None)
 
-    def _parse(self, df: pl.DataFrame, header: bytes | bool) -> ParseResult:
+    def _parse(self, df: pl.DataFrame, header: bytes | None) -> ParseResult:
         """Rows of a SpendLogs frame; `header`: the CSV's header line when `df` holds the file's first records."""
         out = ParseResult()
         # Census records: the export's rows (and a CSV's header line), named by request id, never by content.

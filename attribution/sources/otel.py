@@ -7,6 +7,8 @@ span in the file; an unreadable document is an error at its physical line.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import polars as pl
 
 from attribution.census import doc_records
@@ -14,6 +16,9 @@ from attribution.privacy import redact_expr
 from attribution.schema import TS
 from attribution.sources.base import ParseContext, ParseResult, Source
 from attribution.sources.bench import split_documents
+
+if TYPE_CHECKING:
+    from attribution.schema import PolarsType
 
 # Every scalar is read as text: OTLP JSON writes 64-bit integers as strings ("intValue": "42",
 # "startTimeUnixNano": "1718...") but some exporters write numbers; both decode to the same text.
@@ -44,7 +49,7 @@ _DOC = pl.Struct(
 )
 
 # gen_ai.* attribute -> (requests column, type). V0 and V1 spans share these names (vllm/tracing*.py).
-_ATTR_COLUMNS: dict[str, tuple[str, pl.DataType]] = {
+_ATTR_COLUMNS: dict[str, tuple[str, PolarsType]] = {
     "gen_ai.request.id": ("request_id", pl.Utf8),
     "gen_ai.response.model": ("model", pl.Utf8),
     "gen_ai.request.max_tokens": ("max_tokens", pl.Int64),

@@ -10,13 +10,18 @@ arrival and finished are null. A line that is not a JSON object is an error with
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import polars as pl
 
 from attribution.sources._sglang_requests import META_FLOAT, META_INT, request_rows, safe_sample
 from attribution.sources.base import ParseContext, ParseResult, Source
 
+if TYPE_CHECKING:
+    from attribution.schema import PolarsType
 
-def _num(key: str, dtype: pl.DataType) -> pl.Expr:
+
+def _num(key: str, dtype: PolarsType) -> pl.Expr:
     v = pl.col("text").str.json_path_match(f"$.{key}").cast(pl.Float64, strict=False)
     return v  # counts stay floats: the ingest checks them against their domain (whole, in range)
 

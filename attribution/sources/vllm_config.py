@@ -10,11 +10,14 @@ from __future__ import annotations
 import ast
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from attribution.privacy import SECRET_FLAG_RE, hash_key
+
+if TYPE_CHECKING:
+    from attribution.schema import PolarsType
 
 GIB = 1 << 30
 
@@ -179,7 +182,7 @@ def _args_facts(idx: int, msg: str) -> dict[str, Any]:
     }
 
 
-_ARGS_SCHEMA = {
+_ARGS_SCHEMA: dict[str, PolarsType] = {
     "idx": pl.UInt32,
     "_error": pl.Utf8,
     "flags": pl.List(pl.Struct({"key": pl.Utf8, "value": pl.Utf8})),

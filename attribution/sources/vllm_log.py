@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import polars as pl
 
@@ -22,6 +22,9 @@ from attribution.sources import _vllm_variants as variants
 from attribution.sources import vllm_config
 from attribution.sources._vllm_records import GLUE_RE, HEADER_RE, LEVEL, continuation_lines, records
 from attribution.sources.base import ParseContext, ParseResult, Source
+
+if TYPE_CHECKING:
+    from polars.expr.whenthen import ChainedThen, Then
 
 T = TypeVar("T")
 __all__ = ["GLUE_RE", "HEADER_RE", "SOURCES", "VllmLog"]
@@ -161,13 +164,13 @@ class VllmLog(Source):
             res.add_errors(req_errors)
             res.add("request_events", events.result())
             res.add("access_log", access.result())
-        rows = [df["line"].cast(pl.Int64, strict=False) for df in res.tables.values()]
-        if rows or res.consumed is not None:
-            made = pl.concat([*rows, *([res.consumed] if res.consumed is not None else [])])
+        row_lines = [df["line"].cast(pl.Int64, strict=False) for df in res.tables.values()]
+        if row_lines or res.consumed is not None:
+            made = pl.concat([*row_lines, *([res.consumed] if res.consumed is not None else [])])
             res.add_consumed(continuation_lines(lines, made))
         if res.consumed is not None:
             # disjoint from the rows' lines and each line once: the census counts both as parsed
-            in_rows = pl.concat(rows).implode() if rows else pl.lit([], pl.List(pl.Int64))
+            in_rows = pl.concat(row_lines).implode() if row_lines else pl.Series([[]], dtype=pl.List(pl.Int64))
             res.consumed = res.consumed.unique().sort().filter(~res.consumed.unique().sort().is_in(in_rows))
         return res
 
@@ -366,7 +369,7 @@ def _events(heads: pl.DataFrame) -> pl.DataFrame:
     rows = rows.with_columns(_rest=msg.str.strip_prefix(kind), event=event.otherwise(pl.lit("aborted")))
     rest = pl.col("_rest")
     if (rows["_kind"] == _ABORTED).any():  # `Aborted request(s) ` or `Aborted request `
-        after = pl.when(rest.str.starts_with("(s) ")).then(rest.str.slice(4))
+        after: Then | ChainedThen = pl.when(rest.str.starts_with("(s) ")).then(rest.str.slice(4))
         after = after.when(rest.str.starts_with(" ")).then(rest.str.slice(1))
         rows = rows.with_columns(_rest=pl.when(kind == _ABORTED).then(after).otherwise(rest))
     ids = pl.when((rest.str.len_bytes() > 0) & ~rest.str.contains("\n", literal=True)).then(

@@ -11,7 +11,7 @@ import json
 import operator
 import re
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import polars as pl
@@ -19,8 +19,11 @@ import polars as pl
 from attribution import queries
 from attribution.thresholds.catalogue import Catalogue, Feature, Rule
 
+if TYPE_CHECKING:
+    from attribution.schema import PolarsType
+
 FALLBACK_ENGINES = ("vllm", "sglang", "unknown")  # config ids `default:<engine>` for requests without a start
-COLUMNS = {
+COLUMNS: dict[str, PolarsType] = {
     "config_id": pl.Utf8, "deployment": pl.Utf8, "engine": pl.Utf8, "version": pl.Utf8, "model": pl.Utf8,
     "start_ts": pl.Datetime("us", "UTC"), "feature": pl.Utf8, "title": pl.Utf8, "quantity": pl.Utf8,
     "op": pl.Utf8, "scope": pl.Utf8, "status": pl.Utf8, "threshold": pl.Float64, "threshold_source": pl.Utf8,

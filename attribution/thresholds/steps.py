@@ -13,7 +13,7 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import numpy as np
@@ -22,11 +22,14 @@ import polars as pl
 from attribution import joincache, queries
 from attribution.db import fetch
 
+if TYPE_CHECKING:
+    from attribution.schema import PolarsType
+
 DAY_US = 86_400_000_000
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 QUANTITIES = ("decode_batch_size", "running_requests", "prefill_batch_tokens", "step_tokens", "state_usage",
               "kv_usage", "waiting_requests", "preemptions")
-STEPS_SCHEMA = {
+STEPS_SCHEMA: dict[str, PolarsType] = {
     "feature": pl.Utf8, "level": pl.Utf8, "grp": pl.Utf8, "rows": pl.Int64, "crossed_rows": pl.Int64,
     "row_share": pl.Float64, "seconds": pl.Float64, "crossed_seconds": pl.Float64, "time_share": pl.Float64,
     "episodes": pl.Int64, "longest_episode_s": pl.Float64, "max_value": pl.Float64,
@@ -361,6 +364,7 @@ def arrival_flags(con: duckdb.DuckDBPyConnection, rows: StepRows, max_gap_s: flo
         crossed = f.crossed[line] & (age <= max_gap_s)
         frames.append(pl.DataFrame({"rid": rid[hit[crossed]], "feature": [f.feature] * int(crossed.sum()),
                                     "value": f.value[line[crossed]]}))
-    schema = {"rid": pl.Int64, "feature": pl.Utf8, "value": pl.Float64}
-    return pl.concat([pl.DataFrame(schema=schema), *[x.cast(schema) for x in frames]]).with_columns(
+    schema: dict[str, PolarsType] = {"rid": pl.Int64, "feature": pl.Utf8, "value": pl.Float64}
+    typed = [x.select(pl.col(c).cast(t) for c, t in schema.items()) for x in frames]
+    return pl.concat([pl.DataFrame(schema=schema), *typed]).with_columns(
         crossed=pl.lit(True), estimated=pl.lit(True))

@@ -8,12 +8,16 @@ import json
 import re
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 import ijson
 import polars as pl
 
 from attribution.wrappers.base import TS, records_frame
+
+if TYPE_CHECKING:
+    from attribution.schema import PolarsType
 
 MONTHS = {m: i + 1 for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split())}
 CHUNK_LINES = 50_000
@@ -55,7 +59,7 @@ def _series(values: list, like: pl.Series, fn: Callable[[pl.Series], pl.Series])
     return pl.Series(values, dtype=dtype)
 
 
-def _conform(value: object, dtype: pl.DataType) -> object:
+def _conform(value: object, dtype: PolarsType) -> object:
     """A parsed JSON value shaped to `dtype` the way Polars decodes it; a field that does not fit is null."""
     if isinstance(dtype, pl.Struct):
         if not isinstance(value, dict):
@@ -74,19 +78,20 @@ def _conform(value: object, dtype: pl.DataType) -> object:
     return None
 
 
-def json_lines(text: pl.Series, dtype: pl.DataType) -> tuple[pl.Series, pl.Series]:
+def json_lines(text: pl.Series, dtype: PolarsType) -> tuple[pl.Series, pl.Series]:
     """JSON objects, one per value, decoded to the struct `dtype`. Values that are not a JSON object come
     back null with ok false; a field whose value does not fit `dtype` is null."""
     obj = text.str.strip_chars().str.starts_with("{") & text.str.strip_chars().str.ends_with("}")
-    cand = pl.when(obj).then(text).otherwise(pl.lit(None, pl.Utf8))
-    cand = pl.select(cand.alias("t")).to_series()
+    cand = pl.select(pl.when(obj).then(text).otherwise(pl.lit(None, pl.Utf8)).alias("t")).to_series()
 
     def one(v: object) -> object:
         if v is None:
             return None
+        if not isinstance(v, str):
+            raise ValueError("not JSON")
         try:
             parsed = json.loads(v)
-        except (TypeError, json.JSONDecodeError):
+        except json.JSONDecodeError:
             raise ValueError("not JSON") from None
         if not isinstance(parsed, dict):
             raise ValueError("not an object")
@@ -105,7 +110,7 @@ def utf8_from_bytes(values: pl.Series) -> pl.Series:
 def binary_text(binary: pl.Series) -> pl.Series:
     """Bytes -> text, vectorised; the values that are not valid UTF-8 get replacement characters."""
     out, _ = bisect_apply(
-        binary, lambda s: s.cast(pl.Utf8), lambda b: b.decode("utf-8", "replace") if b is not None else None
+        binary, lambda s: s.cast(pl.Utf8), lambda b: b.decode("utf-8", "replace") if isinstance(b, bytes) else None
     )
     return out
 

@@ -9,12 +9,16 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 import polars as pl
 
 from attribution.wrappers._platforms import error_record, iter_line_chunks
 from attribution.wrappers.base import RECORD_SCHEMA, records_frame
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 SPILL_ROWS = 50_000  # records held before a batch goes to disk
 OUT_ROWS = 50_000  # records per batch handed back
@@ -120,7 +124,7 @@ class Spill:
         finally:
             con.close()
 
-    def _run(self, sql: str, out_rows: int) -> tuple[duckdb.DuckDBPyConnection, object]:
+    def _run(self, sql: str, out_rows: int) -> tuple[duckdb.DuckDBPyConnection, pa.RecordBatchReader]:
         """The sorted result as an Arrow batch reader. The sort runs (and spills) before the first batch; a
         sort that cannot fit the small memory limit (very long lines) is retried with a larger one."""
         for limit in MEMORY_LIMITS:

@@ -13,15 +13,18 @@ A wrapper decodes; it never interprets the engine's text.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import polars as pl
+
+if TYPE_CHECKING:
+    from attribution.schema import PolarsType
 
 TS = pl.Datetime("us", "UTC")
 
 # One row per record of the wrapper (one physical line for line wrappers; one entry of the document for
 # document wrappers).
-RECORD_SCHEMA: dict[str, pl.DataType] = {
+RECORD_SCHEMA: dict[str, PolarsType] = {
     "line": pl.Int64,  # 1-based physical line (line wrappers) or record ordinal (document wrappers)
     "ok": pl.Boolean,  # false: not a record of this wrapper (garbage, a cut-off JSON line); `text` is the raw line
     "text": pl.Utf8,  # the wrapped content: no trailing newline, no wrapper escaping; partial pieces as they came

@@ -116,7 +116,7 @@ def decode_documents(lines: pl.DataFrame) -> pl.DataFrame:
         dec, ok = json_lines(text.zip_with(mask, pl.Series([None], dtype=pl.Utf8)), dtype)
         parts.append(_columns(dec, chains).with_columns(ok=ok))
     cols = pl.DataFrame([parts[0][c].zip_with(log_text, parts[1][c]) for c in parts[0].columns])
-    ok = pl.col("ok") & pl.col("text").is_not_null()
+    ok_expr = pl.col("ok") & pl.col("text").is_not_null()
     df = pl.concat([lines.select("line", raw="text"), cols], how="horizontal").with_columns(
         cp=extract_groups_unique(cols["path"], CONTAINERS_PATH),
         pp=extract_groups_unique(cols["path"], PODS_PATH),
@@ -125,8 +125,8 @@ def decode_documents(lines: pl.DataFrame) -> pl.DataFrame:
     return records_frame(
         df.select(
             "line",
-            ok.alias("ok"),
-            pl.when(ok).then(pl.col("text")).otherwise("raw").alias("text"),
+            ok_expr.alias("ok"),
+            pl.when(ok_expr).then(pl.col("text")).otherwise("raw").alias("text"),
             "rec_ts",
             "stream",
             pl.coalesce("pod", cp.field("1"), pp.field("2")).alias("pod"),

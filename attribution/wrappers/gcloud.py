@@ -80,7 +80,8 @@ def entry_row(x: object) -> tuple:
         text = jp.get("message") if jp.get("message") is not None else jp.get("log")
     res = (x.get("resource") or {}).get("labels") if isinstance(x.get("resource"), dict) else None
     res = res if isinstance(res, dict) else {}
-    labels = x.get("labels") if isinstance(x.get("labels"), dict) else {}
+    labels = x.get("labels")
+    labels = labels if isinstance(labels, dict) else {}
     row = (
         text,
         x.get("timestamp"),

@@ -29,7 +29,8 @@ BYTE_ESCAPE = "attribution-wrapped"
 _PUA_LO, _PUA_RE = 0xF700, "[\uf780-\uf7ff]"
 
 
-def _escape(exc: UnicodeDecodeError) -> tuple[str, int]:
+def _escape(exc: UnicodeError) -> tuple[str, int]:
+    assert isinstance(exc, UnicodeDecodeError)  # (registered for decoding only)
     return "".join(chr(_PUA_LO + b) for b in exc.object[exc.start:exc.end]), exc.end
 
 
@@ -271,15 +272,16 @@ class WrappedSource(Source):
         dep = _deployment(key, ctx.deployment)
         sub = ParseContext(ctx.path, dep, ctx.label, ctx.year, ctx.tz, ctx.file_mtime, ctx.options, ident["st"])
         if fmt.startswith("wrapper:"):
-            inner: Source = wrapped(fmt.split(":", 1)[1], self.depth + 1)
-            r = inner.parse(recs, sub)
+            layer = wrapped(fmt.split(":", 1)[1], self.depth + 1)
+            r = layer.parse(recs, sub)
             if final:
-                fin = inner.finish(sub)
+                fin = layer.finish(sub)
                 for t, df in fin.tables.items():
                     r.add(t, df)
                 r.add_errors(fin.errors)
                 r.add_consumed(fin.consumed)
-                r.records = fin.records if r.records is None else pl.concat([r.records, fin.records])
+                if fin.records is not None:
+                    r.records = fin.records if r.records is None else pl.concat([r.records, fin.records])
         else:
             inner = sources.registry()[fmt]  # (sniff_inner names a line source of the registry)
             r = inner.parse(recs.select("line", "text", "rec_ts"), sub)

@@ -129,7 +129,8 @@ class LogcliDefault(Wrapper):
             for n in ALL_LABELS
         }
         # one label set per stream: the label regexes run once per distinct set
-        sets = pl.DataFrame({"k": g["labels"].unique().drop_nulls()}).with_columns(lab=pl.struct(**fields))
+        sets = pl.DataFrame({"k": g["labels"].unique().drop_nulls()}).with_columns(
+            lab=pl.struct([e.alias(n) for n, e in fields.items()]))
         g = g.join(sets, left_on="labels", right_on="k", how="left", maintain_order="left")
         ok = pl.col("ts").is_not_null()
         return records_frame(

@@ -58,7 +58,8 @@ def write_lines(lines: pl.DataFrame, path: Path) -> Path:
     with open(path, "wb") as raw:
         if path.suffix == ".gz":
             with gzip.GzipFile(filename="", mode="wb", compresslevel=6, fileobj=raw, mtime=0) as f:
-                lines.select("text").write_csv(f, include_header=False, quote_style="never")
+                # (a GzipFile is a binary file object; Polars' stubs name typing.IO only)
+                lines.select("text").write_csv(f, include_header=False, quote_style="never")  # type: ignore[call-overload]
         else:
             lines.select("text").write_csv(raw, include_header=False, quote_style="never")
     return path
