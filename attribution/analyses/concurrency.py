@@ -153,7 +153,8 @@ def concurrency(sel: Selection, *, per_group: bool = True, estimate: bool = True
         notes.append(f"arrivals only, not estimated (estimate=False): {', '.join(map(str, arrival_only))}")
 
     cols = schema(ps)
-    allrows = pl.concat([pl.DataFrame(schema=cols), *(f.select(list(cols)).cast(cols) for f in frames if f.width)])
+    allrows = pl.concat([pl.DataFrame(schema=cols),
+                         *(f.select(pl.col(c).cast(t) for c, t in cols.items()) for f in frames if f.width)])
     allrows = allrows.sort("deployment", pl.col("grp"), pl.col("metric").replace_strict(METRIC_ORDER, default=9),
                            "source", nulls_last=False, maintain_order=True)
     pods = allrows.filter(pl.col("grp").is_null()).drop("grp")
