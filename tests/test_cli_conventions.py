@@ -84,6 +84,8 @@ RUNS = {
     "thresholds": ([], ("table", "csv", "json")),
     "compare": (["--before", "before", "--after", "after", "--resamples", "20"], ("table", "csv", "json")),
     "memsplit": (["--no-whatif"], ("table", "csv", "json")),
+    "changes": ([], ("table", "csv", "json")),
+    "health": ([], ("table", "csv", "json")),
     "status": ([], ("table", "json")),
     "query": (["select label, count(*) n from requests group by 1 order by 1"], ("table", "csv", "json")),
 }
