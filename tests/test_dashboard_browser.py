@@ -13,7 +13,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, need_chromium
 
 from attribution import dashboard
 from attribution.ingest import ingest
@@ -34,7 +34,11 @@ PAGES = {  # url path -> heading
     "compare": "Compare two cohorts",
 }
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).is_file(), reason="no chromium (CI installs Debian's)")
+
+
+@pytest.fixture(autouse=True)
+def _chromium():
+    need_chromium(CHROMIUM)
 
 
 def _free_port() -> int:
