@@ -102,3 +102,34 @@ def test_command_output_equals_the_golden_file(name, sample_store, tmp_path, cap
         check(written.name, normalise(written.read_text(), sample_store, tmp_path))
     if cmd == "report":
         assert sorted(p.name for p in tmp_path.glob("report*.*")) == [Path(rest[-1]).name]
+
+
+def test_the_golden_reports_traffic_equals_plain_duckdb_on_the_store_rows(sample_store):
+    """The figures of the golden report's traffic table (tests/golden/report_sample_logs.json, pinned by
+    test_report) worked out here with plain SQL over the stored gateway rows, none of the analysis code."""
+    import json
+
+    import duckdb
+
+    from attribution.db import fetch
+    from attribution.store import Store
+
+    doc = json.loads((REPO / "tests" / "golden" / "report_sample_logs.json").read_text())
+    (traffic,) = [s["tables"]["workloads"]["rows"] for s in doc["sections"] if s["id"] == "traffic"]
+    rows = fetch(Store.open(sample_store).connect(),
+                 "select key_alias, arrival, prompt_tokens, output_tokens from requests where source_kind = 'gateway'")
+    con = duckdb.connect()
+    con.register("g", rows.to_arrow())
+    since = doc["window"]["since"]
+    want = {r[0]: r[1:] for r in con.execute(
+        "select key_alias, count(*), sum(prompt_tokens), avg(prompt_tokens), quantile_cont(prompt_tokens, 0.99), "
+        "sum(output_tokens), avg(output_tokens) from g where arrival >= cast(? as timestamptz) group by all",
+        [since]).fetchall()}
+    assert sum(w[0] for w in want.values()) == doc["window"]["requests"]
+    assert {r["workload"] for r in traffic} == set(want)
+    for r in traffic:
+        n, prompt, prompt_mean, prompt_p99, out, out_mean = want[r["workload"]]
+        assert (r["requests"], r["prompt_tokens"], r["output_tokens"]) == (n, prompt, out), r["workload"]
+        for got, worked in ((r["prompt_mean"], prompt_mean), (r["prompt_p99"], prompt_p99),
+                            (r["output_mean"], out_mean)):
+            assert got == pytest.approx(worked, rel=1e-5), r["workload"]  # the report keeps 6 digits
