@@ -36,9 +36,9 @@ PAGES = {  # url path -> heading
 
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture(scope="module", autouse=True)
 def _chromium():
-    need_chromium(CHROMIUM)
+    need_chromium(CHROMIUM)  # before the module's server starts
 
 
 def _free_port() -> int:
