@@ -32,6 +32,23 @@ def store_dir(tmp_path) -> Path:
     return tmp_path / "store"
 
 
+def in_ci() -> bool:
+    """CI runs with CI=true: there a missing browser is a failure, not a skip (it would hide the test)."""
+    return os.environ.get("CI", "").lower() in ("true", "1", "yes")
+
+
+def need_chromium(path: str) -> None:
+    """Skip a browser test when Chromium (or Playwright) is missing, except in CI, where the test fails."""
+    import importlib.util
+
+    missing = ("playwright" if importlib.util.find_spec("playwright") is None
+               else None if Path(path).is_file() else f"Chromium at {path}")
+    if missing:
+        if in_ci():
+            pytest.fail(f"no {missing}: CI installs Debian's chromium package and the test extras (.ci/run)")
+        pytest.skip(f"no {missing}")
+
+
 def shared(*parts: str) -> Path:
     p = SHARED.joinpath(*parts)
     if not p.exists():

@@ -151,12 +151,13 @@ def test_errors_are_one_line_with_an_exit_code(logs, store_dir):
     assert proc.stderr.startswith("error: 'yesterday' is not a time") and "Traceback" not in proc.stderr
 
 
-def test_readme_command_on_sample_logs_matches_the_ground_truth(tmp_path):
+def test_readme_command_on_sample_logs_matches_the_ground_truth(sample_store):
     """`attribution analyze sample_logs/` (the README's main command) against what the simulator that made the
-    logs knows (sample_logs/ground_truth.json)."""
+    logs knows (sample_logs/ground_truth.json). On the session's store of sample_logs/: its ingest finds every
+    file read already (ingesting into an empty store is test_analyze_ingests_and_summarises)."""
     logs = REPO / "sample_logs"
     truth = json.loads((logs / "ground_truth.json").read_text())
-    store = str(tmp_path / "demo")
+    store = str(sample_store)
     doc = cli_json("analyze", str(logs), "--store", store, "--year", "2026", "--tz", "UTC")
     for w in truth["workloads"]:
         (got,) = rows(doc, "lengths", workload=w["key_alias"], metric="prompt")

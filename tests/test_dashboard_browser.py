@@ -13,7 +13,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, need_chromium
 
 from attribution import dashboard_launch
 from attribution.ingest import ingest
@@ -36,7 +36,11 @@ PAGES = {  # url path -> heading
     "health": "Ingest health",
 }
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).is_file(), reason="no chromium (CI installs Debian's)")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _chromium():
+    need_chromium(CHROMIUM)  # before the module's server starts
 
 
 def _free_port() -> int:

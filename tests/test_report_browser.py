@@ -12,13 +12,11 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 import pytest
-from conftest import REPO
+from conftest import REPO, need_chromium
 from test_report import sample_report
 
 from attribution import charts
 from attribution.analyses import Analysis
-
-sync_api = pytest.importorskip("playwright.sync_api")
 
 CHROMIUM = os.environ.get("ATTRIBUTION_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -76,10 +74,7 @@ def test_a_chart_of_a_missing_table_says_so(builder):
 
 def test_the_report_opens_offline_and_draws_every_chart(html):
     path, charts = html
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"no Chromium at {CHROMIUM}: install Debian's chromium package")
-        pytest.skip(f"no Chromium at {CHROMIUM}")
+    need_chromium(CHROMIUM)
     errors: list[str] = []
     blocked: list[str] = []
 
@@ -90,7 +85,9 @@ def test_the_report_opens_offline_and_draws_every_chart(html):
             blocked.append(r.request.url)
             r.abort()
 
-    with sync_api.sync_playwright() as p:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 900})

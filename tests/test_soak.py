@@ -4,6 +4,8 @@ run (20 kills on sample_logs) are in its closing note; test_parallel_ingest kill
 
 from __future__ import annotations
 
+import gzip
+import itertools
 import json
 import subprocess
 import sys
@@ -14,9 +16,15 @@ from conftest import REPO, SAMPLE
 
 @pytest.mark.slow
 def test_short_soak_kills_leave_the_store_equal_to_a_clean_run(tmp_path):
-    corpus = SAMPLE / "vllm" / "before"
+    # the first 20,000 lines (of 90,000) of each log, gzip'd as shipped: 30 chunks of 64 KiB per file
+    corpus = tmp_path / "corpus"
+    for pod in ("qwen35-vllm-0", "qwen35-vllm-1"):
+        with gzip.open(SAMPLE / "vllm" / "before" / pod / "vllm.log.gz", "rb") as fh:
+            head = b"".join(itertools.islice(fh, 20_000))
+        (corpus / pod).mkdir(parents=True)
+        (corpus / pod / "vllm.log.gz").write_bytes(gzip.compress(head))
     r = subprocess.run([sys.executable, "-m", "bench.reliability.soak", "--corpus", str(corpus), "--kills", "2",
-                        "--chain", "--year", "2026", "--chunk-bytes", str(256 << 10), "--work", str(tmp_path)],
+                        "--chain", "--year", "2026", "--chunk-bytes", str(64 << 10), "--work", str(tmp_path)],
                        cwd=REPO, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout + r.stderr[-3000:]
     res = json.loads(r.stdout)

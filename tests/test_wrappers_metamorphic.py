@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import tempfile
 from collections import Counter
 from datetime import UTC, datetime
@@ -101,9 +102,15 @@ RECORD_TIMED = {"layout_gpu_old.log", "v03_short_header_cache_hit.log", "uvicorn
 TIME_COLUMNS = {"ts", "arrival", "first_token", "finished"}
 
 
+@functools.cache
+def _plain_parse(plain: Path, year: int, tz: str):
+    """The plain file's rows, parsed once per session however many wrappers are compared with it."""
+    return parse_path(plain, year=year, tz=tz)
+
+
 def check_parse(plain: Path, name: str, opts: dict, chunk_bytes: int) -> None:
     year, tz = opts.get("year", 2025), opts.get("tz", "UTC")
-    want = parse_path(plain, year=year, tz=tz)
+    want = _plain_parse(plain, year, tz)
     with tempfile.TemporaryDirectory() as tmp:
         got = parse_path(wrap_file(plain, name, Path(tmp), year), year=year, tz=tz, chunk_bytes=chunk_bytes)
     drop = TIME_COLUMNS if plain.name in RECORD_TIMED else set()
@@ -148,13 +155,33 @@ def test_once_known_gaps(name, case):
     check_parse(plain, name, dict((str(p), o) for p, o in LINE_CASES).get(str(plain), {}), chunk_bytes=900)
 
 
+# Wrappers per case file in the slow product: each case file under WRAPPERS_PER_CASE wrappers spread over the
+# list (every wrapper reads about len(LINE_CASES) * WRAPPERS_PER_CASE / len(WRAP) of them). Every pair costs a
+# parse (about 0.1 s of CPU each); ATTRIBUTION_WRAPPERS_PER_CASE=0 runs the whole product (2,300 pairs).
+WRAPPERS_PER_CASE = int(os.environ.get("ATTRIBUTION_WRAPPERS_PER_CASE", "3")) or len(WRAP)
+
+
+def _cases_for(name: str) -> list[tuple[Path, dict]]:
+    names, step = sorted(WRAP), len(WRAP) / WRAPPERS_PER_CASE
+    w = names.index(name)
+    return [c for i, c in enumerate(LINE_CASES)
+            if any((i + round(k * step)) % len(names) == w for k in range(WRAPPERS_PER_CASE))]
+
+
+def test_the_slow_product_gives_every_case_file_its_wrappers():
+    per_case = Counter(str(p) for name in WRAP for p, _ in _cases_for(name))
+    assert set(per_case) == {str(p) for p, _ in LINE_CASES}
+    assert set(per_case.values()) == {min(WRAPPERS_PER_CASE, len(WRAP))}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(WRAP))
 def test_every_case_and_real_log_every_wrapper(name):
-    # Every case file and every real log in the ingest's default chunk (test_every_case_file_wrapped and
-    # test_real_logs_wrapped read them in small chunks); every one gives the plain file's rows.
+    # Case files in the ingest's default chunk (test_every_case_file_wrapped reads each once, in small chunks),
+    # each under WRAPPERS_PER_CASE wrappers; every one gives the plain file's rows. Every real log under every
+    # wrapper, in the default chunk, is test_every_real_log_every_wrapper_into_a_store (through an ingest).
     failing = set()
-    for plain, opts in LINE_CASES + [(p, {}) for p in REAL]:
+    for plain, opts in _cases_for(name):
         try:
             check_parse(plain, name, opts, chunk_bytes=reader.DEFAULT_CHUNK_BYTES)
         except (AssertionError, InputError):

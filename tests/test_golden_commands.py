@@ -1,0 +1,135 @@
+"""Golden outputs of every command on sample_logs/: each command runs in-process on the session's sample store
+and its exit code, stdout and stderr (and the report files it writes) must equal tests/golden/commands/. They
+pin behaviour across refactors; a deliberate change of output is regenerated with
+
+    ATTRIBUTION_UPDATE_GOLDEN=1 pytest tests/test_golden_commands.py
+
+and the diff of tests/golden/commands/ reviewed in the commit. Paths of the run are normalised (<STORE>,
+<OUT>, <TREE>); nothing else in the output depends on the time of the run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+from conftest import REPO, run_cli
+from rich.console import Console
+
+from attribution import render
+
+GOLDEN = REPO / "tests" / "golden" / "commands"
+UPDATE = bool(os.environ.get("ATTRIBUTION_UPDATE_GOLDEN"))
+WIDTH = 200  # a wide terminal's columns, so rich tables print whole whatever the test runner's COLUMNS
+
+
+def _commands() -> dict[str, tuple[str, ...]]:
+    """name -> arguments after the store option (the list in the refactor's before/after script)."""
+    cmds: dict[str, tuple[str, ...]] = {}
+    for fmt in ("json", "table", "csv"):
+        f = ("--format", fmt)
+        cmds[f"lengths.{fmt}"] = ("lengths", *f)
+        cmds[f"lengths_hist.{fmt}"] = ("lengths", *f, "--table", "histogram")
+        for name in ("concurrency", "latency", "capacity", "thresholds", "memsplit", "status"):
+            cmds[f"{name}.{fmt}"] = (name, *f)
+        cmds[f"thresholds_all.{fmt}"] = ("thresholds", *f, "--all")
+        cmds[f"compare.{fmt}"] = ("compare", *f, "--cohort-by", "version", "--before", "0.15.1",
+                                  "--after", "0.20.1")
+        cmds[f"query.{fmt}"] = ("query", *f, "select deployment, kind, count(*) n, sum(line) s from engine_steps "
+                                             "group by all order by all")
+    for by in ("model", "deployment", "label", "day", "version"):
+        cmds[f"lengths_by_{by}.json"] = ("lengths", "--format", "json", "--by", by)
+        cmds[f"latency_by_{by}.json"] = ("latency", "--format", "json", "--by", by)
+    cmds["report.json"] = ("report", "--since", "7d", "--format", "json", "--out", "<OUT>/report.json")
+    cmds["report.md"] = ("report", "--since", "7d", "--format", "md", "--out", "<OUT>/report.md")
+    cmds["report3d"] = ("report", "--since", "3d", "--fail-on", "regression", "--format", "md",
+                        "--out", "<OUT>/report3d.md")
+    return cmds
+
+
+COMMANDS = _commands()
+
+
+def normalise(text: str, store: Path, out: Path) -> str:
+    """The run's directories by name; the store's commit number (how many ingests and compactions the session
+    ran before, not what the command computed)."""
+    for path, name in ((store, "<STORE>"), (out, "<OUT>"), (REPO, "<TREE>")):
+        text = text.replace(str(path), name)
+    text = re.sub(r"\(commit \d+\)", "(commit <N>)", text)
+    return re.sub(r'"commit": \d+', '"commit": "<N>"', text)
+
+
+NUMBER = re.compile(r"(-?\d+\.\d+(?:[eE][-+]?\d+)?)")
+
+
+def same_line(got: str, want: str) -> bool:
+    """Equal but for the last digits of decimals: DuckDB's parallel sums add in no fixed order, so a mean can
+    differ in its 15th significant digit from run to run (rel 1e-9 is far below anything printed for a person)."""
+    if got == want:
+        return True
+    g, w = NUMBER.split(got), NUMBER.split(want)
+    return len(g) == len(w) and all(
+        a == b if i % 2 == 0 else float(a) == pytest.approx(float(b), rel=1e-9, abs=1e-12)
+        for i, (a, b) in enumerate(zip(g, w, strict=True)))
+
+
+def check(name: str, got: str) -> None:
+    path = GOLDEN / name
+    if UPDATE:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(got)
+        return
+    assert path.exists(), f"{path} is missing: ATTRIBUTION_UPDATE_GOLDEN=1 pytest {Path(__file__).name} writes it"
+    g, w = got.splitlines(), path.read_text().splitlines()
+    for i, (a, b) in enumerate(zip(g, w, strict=False)):  # the first differing line, not two pages of text
+        if not same_line(a, b):
+            pytest.fail(f"{name} differs from {path.relative_to(REPO)} at line {i + 1}\n got: {a}\nwant: {b}")
+    assert len(g) == len(w), f"{name}: {len(g)} lines, {path.relative_to(REPO)} has {len(w)}"
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_command_output_equals_the_golden_file(name, sample_store, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(render, "out", Console(soft_wrap=True, width=WIDTH))
+    monkeypatch.setenv("COLUMNS", str(WIDTH))
+    monkeypatch.setenv("NO_COLOR", "1")
+    cmd, *rest = COMMANDS[name]
+    args = [cmd, "--store", str(sample_store), *(a.replace("<OUT>", str(tmp_path)) for a in rest)]
+    code, out, err = run_cli(capsys, *args)
+    check(f"{name}.out", normalise(f"exit {code}\n--- stdout\n{out}--- stderr\n{err}", sample_store, tmp_path))
+    for written in sorted(tmp_path.glob("report*.*")):
+        check(written.name, normalise(written.read_text(), sample_store, tmp_path))
+    if cmd == "report":
+        assert sorted(p.name for p in tmp_path.glob("report*.*")) == [Path(rest[-1]).name]
+
+
+def test_the_golden_reports_traffic_equals_plain_duckdb_on_the_store_rows(sample_store):
+    """The figures of the golden report's traffic table (tests/golden/report_sample_logs.json, pinned by
+    test_report) worked out here with plain SQL over the stored gateway rows, none of the analysis code."""
+    import json
+
+    import duckdb
+
+    from attribution.db import fetch
+    from attribution.store import Store
+
+    doc = json.loads((REPO / "tests" / "golden" / "report_sample_logs.json").read_text())
+    (traffic,) = [s["tables"]["workloads"]["rows"] for s in doc["sections"] if s["id"] == "traffic"]
+    rows = fetch(Store.open(sample_store).connect(),
+                 "select key_alias, arrival, prompt_tokens, output_tokens from requests where source_kind = 'gateway'")
+    con = duckdb.connect()
+    con.register("g", rows.to_arrow())
+    since = doc["window"]["since"]
+    want = {r[0]: r[1:] for r in con.execute(
+        "select key_alias, count(*), sum(prompt_tokens), avg(prompt_tokens), quantile_cont(prompt_tokens, 0.99), "
+        "sum(output_tokens), avg(output_tokens) from g where arrival >= cast(? as timestamptz) group by all",
+        [since]).fetchall()}
+    assert sum(w[0] for w in want.values()) == doc["window"]["requests"]
+    assert {r["workload"] for r in traffic} == set(want)
+    for r in traffic:
+        n, prompt, prompt_mean, prompt_p99, out, out_mean = want[r["workload"]]
+        assert (r["requests"], r["prompt_tokens"], r["output_tokens"]) == (n, prompt, out), r["workload"]
+        for got, worked in ((r["prompt_mean"], prompt_mean), (r["prompt_p99"], prompt_p99),
+                            (r["output_mean"], out_mean)):
+            assert got == pytest.approx(worked, rel=1e-5), r["workload"]  # the report keeps 6 digits
