@@ -33,7 +33,7 @@ from attribution.store import Snapshot, Store
 NONE = "(none)"  # what the analyses call a missing group value; the filters use the same word
 MEMORY_SHARE = 0.25  # of the machine's memory, for DuckDB's working memory per view (it spills beyond)
 
-# A request's value of each filter dimension, as `select(by=...)` groups it (queries/analysis_requests.sql);
+# A request's value of each filter dimension, as `select(by=...)` groups it (queries/int_analysis_requests.sql);
 # queries/dashboard_filter_choices.sql offers the values of the same expressions.
 _REQUEST_VALUE = {
     "deployment": "coalesce(deployment, '(none)')",

@@ -1,11 +1,11 @@
 -- Question: how many labels and engine versions does the window hold (is there a before and an after)?
 -- Grain: one row.
 -- Parameters: none.
--- Columns: labels, versions (distinct non-NULL values among the requests of analysis_requests in the window).
+-- Columns: labels, versions (distinct non-NULL values among the requests of int_analysis_requests in the window).
 with
 
 requests as (
-    select * from analysis_requests where in_window
+    select * from int_analysis_requests where in_window
 ),
 
 final as (

@@ -1,12 +1,12 @@
 -- Question: when did each completed request of the window end, per pod (and group)?
--- Grain: one row per request of analysis_requests in the window, not failed, with a known end after its
+-- Grain: one row per request of int_analysis_requests in the window, not failed, with a known end after its
 --   arrival.
 -- Parameters: $per_group (BOOLEAN: keep each request's group, else grp is NULL).
 -- Columns: deployment, grp, t_end (microseconds since the epoch).
 with
 
 requests as (
-    select * from analysis_requests
+    select * from int_analysis_requests
 ),
 
 final as (

@@ -20,7 +20,7 @@ requests as (
         count(*) filter (where in_window and t_end > t_arrival) as with_interval,
         count(*) filter (where in_window and t_end > t_arrival and t_admit is not null) as split_known,
         count(*) filter (where in_window and t_arrival is not null and t_end is null) as arrival_only
-    from analysis_requests
+    from int_analysis_requests
     group by deployment
 ),
 

@@ -2,7 +2,7 @@
 -- Grain: one row per (deployment, workload, label, version) value combination of joined_requests.
 -- Parameters: none.
 -- Columns: deployment, workload, label, version (each filter dimension's value as `select(by=...)` groups a
---   request, queries/analysis_requests.sql; '(none)' where the source does not say; the same expressions as
+--   request, queries/int_analysis_requests.sql; '(none)' where the source does not say; the same expressions as
 --   attribution.dashboard's filters), requests, first and last (arrival, else finish time).
 with
 

@@ -1,12 +1,12 @@
 -- Question: which requests of the window does the drift check compare with the window before, with their lengths?
--- Grain: one row per request of analysis_requests inside the window.
--- Parameters: none (reads analysis_requests, prepared by attribution.analyses for the window and grouping).
+-- Grain: one row per request of int_analysis_requests inside the window.
+-- Parameters: none (reads int_analysis_requests, prepared by attribution.analyses for the window and grouping).
 -- Columns: grp (the request's group), arrival, prompt_tokens, output_tokens (NULL where the source does not
 --   say), first_store_arrival (the first arrival of any request in the store: where the data begins).
 with
 
 requests as (
-    select grp, arrival, prompt_tokens, output_tokens from analysis_requests where in_window
+    select grp, arrival, prompt_tokens, output_tokens from int_analysis_requests where in_window
 ),
 
 first_seen as (

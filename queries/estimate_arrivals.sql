@@ -7,7 +7,7 @@
 with
 
 requests as (
-    select * from analysis_requests
+    select * from int_analysis_requests
 ),
 
 final as (

@@ -1,12 +1,12 @@
 -- Question: how many requests of the selection does each deployment have (the replayed arrivals of an
 --   estimate)?
--- Grain: one row per deployment of analysis_requests.
+-- Grain: one row per deployment of int_analysis_requests.
 -- Parameters: none.
 -- Columns: deployment, n.
 with
 
 requests as (
-    select * from analysis_requests
+    select * from int_analysis_requests
 ),
 
 final as (

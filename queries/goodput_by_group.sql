@@ -9,7 +9,7 @@
 with
 
 requests as (
-    select * from analysis_requests where in_window
+    select * from int_analysis_requests where in_window
 ),
 
 span as (

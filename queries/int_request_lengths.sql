@@ -1,5 +1,5 @@
 -- Question: how long was each request of the window, prompt, output and cached prefix, as one row per length?
--- Grain: one row per (request of analysis_requests in the window, metric) where the source gave that count
+-- Grain: one row per (request of int_analysis_requests in the window, metric) where the source gave that count
 --   (UNPIVOT leaves NULL lengths out); materialised as the temporary table int_request_lengths, which
 --   length_stats_by_group.sql and length_histogram_by_group.sql read.
 -- Parameters: none.
@@ -7,7 +7,7 @@
 with
 
 requests as (
-    select * from analysis_requests where in_window
+    select * from int_analysis_requests where in_window
 ),
 
 final as (

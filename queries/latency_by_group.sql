@@ -8,7 +8,7 @@
 with
 
 requests as (
-    select * from analysis_requests where in_window and ok
+    select * from int_analysis_requests where in_window and ok
 ),
 
 long as (

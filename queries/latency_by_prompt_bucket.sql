@@ -7,7 +7,7 @@
 with
 
 requests as (
-    select * from analysis_requests where in_window and ok and prompt_tokens is not null
+    select * from int_analysis_requests where in_window and ok and prompt_tokens is not null
 ),
 
 edges as (

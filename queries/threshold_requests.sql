@@ -1,6 +1,6 @@
 -- Question: which engine start served each request of the window, and what can its thresholds be compared on?
--- Grain: one row per request of analysis_requests inside the window.
--- Parameters: none (reads analysis_requests, and thr_starts: engine_starts rows (config_id, deployment,
+-- Grain: one row per request of int_analysis_requests inside the window.
+-- Parameters: none (reads int_analysis_requests, and thr_starts: engine_starts rows (config_id, deployment,
 --   engine, ts) registered by the caller).
 -- Columns: rid (a row number), config_id (the latest start of the request's deployment and engine at or
 --   before its arrival; where the request names no engine, of its deployment; else 'default:<engine>' or
@@ -11,7 +11,7 @@ with
 
 requests as (
     select row_number() over (order by arrival, deployment, workload, prompt_tokens) as rid, *
-    from analysis_requests
+    from int_analysis_requests
     where in_window
 ),
 

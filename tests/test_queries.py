@@ -58,8 +58,8 @@ def test_duckdb_failing_on_a_query_file_is_a_bug_naming_the_file():
     assert err.value.exit_code == 1 and isinstance(err.value.__cause__, duckdb.CatalogException)
     with pytest.raises(QueryBug, match=r"queries/stg_requests\.sql failed"):
         queries.create_view(bare, "stg_requests", "requests")
-    with pytest.raises(QueryBug, match=r"queries/analysis_requests\.sql failed"):
-        queries.materialize(bare, "analysis_requests", since=None, until=None, by="workload")
+    with pytest.raises(QueryBug, match=r"queries/int_analysis_requests\.sql failed"):
+        queries.materialize(bare, "int_analysis_requests", since=None, until=None, by="workload")
 
 
 def test_running_out_of_memory_is_not_called_a_bug(con, monkeypatch):

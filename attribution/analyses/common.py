@@ -1,6 +1,6 @@
 """What every analysis shares: the time window (`--since/--until`, absolute or relative to the newest request),
-the grouping (`--by`), the per-request selection every query reads (`analysis_requests`, a temporary table made
-once per connection from queries/analysis_requests.sql), and the result object the CLI, dashboard and report
+the grouping (`--by`), the per-request selection every query reads (`int_analysis_requests`, a temporary table made
+once per connection from queries/int_analysis_requests.sql), and the result object the CLI, dashboard and report
 render without computing anything themselves.
 """
 
@@ -34,7 +34,7 @@ _PCOL_RE = re.compile(r"^p\d+(?:_\d+)?$")
 _RELATIVE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h|d|w)\s*$", re.IGNORECASE)
 _UNITS = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _SERIALS = itertools.count(1)
-_CURRENT: dict[int, int] = {}  # id(connection) -> serial of the selection its analysis_requests holds
+_CURRENT: dict[int, int] = {}  # id(connection) -> serial of the selection its int_analysis_requests holds
 KEEP_SELECTIONS = 2  # per connection over a cached join (see _prepare)
 _KEPT: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, dict[tuple, str]] = weakref.WeakKeyDictionary()
 
@@ -96,7 +96,7 @@ def resolve_window(con: duckdb.DuckDBPyConnection, since: Any = None, until: Any
 
 @dataclass
 class Selection:
-    """A connection whose `analysis_requests` table holds the requests of `window`, grouped by `by`."""
+    """A connection whose `int_analysis_requests` table holds the requests of `window`, grouped by `by`."""
 
     con: duckdb.DuckDBPyConnection
     window: Window
@@ -137,25 +137,25 @@ def select(con: duckdb.DuckDBPyConnection, *, since: Any = None, until: Any = No
 
 
 def _prepare(con: duckdb.DuckDBPyConnection, window: Window, by: GroupBy) -> None:
-    """Make `analysis_requests` hold the selection. On a connection reading a store commit's cached join (whose
+    """Make `int_analysis_requests` hold the selection. On a connection reading a store commit's cached join (whose
     rows cannot change) the last few selections are kept, so the pages of a dashboard view asking for the
     same window and grouping do not redo it; elsewhere it is a temporary table made anew."""
     params = {"since": window.since, "until": window.until, "by": by.value}
     if not joincache.attached(con):
-        materialize(con, "analysis_requests", **params)
+        materialize(con, "int_analysis_requests", **params)
         return
     joined = con.execute("select sql from duckdb_views() where view_name = 'joined_requests'").fetchall()
     key = (window.since, window.until, by.value, str(joined))
     kept = _KEPT.setdefault(con, {})
     if key not in kept:
-        table = f"analysis_requests_{next(_SERIALS)}"
-        materialize(con, "analysis_requests", table, **params)
+        table = f"int_analysis_requests_{next(_SERIALS)}"
+        materialize(con, "int_analysis_requests", table, **params)
         kept[key] = table
         while len(kept) > KEEP_SELECTIONS:
             con.execute(f"drop table if exists {kept.pop(next(iter(kept)))}")
     else:
         kept[key] = kept.pop(key)  # most recently used last
-    con.execute(f"create or replace temp view analysis_requests as select * from {kept[key]}")
+    con.execute(f"create or replace temp view int_analysis_requests as select * from {kept[key]}")
 
 
 def release(con: duckdb.DuckDBPyConnection) -> None:
@@ -164,7 +164,7 @@ def release(con: duckdb.DuckDBPyConnection) -> None:
     intermediate rows."""
     kept = set(_KEPT.get(con, {}).values())
     for (name,) in con.execute("select table_name from duckdb_tables() where temporary").fetchall():
-        if name not in kept and name != "analysis_requests":
+        if name not in kept and name != "int_analysis_requests":
             con.execute(f'drop table if exists temp."{name}"')
     for name in ("thr_arrival_flags",):
         with contextlib.suppress(duckdb.Error):

@@ -22,7 +22,7 @@ def pick_bucket_s(span_s: float, points: int = 500) -> int:
 
 def exact_frames(sel: Selection, *, per_group: bool, timeseries: bool, bucket_s: int | None,
                  percentiles: list[float] | None = None) -> tuple[pl.DataFrame, pl.DataFrame | None, int | None]:
-    """Sweep the intervals of `sel` (its connection's analysis_requests): stats and, if asked, a time series
+    """Sweep the intervals of `sel` (its connection's int_analysis_requests): stats and, if asked, a time series
     (attribution.analyses.sweep) and its bucket in seconds (picked from the sweep's span when not given)."""
     parts = sweep.segments(sel.con, sel.window.since, sel.window.until, per_group)
     stats = sweep.stats(parts, tuple(percentile_list(percentiles))).with_columns(source=pl.lit("exact"))

@@ -94,7 +94,7 @@ def analyze(con, *, since: Any = None, until: Any = None, by: GroupBy | str = Gr
 def cohort_latency(sel: Selection, slo: Slo, percentiles: Any = None) -> tuple[GroupBy | None, Analysis | None]:
     """Latency per cohort (label, else engine version: `cohort_of`) when the window holds a before/after, the
     cohorts in time order (first arrival) so that a change reads from before to after; (None, None) when
-    not. Regroups the connection's analysis_requests by the cohort."""
+    not. Regroups the connection's int_analysis_requests by the cohort."""
     cohort = cohort_of(sel)
     if cohort is None:
         return None, None

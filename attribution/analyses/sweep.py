@@ -166,7 +166,7 @@ def _sweep(e: _Events, b: _Bounds, deployment: str | None, grp: str | None) -> S
 
 def segments(con: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None,
              per_group: bool) -> list[Segments]:
-    """The sweep of the connection's analysis_requests: one Segments per deployment (grp None) and, with
+    """The sweep of the connection's int_analysis_requests: one Segments per deployment (grp None) and, with
     `per_group`, per deployment and group. A deployment's events are sorted once; each group's are a subset
     of them, already in order."""
     return sweep_requests(interval_requests(con, since, until), since, until, per_group)
@@ -174,7 +174,7 @@ def segments(con: duckdb.DuckDBPyConnection, since: datetime | None, until: date
 
 def interval_requests(con: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None
                       ) -> pl.DataFrame:
-    """The rows of analysis_requests the sweep of [since, until) reads: those with an interval touching it."""
+    """The rows of int_analysis_requests the sweep of [since, until) reads: those with an interval touching it."""
     return queries.run(con, "concurrency_requests", since=since, until=until)
 
 

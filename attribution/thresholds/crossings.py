@@ -76,7 +76,7 @@ def register(con: duckdb.DuckDBPyConnection, starts: pl.DataFrame, settings: pl.
 
 def mark_requests(con: duckdb.DuckDBPyConnection, *, requests: bool = True, flags: bool = True) -> None:
     """Materialise `thr_requests` (the window's requests with their engine start) and `thr_request_flags`
-    (one row per request and evaluated request/deployment feature) from `analysis_requests`."""
+    (one row per request and evaluated request/deployment feature) from `int_analysis_requests`."""
     if requests:
         materialize(con, "threshold_requests", "thr_requests")
     if flags:

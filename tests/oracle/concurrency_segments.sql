@@ -20,7 +20,7 @@
 with
 
 requests as (
-    select * from analysis_requests
+    select * from int_analysis_requests
     where t_arrival is not null and t_end > t_arrival
       and ($since::timestamptz is null or t_end > epoch_us($since::timestamptz))
       and ($until::timestamptz is null or t_arrival < epoch_us($until::timestamptz))
