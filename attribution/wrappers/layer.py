@@ -271,8 +271,9 @@ class WrappedSource(Source):
             return
         dep = _deployment(key, ctx.deployment)
         sub = ParseContext(ctx.path, dep, ctx.label, ctx.year, ctx.tz, ctx.file_mtime, ctx.options, ident["st"])
+        inner: Source
         if fmt.startswith("wrapper:"):
-            layer = wrapped(fmt.split(":", 1)[1], self.depth + 1)
+            inner = layer = wrapped(fmt.split(":", 1)[1], self.depth + 1)
             r = layer.parse(recs, sub)
             if final:
                 fin = layer.finish(sub)

@@ -4,12 +4,22 @@ intervals, material regressions) and inside it (engine starts, a before/after) (
 import _data as data
 import streamlit as st
 
+from attribution.charts import changes as charts
+
 st.title("What changed")
 res = data.changes()
 if data.empty(res):
     st.stop()
 
 data.scope(res)
+# the report's charts of this section, one at a time
+views = {"latency ratios, before/after inside the window": lambda: charts.ratios(res, which="upgrade"),
+         "latency ratios, against the previous window": lambda: charts.ratios(res, which="week"),
+         "length drift": lambda: charts.drift(res)}
+available = [v for v, name in zip(views, ("upgrade_summary", "week_summary", "drift"), strict=True)
+             if name in res.tables] or ["latency ratios, against the previous window"]
+view = st.radio("Chart", available, horizontal=True, key="changes_chart")
+data.chart(views[view]())
 data.tables(res, ["versions", "week_regressions", "upgrade_regressions", "traffic", "drift"],
             more=["week_summary", "week_attribution", "upgrade_cohorts", "upgrade_summary", "upgrade_by_workload",
                   "upgrade_attribution"])
