@@ -95,7 +95,7 @@ def concurrency_section(inp: Inputs) -> Section:
     pods, deps = a.tables["pods"], a.tables["deployments"]
     limit = {d: (n, src) for d, n, src in deps.select("deployment", "running_limit", "limit_source").iter_rows()}
     for dep in deps["deployment"]:
-        rows = {r["metric"]: r for r in pods.filter(pl.col("deployment") == dep).iter_rows(named=True)}
+        rows = {r["metric"]: r for r in pods.filter(pl.col("deployment").eq_missing(dep)).iter_rows(named=True)}
         run = rows.get("running") or rows.get("in_system")
         if run is None:
             continue
