@@ -13,7 +13,12 @@ import polars as pl
 
 def fetch(con: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> pl.DataFrame:
     rel = con.sql(sql, params=params) if params is not None else con.sql(sql)
-    if rel is None:  # a statement without a result (DDL)
+    return frame(rel)
+
+
+def frame(rel: duckdb.DuckDBPyRelation | None) -> pl.DataFrame:
+    """The rows of a relation as a Polars frame (none for a statement without a result, e.g. DDL)."""
+    if rel is None:
         return pl.DataFrame()
     to_arrow = getattr(rel, "to_arrow_table", None) or rel.arrow
     df = pl.from_arrow(to_arrow())

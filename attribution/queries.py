@@ -27,7 +27,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from attribution.db import fetch
+from attribution.db import fetch, frame
 from attribution.errors import AttributionError, UsageError
 
 _PARAM_RE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
@@ -112,10 +112,21 @@ def create_view(con: duckdb.DuckDBPyConnection, name: str, view: str | None = No
 
 
 def user_sql(con: duckdb.DuckDBPyConnection, sql: str) -> pl.DataFrame:
-    """Run SQL the user wrote; DuckDB's complaint about it is a usage error."""
+    """Run SQL the user wrote; DuckDB's complaint about it is a usage error. Columns of a type Polars cannot
+    import (INTERVAL, also inside a list or struct) come back as DuckDB's text of the value."""
     try:
-        return fetch(con, sql)
+        rel = con.sql(sql)
+        if rel is not None and any("INTERVAL" in str(t) for t in rel.types):
+            rel = rel.project(", ".join(
+                f'cast({_ident(c)} as varchar) as {_ident(c)}' if "INTERVAL" in str(t) else _ident(c)
+                for c, t in zip(rel.columns, rel.types, strict=True)))
+        return frame(rel)
     except _NOT_THE_SQL:
         raise
     except duckdb.Error as exc:
         raise UsageError(f"query failed: {(str(exc) or type(exc).__name__).splitlines()[0]}") from None
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+

@@ -67,6 +67,7 @@ def test_running_out_of_memory_is_not_called_a_bug(con, monkeypatch):
         raise duckdb.OutOfMemoryException("Out of Memory Error: could not allocate block")
 
     monkeypatch.setattr(queries, "fetch", oom)
+    monkeypatch.setattr(queries, "frame", oom)  # user_sql reads its relation through db.frame
     with pytest.raises(duckdb.OutOfMemoryException):
         queries.run(con, "ingest_errors_by_reason")
     with pytest.raises(duckdb.OutOfMemoryException):
@@ -79,6 +80,14 @@ def test_the_users_own_sql_failing_is_a_usage_error(con):
             as err:
         queries.user_sql(con, "select * from nope")
     assert err.value.exit_code == 2
+
+
+def test_the_users_intervals_come_back_as_text_not_an_internal_error(con):
+    """Polars cannot import DuckDB's INTERVAL (top level or nested): those columns come back as DuckDB's text,
+    the others untouched."""
+    df = queries.user_sql(con, 'select interval 1 day as d, [interval 2 hour] as "l""q", 7 as n')
+    assert df.columns == ["d", 'l"q', "n"]
+    assert df.row(0) == ("1 day", "['02:00:00']", 7)
 
 
 def test_a_query_file_without_its_header_is_a_bug(monkeypatch, tmp_path):
