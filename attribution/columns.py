@@ -1,7 +1,13 @@
 """What a result column's name says about its values, one rule for every front end (CLI tables, dashboard,
-report): which columns hold shares (fractions of 1, shown as percentages)."""
+report): which columns hold shares (fractions of 1, shown as percentages), and a table cut to the columns a
+view shows."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, overload
+
+if TYPE_CHECKING:
+    import polars as pl
 
 
 def is_share(column: str) -> bool:
@@ -10,3 +16,14 @@ def is_share(column: str) -> bool:
     `shared_experts_stream` is not one."""
     words = column.split("_")
     return ("share" in words or "utilization" in words) and "per_s" not in column
+
+
+@overload
+def view(df: pl.DataFrame, cols: list[str]) -> pl.DataFrame: ...
+@overload
+def view(df: None, cols: list[str]) -> None: ...
+def view(df: pl.DataFrame | None, cols: list[str]) -> pl.DataFrame | None:
+    """`df` cut to the columns of `cols` it has, in that order (None stays None)."""
+    if df is None:
+        return None
+    return df.select([c for c in cols if c in df.columns])

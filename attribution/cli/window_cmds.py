@@ -11,6 +11,7 @@ import typer
 from attribution.choices import GroupBy
 from attribution.cli.analyses import SinceOpt, TableOpt, UntilOpt, show
 from attribution.cli.app import ConfigOpt, FormatOpt, StoreOpt, app, connect, open_store, resolve
+from attribution.columns import view
 from attribution.render import Format
 from attribution.store import default_store_path
 
@@ -34,7 +35,7 @@ def _shown(res: Analysis, fmt: Format, table: str | None) -> None:
     if fmt == Format.table:
         for name, df in res.tables.items():
             cols = next((v for k, v in VIEW.items() if name.endswith(k)), df.columns)
-            res.tables[name] = df.select([c for c in cols if c in df.columns])
+            res.tables[name] = view(df, cols)
     show(res, fmt, table, hide=tuple(n for n, df in res.tables.items() if df.is_empty()))
 
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from attribution import charts
+from attribution.columns import view
 from attribution.compare.attribution_table import NAMES
 from attribution.labels import version_label
 from attribution.report.fmt import num, pct, seconds
@@ -18,10 +19,6 @@ if TYPE_CHECKING:
     from attribution.report.build import Inputs
 
 VERDICTS = ("explains", "at most part", "inconclusive")  # attribution verdicts worth a line
-
-
-def _cols(df: pl.DataFrame | None, cols: list[str]) -> pl.DataFrame | None:
-    return None if df is None else df.select([c for c in cols if c in df.columns])
 
 
 def ratio_text(r: dict) -> str:
@@ -84,18 +81,18 @@ def changes_section(inp: Inputs) -> Section:
                 s.lines.append(f"- {r['feature']} ({NAMES.get(r['metric'], r['metric'])}): {r['verdict']}.")
     s.lines += [f"{n[0].upper()}{n[1:]}." for n in a.notes if n.startswith("not judged")]
     s.table("versions", a.titles["versions"], ver)
-    s.table("drift", a.titles.get("drift", ""), _cols(t.get("drift"), [
+    s.table("drift", a.titles.get("drift", ""), view(t.get("drift"), [
         t["drift"].columns[0] if "drift" in t else "", "metric", "status", "distance", "distance_lo",
         "distance_hi", "requests_before",
         "requests_now", "p50_before", "p50_now", "p50_ratio", "p90_ratio", "mean_ratio"]))
     s.table("traffic", a.titles.get("traffic", ""), t.get("traffic"))
     summary_cols = ["metric", "percentile", "before", "after", "ratio", "ratio_lo", "ratio_hi", "raw_ratio",
                     "verdict", "p_adjusted", "n_before", "n_after", "min_requests"]
-    s.table("week_summary", a.titles.get("week_summary", ""), _cols(t.get("week_summary"), summary_cols))
+    s.table("week_summary", a.titles.get("week_summary", ""), view(t.get("week_summary"), summary_cols))
     s.table("week_regressions", a.titles.get("week_regressions", ""), t.get("week_regressions"))
-    s.table("upgrade_cohorts", a.titles.get("upgrade_cohorts", ""), _cols(t.get("upgrade_cohorts"), [
+    s.table("upgrade_cohorts", a.titles.get("upgrade_cohorts", ""), view(t.get("upgrade_cohorts"), [
         "cohort", "definition", "requests", "deployments", "engines", "first_arrival", "last_arrival"]))
-    s.table("upgrade_summary", a.titles.get("upgrade_summary", ""), _cols(t.get("upgrade_summary"), summary_cols))
+    s.table("upgrade_summary", a.titles.get("upgrade_summary", ""), view(t.get("upgrade_summary"), summary_cols))
     per_workload = t.get("upgrade_regressions")
     if per_workload is not None and per_workload.height:  # the overall rows are the summary above
         s.table("upgrade_regressions", "material latency changes inside this window, per workload",
@@ -132,10 +129,10 @@ def thresholds_section(inp: Inputs) -> Section:
     never = req.filter(pl.col("crossed") == 0)["feature"].to_list()
     if never:
         s.lines.append(f"Never crossed: {', '.join(never)}.")
-    s.table("requests", a.titles["requests"], _cols(req, [
+    s.table("requests", a.titles["requests"], view(req, [
         "feature", "quantity", "op", "threshold", "status", "requests", "crossed", "share_of_engine_requests",
         "all_requests", "share_of_all_requests", "prefill_token_share_of_all_requests", "max_value", "method"]))
-    s.table("steps", a.titles["steps"], _cols(a.tables["steps"], [
+    s.table("steps", a.titles["steps"], view(a.tables["steps"], [
         "feature", "deployment", "quantity", "op", "threshold", "rows", "crossed_rows", "time_share", "episodes",
         "longest_episode_s", "max_value", "method"]))
     s.table("not_counted", a.titles["not_counted"], a.tables["not_counted"])
@@ -162,8 +159,8 @@ def memsplit_section(inp: Inputs) -> Section:
             text += f"; queueing limited by {r['limit'].replace('_', ' ')}"
         s.lines.append(text + ".")
     s.table("summary", a.titles["summary"], summary)
-    s.table("flags", a.titles["flags"], _cols(a.tables["flags"], ["deployment", "flag", "value", "meaning"]))
-    s.table("whatif", a.titles["whatif"], _cols(a.tables["whatif"], [
+    s.table("flags", a.titles["flags"], view(a.tables["flags"], ["deployment", "flag", "value", "meaning"]))
+    s.table("whatif", a.titles["whatif"], view(a.tables["whatif"], [
         "deployment", "split", "source", "requests", "cap", "kv_pool_tokens", "state_slots", "queue_p50", "queue_p99",
         "waited_share", "ttft_p99", "capacity_per_day"]))
     s.chart("pools", charts.memsplit.pools(a))

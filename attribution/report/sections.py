@@ -11,6 +11,7 @@ import polars as pl
 from attribution import charts
 from attribution.analyses.common import percentile_columns
 from attribution.charts.common import group_column
+from attribution.columns import view
 from attribution.report.fmt import num, pct
 from attribution.report.model import Section
 from attribution.report.review_sections import (
@@ -22,13 +23,6 @@ from attribution.report.review_sections import (
 
 if TYPE_CHECKING:
     from attribution.report.build import Inputs
-
-
-def view(df: pl.DataFrame | None, cols: list[str]) -> pl.DataFrame | None:
-    """`df` cut to the columns of `cols` it has, in that order."""
-    if df is None:
-        return None
-    return df.select([c for c in cols if c in df.columns])
 
 
 def all_sections(inp: Inputs) -> list[Section]:
