@@ -113,6 +113,8 @@ def test_every_page_renders_in_chromium(server, app, path):
     app.locator("[data-testid=stApp][data-test-script-state=notRunning]").wait_for(timeout=TIMEOUT_MS)
     if path not in TABLES_ONLY:
         app.locator(".js-plotly-plot .main-svg").first.wait_for(timeout=TIMEOUT_MS)
+    # every page has a table; it can draw after the run ends (seen on CI for the overview)
+    app.locator("[data-testid=stDataFrame]").first.wait_for(timeout=TIMEOUT_MS)
     app.wait_for_timeout(500)  # let the tables draw before the screenshot
     ARTIFACTS.mkdir(exist_ok=True)
     app.screenshot(path=str(ARTIFACTS / f"dashboard-{path or 'overview'}.png"), full_page=True)
