@@ -35,8 +35,10 @@ def _checked(raw: pl.Expr, dtype: PolarsType, raw_dtype: PolarsType, dom: Domain
     assert isinstance(dom, Domain)
     # As a float first: an integral check and the range need the value before any truncating cast.
     f = raw.cast(pl.Float64, strict=False)
+    unbounded = dom.hi == float("inf")  # a histogram's `+Inf` bucket bound is a value, not an overflow
+    too_large = pl.lit(False) if unbounded else f.is_infinite() | (f.abs() > _INT64_MAX)
     reason = (pl.when(f.is_null()).then(pl.lit("not a number"))
-              .when(f.is_infinite() | (f.abs() > _INT64_MAX)).then(pl.lit("too large"))
+              .when(too_large).then(pl.lit("too large"))
               .when(dom.integral and not raw_dtype.is_integer() and (f != f.round(0))).then(pl.lit("not a whole number"))
               .when((f < dom.lo) | (f > dom.hi)).then(pl.lit(f"out of range ({dom.what})")))
     reason = pl.when(f.is_nan()).then(None).otherwise(reason)  # `nan%` is "no value", not an error

@@ -59,6 +59,7 @@ REQUESTS: dict[str, PolarsType] = {
     "finish_reason": pl.Utf8,
     "error": pl.Utf8,
     "block_hashes": pl.List(pl.Int64),
+    "cost": pl.Float64,  # what the gateway billed for the request, USD (LiteLLM `response_cost` / `spend`)
 }
 
 # Events that complete a request row of the same source (vLLM `Added`, `Finished`, `Aborted` lines).
@@ -76,7 +77,7 @@ ENGINE_STEPS: dict[str, PolarsType] = {
     **PROVENANCE,
     "engine": pl.Utf8,
     "engine_index": pl.Int64,  # vLLM `Engine 000`, SGLang DP rank
-    # stats / prefill / decode / iteration; vLLM also spec_decode (a SpecDecoding metrics line) and prefix_cache
+    # stats / prefill / decode / iteration / scrape (a Prometheus gauge sample, at the scrape interval); vLLM also spec_decode (a SpecDecoding metrics line) and prefix_cache
     # (a V0 `Prefix cache hit rate: GPU/CPU` line that could not be merged into its stats row because the
     # two lines fell into different chunks; no stats interval counts it)
     "kind": pl.Utf8,
@@ -138,6 +139,32 @@ ENGINE_CONFIG: dict[str, PolarsType] = {
     "tp_size": pl.Int64,
 }
 
+# Prometheus / OpenMetrics histograms (vLLM `vllm:*`, SGLang `sglang:*`), one row per sample of one series:
+# the `_bucket{le=...}` samples (cumulative counts, as exposed), `_sum` and `_count`. Values are the raw
+# counter values; increases over a window (with counter resets, as PromQL `increase()`) are the analyses' job.
+METRIC_HISTOGRAMS: dict[str, PolarsType] = {
+    "ts": TS,  # the sample's time (API export), the OpenMetrics timestamp, or the snapshot's scrape time
+    **PROVENANCE,
+    "engine": pl.Utf8,  # vllm / sglang (from the metric's namespace)
+    "model": pl.Utf8,  # `model_name` label
+    "metric": pl.Utf8,  # the family name without `_bucket`/`_sum`/`_count`: vllm:time_to_first_token_seconds
+    "series": pl.Utf8,  # the other labels (not le, deployment, model), sorted `k=v` joined by `,`; "" if none
+    "part": pl.Utf8,  # bucket / sum / count
+    "le": pl.Float64,  # the bucket's upper bound (inf for `+Inf`); null for sum and count
+    "value": pl.Float64,  # cumulative count (bucket, count) or sum, as exposed
+}
+
+# Prometheus counters (`*_total`, OpenMetrics `counter` families): raw values, resets handled by the analyses.
+METRIC_COUNTERS: dict[str, PolarsType] = {
+    "ts": TS,
+    **PROVENANCE,
+    "engine": pl.Utf8,
+    "model": pl.Utf8,
+    "metric": pl.Utf8,  # the name as exposed, `_total` included: vllm:prefix_cache_hits_total
+    "series": pl.Utf8,
+    "value": pl.Float64,
+}
+
 # uvicorn / SGLang HTTP access lines seen in engine logs (status codes per deployment).
 ACCESS_LOG: dict[str, PolarsType] = {
     "ts": TS,  # nearest earlier timestamped line: uvicorn access lines carry none
@@ -175,6 +202,8 @@ TABLES: dict[str, dict[str, PolarsType]] = {
     "engine_steps": ENGINE_STEPS,
     "engine_config": ENGINE_CONFIG,
     "access_log": ACCESS_LOG,
+    "metric_histograms": METRIC_HISTOGRAMS,
+    "metric_counters": METRIC_COUNTERS,
     "ingest_errors": INGEST_ERRORS,
     "ingest_line_shapes": INGEST_LINE_SHAPES,
 }
@@ -219,6 +248,9 @@ DOMAINS: dict[str, Domain] = {
     "accept_len": Domain(0.0, 1e6, False, "a mean length 0-1e6"),
     "max_concurrency": Domain(0.0, COUNT_MAX, False, "a number of requests 0-2^53"),
     "http_status": Domain(0, 999, True, "an HTTP status 0-999"),
+    "cost": Domain(0.0, 1e9, False, "an amount of 0-1e9 USD"),
+    "value": Domain(0.0, 1e18, False, "a counter value 0-1e18"),
+    "le": Domain(0.0, float("inf"), False, "a bucket bound 0-+Inf"),
 }
 
 

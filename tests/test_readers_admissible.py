@@ -29,7 +29,8 @@ WORDS = {
     "source": ["vllm_log", "sglang_log", "litellm"], "source_kind": ["engine", "gateway"],
     "file": ["/logs/a.log", "/logs/b.jsonl"], "deployment": ["pod-a", "pod-b"], "engine": ["vllm", "sglang"],
     "status": ["ok", "error", "aborted", "failed", "received"], "event": ["received", "added", "finished", "aborted"],
-    "kind": ["stats", "prefill", "decode", "iteration", "spec_decode", "prefix_cache"],
+    "kind": ["stats", "prefill", "decode", "iteration", "spec_decode", "prefix_cache", "scrape"],
+    "part": ["bucket", "sum", "count"], "metric": ["vllm:time_to_first_token_seconds", "vllm:prefix_cache_hits_total"],
     "class": ["parsed", "skipped", "unrecognised"], "model": ["org/m", "Qwen3-Next-80B-A3B", ""],
     "request_id": ["r1", "r2", "r3"], "request_key": ["r1", "r2", "r3"], "served_model": ["org/m"],
 }
