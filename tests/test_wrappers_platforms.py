@@ -150,6 +150,9 @@ IDENTITY = {
     "cloudwatch_tail": {"unit": STREAM},
     "gcloud_json": {**K8S, "host": NODE},
     "gcloud_ndjson": {**K8S, "host": NODE},
+    "kibana_csv": {**K8S, "host": NODE},
+    "azure_json": {**K8S, "host": NODE, "stream": "stdout"},
+    "azure_csv": {**K8S, "host": NODE, "stream": "stdout"},
 }
 
 
@@ -228,7 +231,7 @@ def test_mangled_input_never_crashes(name, cut, junk):
         assert got.filter(~pl.col("ok"))["text"].null_count() == 0
 
 
-DOCUMENTS = {"loki_api", "elastic_search", "cloudwatch_json", "gcloud_json"}
+DOCUMENTS = {"loki_api", "elastic_search", "cloudwatch_json", "gcloud_json", "kibana_csv", "azure_json", "azure_csv"}
 
 
 def test_journald_message_of_several_lines():
@@ -351,3 +354,44 @@ def test_eks_container_insights_nests_a_fluent_bit_record():
     assert sniff_any(head, "x").name == "elastic_ndjson"
     got = decode_bytes("elastic_ndjson", head.encode())
     assert got["text"].to_list() == [V1, ACC] and got["pod"].to_list() == [POD, POD]
+
+
+def test_kibana_csv_times_in_the_zone_asked_and_dashes_for_missing_fields():
+    """Kibana writes `@timestamp` in the browser's zone with no offset (read in --tz) and `-` for a field the
+    document lacks; a record whose pod is `-` takes it from the node file path, a quoted message keeps its
+    commas and quotes."""
+    data = (
+        '"@timestamp","kubernetes.pod.name","log.file.path","message"\n'
+        '"May 12, 2026 @ 10:01:40.000","-","/var/log/containers/vllm-1_llm_vllm-' + "4f7d" * 16 + '.log",'
+        '"' + ACC.replace('"', '""') + '"\n'
+        '"May 12, 2026 @ 10:01:39.331","vllm-0","-","' + V1 + '"\n'
+    ).encode()
+    got = decode_bytes("kibana_csv", data, {"year": 2026, "tz": "Europe/Paris", "file_mtime": 0.0})
+    by_line = {r["line"]: r for r in got.iter_rows(named=True)}
+    assert by_line[1]["text"] == ACC and by_line[2]["text"] == V1
+    assert by_line[1]["pod"] == "vllm-1" and by_line[1]["namespace"] == "llm"
+    assert by_line[2]["pod"] == "vllm-0"
+    assert by_line[2]["rec_ts"] == ts("2026-05-12T08:01:39.331+00:00")  # 10:01 in Paris (CEST) is 08:01 UTC
+
+
+def test_azure_rows_with_a_json_message_and_the_legacy_table():
+    """`LogMessage` is dynamic: a JSON line from the container comes back as its compact JSON text; the
+    legacy ContainerLog table names the text `LogEntry` and has no pod."""
+    rows = [
+        {"TimeGenerated": "2026-05-12T08:01:39.331Z", "PodName": "gw-0", "LogMessage": {"model": "m", "n": 1}},
+        {"TimeGenerated": "2026-05-12T08:01:40Z", "LogEntry": V1, "LogEntrySource": "stderr",
+         "ContainerID": "4f7d" * 16},
+    ]
+    got = decode_bytes("azure_json", json.dumps(rows).encode()).sort("line")
+    assert got["text"].to_list() == ['{"model":"m","n":1}', V1]
+    assert got["pod"].to_list() == ["gw-0", None] and got["stream"].to_list() == [None, "stderr"]
+    assert got["container"].to_list() == [None, "4f7d" * 16]
+
+
+def test_a_cut_off_csv_export_keeps_the_rows_before_the_cut():
+    data = WRAP["azure_csv"](LINES, datetime(2026, 5, 12, tzinfo=UTC))
+    tail = b'"5/12/2026, 1:00:00.000 AM","node","vllm","vllm-0","llm","stdout","unterminated'
+    cut = data[: data.index(b"\n", len(data) // 2)] + b"\n" + tail
+    got = decode_bytes("azure_csv", cut)
+    assert got.filter("ok").height >= len(LINES) // 2 - 1
+    assert set(got.filter("ok")["text"]) <= set(LINES) | {"unterminated"}

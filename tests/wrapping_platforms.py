@@ -306,6 +306,58 @@ def gcloud_ndjson(lines: list[str], start: datetime) -> bytes:
     )
 
 
+def _csv(values: list[str]) -> str:
+    """RFC 4180 as Kibana and the Azure portal write it: every value quoted, quotes doubled."""
+    return ",".join('"' + v.replace('"', '""') + '"' for v in values)
+
+
+def kibana_csv(lines: list[str], start: datetime) -> bytes:
+    """Kibana Discover CSV export: the chosen columns, `@timestamp` in the default `dateFormat`
+    (`MMM D, YYYY @ HH:mm:ss.SSS`, written in the browser's zone: UTC here), newest first."""
+    rows = [_csv(["@timestamp", "kubernetes.namespace", "kubernetes.pod.name", "kubernetes.container.name",
+                  "kubernetes.node.name", "message"])]
+    recs = list(zip(lines, _times(lines, start), strict=True))
+    for line, t in recs[::-1]:
+        stamp = f"{t:%b} {t.day}, {t:%Y @ %H:%M:%S}.{t.microsecond // 1000:03d}"
+        rows.append(_csv([stamp, NAMESPACE, POD, CONTAINER, NODE, line]))
+    return ("\r\n".join(rows) + "\r\n").encode()
+
+
+def _container_log_v2(line: str, t: datetime) -> dict:
+    return {
+        "TenantId": "9c4b2a0e-0000-4000-8000-000000000000",
+        "TimeGenerated": f"{t:%Y-%m-%dT%H:%M:%S}.{t.microsecond // 1000:03d}Z",
+        "Computer": NODE,
+        "ContainerId": CID,
+        "ContainerName": CONTAINER,
+        "PodName": POD,
+        "PodNamespace": NAMESPACE,
+        "LogMessage": line,
+        "LogSource": "stdout",
+        "LogLevel": "INFO",
+        "Type": "ContainerLogV2",
+        "TableName": "PrimaryResult",
+    }
+
+
+def azure_json(lines: list[str], start: datetime) -> bytes:
+    """`az monitor log-analytics query` output: a pretty-printed JSON array of row objects, text values."""
+    rows = [_container_log_v2(line, t) for line, t in zip(lines, _times(lines, start), strict=True)]
+    return (json.dumps(rows, indent=2, ensure_ascii=False) + "\n").encode()
+
+
+def azure_csv(lines: list[str], start: datetime) -> bytes:
+    """The portal's CSV export of the same rows: `[UTC]` in the time column's name, US date text."""
+    cols = ["TimeGenerated [UTC]", "Computer", "ContainerName", "PodName", "PodNamespace", "LogSource",
+            "LogMessage"]
+    rows = [_csv(cols)]
+    for line, t in zip(lines, _times(lines, start), strict=True):
+        hour = t.hour % 12 or 12
+        stamp = f"{t.month}/{t.day}/{t.year}, {hour}:{t:%M:%S}.{t.microsecond // 1000:03d} {t:%p}"
+        rows.append(_csv([stamp, NODE, CONTAINER, POD, NAMESPACE, "stdout", line]))
+    return ("\r\n".join(rows) + "\r\n").encode()
+
+
 WRAP: dict[str, Callable[[list[str], datetime], bytes]] = {
     "journald_json": journald_json,
     "journald_short": journald_short,
@@ -322,6 +374,9 @@ WRAP: dict[str, Callable[[list[str], datetime], bytes]] = {
     "cloudwatch_s3": cloudwatch_s3,
     "gcloud_json": gcloud_json,
     "gcloud_ndjson": gcloud_ndjson,
+    "kibana_csv": kibana_csv,
+    "azure_json": azure_json,
+    "azure_csv": azure_csv,
 }
 # the platforms that lose something of the line (the metamorphic test compares after the same loss)
 LOSSY = {"loki_logcli": str.strip, "cloudwatch_tail": str.rstrip}

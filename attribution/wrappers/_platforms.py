@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import json
 import re
+import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 import ijson
+import numpy as np
 import polars as pl
 
 from attribution.wrappers.base import TS, records_frame
@@ -277,3 +280,70 @@ def iter_events(pieces: Iterable[bytes]) -> Iterator[list]:
 def error_record(line: int, message: str) -> pl.DataFrame:
     """One not-ok record standing for an unreadable rest of a document."""
     return records_frame(pl.DataFrame({"line": [line], "ok": [False], "text": [message]}))
+
+
+def iter_csv_batches(pieces: Iterable[bytes], batch: int = CHUNK_LINES) -> Iterator[pl.DataFrame]:
+    """A CSV export with a header row (quoted values may hold commas, quotes and newlines), every column as
+    text, in batches of at most `batch` records: the bytes go to a temporary file that Polars reads in
+    batches, so memory stays bounded whatever the export's size. A UTF-8 byte order mark (Excel) is dropped
+    from the first column's name. Where the CSV stops being readable (cut off inside a quoted value), the
+    records of the longest readable prefix are given, then DocumentError."""
+    with tempfile.TemporaryDirectory(prefix="attribution-csv-") as tmp:
+        path = Path(tmp) / "export.csv"
+        with path.open("wb") as f:
+            for piece in pieces:
+                f.write(piece)
+        done = 0
+        try:
+            for df in _scan_csv(path).collect_batches(chunk_size=batch):
+                done += df.height
+                yield _names(df)
+        except pl.exceptions.PolarsError as exc:
+            why = str(exc).strip().splitlines()[0]
+        else:
+            return
+        rest = _readable_prefix(path, Path(tmp) / "prefix.csv")
+        if rest is not None and rest.height > done:
+            yield _names(rest.slice(done))
+        good = max(done, 0 if rest is None else rest.height)
+        raise DocumentError(f"the CSV export is cut off or malformed after record {good}: {why}")
+
+
+def _scan_csv(path: Path) -> pl.LazyFrame:
+    return pl.scan_csv(path, infer_schema=False, truncate_ragged_lines=True)
+
+
+def _names(df: pl.DataFrame) -> pl.DataFrame:
+    return df.rename(lambda c: c.lstrip("\ufeff").strip())
+
+
+def _readable_prefix(path: Path, out: Path) -> pl.DataFrame | None:
+    """The records of the longest prefix of the file, cut at a line end, that Polars reads (bisection over
+    the line ends: a damaged file only)."""
+    data = path.read_bytes()
+    ends = (np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 0x0A) + 1).tolist()
+    lo, hi, best = 0, len(ends) - 1, None
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        out.write_bytes(data[: ends[mid]])
+        try:
+            best = _scan_csv(out).collect()
+            lo = mid + 1
+        except pl.exceptions.PolarsError:
+            hi = mid - 1
+    return best
+
+
+def table_records(df: pl.DataFrame, fields: dict[str, tuple[str, ...]], first_line: int) -> pl.DataFrame:
+    """Rows of a tabular export (CSV, or a JSON array of row objects), every column text -> records. `fields`
+    maps a record column to the export's column names, first present and non-null wins; `rec_ts` is left as
+    text (the caller parses its platform's time formats). Rows without text are not ok."""
+    cols = []
+    for col, names in fields.items():
+        have = [pl.col(n) for n in names if n in df.columns]
+        cols.append((pl.coalesce(have) if have else pl.lit(None, pl.Utf8)).alias(col))
+    out = df.with_columns(cols).select(list(fields)).with_columns(
+        line=pl.int_range(first_line, first_line + df.height, dtype=pl.Int64),
+        ok=pl.col("text").is_not_null(),
+    )
+    return out.with_columns(pl.col("text").fill_null(pl.lit("a row without a log message")))

@@ -117,11 +117,7 @@ def decode_documents(lines: pl.DataFrame) -> pl.DataFrame:
         parts.append(_columns(dec, chains).with_columns(ok=ok))
     cols = pl.DataFrame([parts[0][c].zip_with(log_text, parts[1][c]) for c in parts[0].columns])
     ok_expr = pl.col("ok") & pl.col("text").is_not_null()
-    df = pl.concat([lines.select("line", raw="text"), cols], how="horizontal").with_columns(
-        cp=extract_groups_unique(cols["path"], CONTAINERS_PATH),
-        pp=extract_groups_unique(cols["path"], PODS_PATH),
-    )
-    cp, pp = pl.col("cp").struct, pl.col("pp").struct
+    df = path_identity(pl.concat([lines.select("line", raw="text"), cols], how="horizontal"))
     return records_frame(
         df.select(
             "line",
@@ -129,12 +125,27 @@ def decode_documents(lines: pl.DataFrame) -> pl.DataFrame:
             pl.when(ok_expr).then(pl.col("text")).otherwise("raw").alias("text"),
             "rec_ts",
             "stream",
-            pl.coalesce("pod", cp.field("1"), pp.field("2")).alias("pod"),
-            pl.coalesce("namespace", cp.field("2"), pp.field("1")).alias("namespace"),
-            pl.coalesce("container", cp.field("3"), pp.field("3")).alias("container"),
+            "pod",
+            "namespace",
+            "container",
             "host",
         )
     )
+
+
+def path_identity(df: pl.DataFrame) -> pl.DataFrame:
+    """`pod`, `namespace`, `container` filled from the node file the shipper read (`path`) where the
+    document has no kubernetes labels."""
+    df = df.with_columns(
+        cp=extract_groups_unique(df["path"], CONTAINERS_PATH),
+        pp=extract_groups_unique(df["path"], PODS_PATH),
+    )
+    cp, pp = pl.col("cp").struct, pl.col("pp").struct
+    return df.with_columns(
+        pl.coalesce("pod", cp.field("1"), pp.field("2")).alias("pod"),
+        pl.coalesce("namespace", cp.field("2"), pp.field("1")).alias("namespace"),
+        pl.coalesce("container", cp.field("3"), pp.field("3")).alias("container"),
+    ).drop("cp", "pp")
 
 
 def _hit(h: object) -> object:
