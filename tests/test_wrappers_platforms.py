@@ -395,3 +395,18 @@ def test_a_cut_off_csv_export_keeps_the_rows_before_the_cut():
     got = decode_bytes("azure_csv", cut)
     assert got.filter("ok").height >= len(LINES) // 2 - 1
     assert set(got.filter("ok")["text"]) <= set(LINES) | {"unterminated"}
+
+
+def test_fluent_bit_json_lines_time_under_date():
+    """Fluent Bit's `stdout` / `file` output with `format json_lines` puts the time under `json_date_key`
+    (`date`): a float epoch by default (`json_date_format double`), ISO 8601 with `iso8601`."""
+    k8s = '"kubernetes":{"pod_name":"vllm-0","namespace_name":"llm","container_name":"vllm"}'
+    lines = [
+        '{"date":1778572899.331095,"log":' + json.dumps(V1 + "\n") + ',"stream":"stdout",' + k8s + "}",
+        '{"date":"2026-05-12T08:01:40.000000Z","log":' + json.dumps(ACC + "\n") + ',"stream":"stdout",' + k8s + "}",
+    ]
+    data = ("\n".join(lines) + "\n").encode()
+    assert sniff_any(data.decode(), "kube.log").name == "elastic_ndjson"
+    got = decode_bytes("elastic_ndjson", data)
+    assert got["text"].to_list() == [V1, ACC] and got["pod"].to_list() == ["vllm-0", "vllm-0"]
+    assert got["rec_ts"].to_list() == [ts("2026-05-12T08:01:39.331095+00:00"), ts("2026-05-12T08:01:40+00:00")]

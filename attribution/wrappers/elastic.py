@@ -26,14 +26,16 @@ from attribution.wrappers._platforms import (
     sure,
 )
 from attribution.wrappers._spill import Spill, sorted_lines
-from attribution.wrappers.base import Wrapper, records_frame
+from attribution.wrappers.base import TS, Wrapper, records_frame
 
 # record column -> document paths, first non-null wins. Filebeat (ECS), Fluent Bit / Fluentd kubernetes
 # filter, Vector kubernetes_logs. `log` is the text for Fluent Bit but an object in ECS (log.file.path), so
 # lines are decoded with one of two dtypes depending on which it is.
 FIELDS: dict[str, tuple[str, ...]] = {
     "text": ("message", "log"),
-    "rec_ts": ("time", "timestamp", "@timestamp"),  # the CRI/Docker time (ns) before ES's ms
+    # the CRI/Docker time (ns) before ES's ms; `date`: Fluent Bit's `stdout`/`file` json_lines output (its
+    # `json_date_key`), a float epoch by default or ISO 8601
+    "rec_ts": ("time", "timestamp", "@timestamp", "date"),
     "stream": ("stream",),
     "pod": ("kubernetes.pod.name", "kubernetes.pod_name"),
     "namespace": ("kubernetes.namespace", "kubernetes.namespace_name", "kubernetes.pod_namespace"),
@@ -100,9 +102,17 @@ def _columns(dec: pl.Series, chains: dict[str, list[list[str]]]) -> pl.DataFrame
                     e = e.struct.field(k)
                 exprs.append(e)
         if col == "rec_ts":  # a candidate that is not an ISO time (an epoch number) gives way to the next
-            exprs = [iso_ts(e) for e in exprs]
+            exprs = [iso_ts(e) for e in exprs] + [epoch_seconds(e) for e in exprs]
         cols.append(pl.coalesce(exprs).alias(col))
     return frame.select(cols)
+
+
+def epoch_seconds(text: pl.Expr) -> pl.Expr:
+    """A float epoch in seconds as text (`1475898721.123456`) -> UTC; anything else -> null."""
+    secs = text.cast(pl.Float64, strict=False)
+    ok = secs.is_between(1e9, 1e10)  # 2001-2286: an epoch in seconds, not ms or a count
+    us = pl.from_epoch((secs * 1e6).round(0).cast(pl.Int64), time_unit="us")
+    return pl.when(ok).then(us).dt.replace_time_zone("UTC").cast(TS)
 
 
 def decode_documents(lines: pl.DataFrame) -> pl.DataFrame:
