@@ -2,8 +2,8 @@
 --   load generator needs?
 -- Grain: one row per request of joined_requests with an arrival in [$since, $until) and a prompt length.
 -- Parameters: $since, $until (TIMESTAMPTZ; NULL leaves that end open).
--- Columns: arrival, t_us (microseconds since the epoch), workload, deployment, model, "user" (the gateway's
---   end-user field, the only per-client column: a session key on request), prompt_tokens, output_tokens
+-- Columns: arrival, t_us (microseconds since the epoch), workload, deployment, model, "user" (the key's
+--   user id from the gateway: the session key of --sessions user), prompt_tokens, output_tokens
 --   (NULL when the source does not say), block_hashes (NULL where the source has none); ordered by arrival,
 --   then file and line, so that requests arriving at the same instant keep the order their source wrote them.
 with

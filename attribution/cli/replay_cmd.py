@@ -42,7 +42,7 @@ def replay_cmd(
     = TraceFormat.mooncake,
     out: Annotated[Path | None, typer.Option(help="File to write (default: stdout).", show_default=False)] = None,
     sessions: Annotated[Sessions, typer.Option(help="What groups requests into conversations: none, or user "
-                                                    "(the gateway's end-user id; the store has no session id).")]
+                                                    "(the store's `user`: LiteLLM's user_api_key_user_id; the store has no session id).")]
     = Sessions.none,
 ) -> None:
     """Export the window's requests as a trace a load generator replays: one request per line in arrival
@@ -52,13 +52,16 @@ def replay_cmd(
 
     Example: attribution replay --since 2026-05-04T10:00 --until 2026-05-04T11:00 --speed 2.5 --format mooncake --out incident.jsonl
     """
+    from attribution import joincache
     from attribution.dashboard import Filters, narrow
     from attribution.replay import replay_requests, write
 
     st = resolve(config, store=store)
     flt = Filters(deployments=tuple(deployment or ()), workloads=tuple(workload or ()), labels=tuple(label or ()),
                   versions=tuple(version or ()))
-    rep = replay_requests(narrow(connect(st), flt), since=since, until=until, speed=speed, sessions=sessions)
+    con = connect(st)
+    joincache.use(con)  # the commit's cached engine x gateway join, before the filters narrow it
+    rep = replay_requests(narrow(con, flt), since=since, until=until, speed=speed, sessions=sessions)
     text = write(rep, fmt, out)
     if text is not None:
         typer.echo(text, nl=False)

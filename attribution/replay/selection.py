@@ -20,9 +20,11 @@ BLOCK_TOKENS = 512  # Mooncake's block: the only source of block_hashes in the s
 
 
 class Sessions(StrEnum):
-    """What groups requests into conversations. The schema has no session or conversation id: `user` (the
-    gateway's end-user field) is the only per-client column, and it is a conversation only where clients send
-    one user id per conversation; `none` makes every request its own session."""
+    """What groups requests into conversations. The schema has no session or conversation id; the columns that
+    name a client are `user` (LiteLLM's user_api_key_user_id: the key's user), `key_hash` / `key_alias` and
+    `team`, coarser still. `user` is a conversation only where each conversation gets its own user id; `none`
+    makes every request its own session. (Mooncake traces chain prefix blocks across turns but name no
+    session; BurstGPT's `Session ID` is not kept by the ingest.)"""
 
     none = "none"
     user = "user"
