@@ -59,7 +59,7 @@ def fit_context(scn: Scenario, arrivals: pl.DataFrame) -> tuple[Scenario, list[s
 
 
 def summary(res: SimResult) -> pl.DataFrame:
-    """Per workload and overall: requests, queue, TTFT and end-to-end p50 / p99 (seconds), peak running."""
+    """Per workload (and overall, when there are several): requests, queue, TTFT and end-to-end p50 / p99 (seconds), peak running."""
     r = res.requests
 
     def stats(df: pl.DataFrame) -> list[pl.Expr]:
@@ -73,7 +73,7 @@ def summary(res: SimResult) -> pl.DataFrame:
         sub = r.filter(pl.col("workload") == w)
         per.append(sub.select(pl.lit(w).alias("workload"), *stats(sub)))
     every = r.select(pl.lit("all").alias("workload"), *stats(r))
-    return pl.concat([*per, every]) if len(per) > 1 else every
+    return pl.concat([*per, every]) if len(per) > 1 else (per[0] if per else every)
 
 
 def simulate_replay(path: str | Path, scenario: str | Path, what: WhatIf | None = None, *, seed: int | None = None,
