@@ -65,7 +65,8 @@ def replay_cmd(
     text = write(rep, fmt, out)
     if text is not None:
         typer.echo(text, nl=False)
-    _summary(rep, fmt, str(out) if out else "TRACE", flt.describe())
+    shown = Filters(rep.window.since, rep.window.until, flt.deployments, flt.workloads, flt.labels, flt.versions)
+    _summary(rep, fmt, str(out) if out else "TRACE", shown.describe())
 
 
 def _summary(rep, fmt: TraceFormat, path: str, filters: str) -> None:  # noqa: ANN001 (a Replay)
