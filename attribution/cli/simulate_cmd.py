@@ -84,7 +84,7 @@ def _replay(scenario: str, trace: Path, out: Path | None, seed: int | None, gzip
     if requests is not None or days is not None:
         raise UsageError("--requests and --days do not apply to --replay: the trace has its own arrivals")
     res, summary, notes = simulate_replay(trace, scenario, WhatIf(*changes), seed=seed)
-    render.out.print(render.table(summary, f"{res.scenario.name} replaying {trace.name} (simulated, seconds)"))
+    render.out.print(render.table(summary, f"{res.scenario.name} replaying {trace.name} (simulated; seconds; peak running over all pods)"))
     for note in notes:
         render.err.print(f"note: {note}", highlight=False)
     if out is not None:

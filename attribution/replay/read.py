@@ -13,6 +13,7 @@ import polars as pl
 
 from attribution import reader
 from attribution.errors import InputError
+from attribution.sources.traces import known_workload
 
 ARRIVAL_COLUMNS = ("arrival", "prompt_tokens", "output_tokens", "workload", "block_hashes")
 
@@ -37,7 +38,8 @@ def _mooncake_jsonl(path: Path) -> pl.DataFrame:
         (pl.col("timestamp") / 1000).alias("arrival"),  # seconds after the trace start
         pl.col("input_length").alias("prompt_tokens"),
         pl.col("output_length").alias("output_tokens"),
-        pl.lit("replay").alias("workload"),
+        # the service a released trace is named for (conversation_trace.jsonl -> conversation), else "replay"
+        pl.lit(known_workload(str(path)) or "replay").alias("workload"),
         pl.col("hash_ids").alias("block_hashes"),
     )
 
