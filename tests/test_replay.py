@@ -72,6 +72,24 @@ def test_mooncake_slice_comes_out_with_its_lengths_block_ids_and_order_at_speed(
     _check_mooncake_export(tmp_path, 1500)
 
 
+def test_a_window_inside_the_trace_renumbers_block_ids_keeping_which_are_equal(tmp_path):
+    store = _trace_store(tmp_path, 1500)
+    con = Store.open(store).connect()
+    first = replay_requests(con).rows["arrival"].min()
+    since = first + (replay_requests(con).rows["arrival"].max() - first) / 2
+    rep = replay_requests(con, since=since.isoformat())
+    src = [w for w in _source_rows(1500) if w["timestamp"] * 1000 >= (since - first).total_seconds() * 1e6 - 1]
+    got = rep.rows["hash_ids"].to_list()
+    assert len(got) == len(src) and min(min(g) for g in got) == 0
+    mapping: dict[int, int] = {}
+    for g, w in zip(got, src, strict=True):
+        assert len(g) == len(w["hash_ids"])
+        for a, b in zip(w["hash_ids"], g, strict=True):
+            assert mapping.setdefault(a, b) == b  # one source id, one exported id
+    assert len(set(mapping.values())) == len(mapping)  # and distinct ids stay distinct
+    assert rep.rows["t_ms"].min() == 0
+
+
 @pytest.mark.slow
 def test_the_whole_conversation_trace_exports_all_12031_requests(tmp_path):
     _check_mooncake_export(tmp_path, None)
