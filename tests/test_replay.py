@@ -21,7 +21,7 @@ TRACE = ("traces", "mooncake", "conversation_trace.jsonl")
 # The keys each reader takes, with their types (ai-dynamo/aiperf MooncakeTrace; sglang mooncake.py reads
 # timestamp / hash_ids / output_length; vLLM timed_trace's default labels).
 MOONCAKE_KEYS = {"timestamp": int, "input_length": int, "output_length": int, "hash_ids": list}
-AIPERF_KEYS = {**MOONCAKE_KEYS, "session_id": str}
+AIPERF_KEYS = {**MOONCAKE_KEYS, "session_id": str, "context_mode": str}
 BURSTGPT_HEADER = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type"
 # The verbatim first line of Mooncake's conversation_trace.jsonl (kvcache-ai/Mooncake FAST25-release), the
 # shape every Mooncake-format export must have.
@@ -196,3 +196,5 @@ def test_sessions_by_user_keep_turn_order(tmp_path):
     assert rep.rows["turn"].to_list() == [0, 0, 1, 1, 2, 2]
     rows = [json.loads(x) for x in (write(rep, "aiperf") or "").splitlines()]
     assert [r["session_id"] for r in rows] == ["s0", "s1"] * 3
+    # each turn's input_length is the whole prompt: AIPerf must send it as it is, not accumulate it
+    assert {r["context_mode"] for r in rows} == {"message_array_with_responses"}

@@ -3,7 +3,8 @@ line that replays it. Sources read for each (../shared/formats/replay-arrivals-c
 - mooncake: kvcache-ai/Mooncake FAST25-release/README.md: JSONL `timestamp` (integer ms from the start),
   `input_length`, `output_length`, `hash_ids` (prefix-chained ids of 512-token blocks).
 - aiperf: ai-dynamo/aiperf src/aiperf/dataset/loader/models.py `MooncakeTrace` (`--custom-dataset-type
-  mooncake_trace`): the same keys, `timestamp` in ms, plus `session_id` grouping the turns of a conversation.
+  mooncake_trace`): the same keys, `timestamp` in ms, plus `session_id` grouping the turns of a conversation
+  and `context_mode` (loader/mooncake_trace.py) saying each turn is a whole prompt.
 - sglang: sgl-project/sglang python/sglang/benchmark/datasets/mooncake.py: reads `timestamp` (ms, sorted),
   `hash_ids` and `output_length`; it builds each prompt from the hash ids and ignores `input_length`.
 - vllm: `vllm bench serve --dataset-name timed_trace` (docs.vllm.ai cli/bench/serve): JSON keys `timestamp`,
@@ -36,6 +37,7 @@ class TraceFormat(StrEnum):
 
 
 FORMATS = tuple(f.value for f in TraceFormat)
+AIPERF_CONTEXT_MODE = "message_array_with_responses"
 BURSTGPT_COLUMNS = ("Timestamp", "Model", "Request tokens", "Response tokens", "Total tokens", "Log Type")
 CSV_COLUMNS = ("arrival_s", "workload", "deployment", "model", "session", "turn", "prompt_tokens",
                "output_tokens", "hash_ids")
@@ -84,7 +86,11 @@ def frame(rep: Replay, fmt: TraceFormat | str) -> pl.DataFrame:
         _hash_ids(r),
     ]
     if fmt == TraceFormat.aiperf and r["session"].is_not_null().any():
-        cols.append(pl.col("session").alias("session_id"))
+        # Each turn's input_length is its whole prompt (history included, as the engine counted it). AIPerf's
+        # default for synthesised session rows treats a turn as a delta and accumulates the history; this mode
+        # sends each turn as it is (ConversationContextMode in aiperf; needs a build whose MooncakeTrace
+        # loader reads `context_mode` on every row of a session).
+        cols += [pl.col("session").alias("session_id"), pl.lit(AIPERF_CONTEXT_MODE).alias("context_mode")]
     return r.select(cols)
 
 
