@@ -170,9 +170,11 @@ def test_filters_and_window_select_requests(sample_store, capsys, tmp_path):
     assert code == 0 and stdout == "" and "the trace is empty" in err
 
 
-def test_bad_speed_is_a_usage_error(sample_store, capsys):
+def test_bad_speed_or_out_is_a_usage_error(sample_store, capsys, tmp_path):
     code, _, err = run_cli(capsys, "replay", "--store", str(sample_store), "--speed", "0")
     assert code == 2 and "--speed" in err
+    code, _, err = run_cli(capsys, "replay", "--store", str(sample_store), "--out", str(tmp_path / "no" / "t.jsonl"))
+    assert code == 2 and "does not exist" in err
 
 
 def test_sessions_by_user_keep_turn_order(tmp_path):

@@ -11,6 +11,7 @@ import typer
 from attribution import render
 from attribution.cli.analyses import SinceOpt, UntilOpt
 from attribution.cli.app import ConfigOpt, StoreOpt, app, connect, resolve
+from attribution.errors import UsageError
 from attribution.replay.formats import TraceFormat
 from attribution.replay.selection import Sessions
 
@@ -56,6 +57,8 @@ def replay_cmd(
     from attribution.dashboard import Filters, narrow
     from attribution.replay import replay_requests, write
 
+    if out is not None and (out.is_dir() or not out.parent.is_dir()):
+        raise UsageError(f"--out {out}: " + ("is a directory" if out.is_dir() else "its directory does not exist"))
     st = resolve(config, store=store)
     flt = Filters(deployments=tuple(deployment or ()), workloads=tuple(workload or ()), labels=tuple(label or ()),
                   versions=tuple(version or ()))
