@@ -85,7 +85,9 @@ def _summary(rep, fmt: TraceFormat, path: str, filters: str) -> None:  # noqa: A
         f"{s['span_s']:,.3f} s; at --speed {s['speed']:g} the replay spans {s['replay_span_s']:,.3f} s; "
         f"{s['input_tokens']:,} input and {s['output_tokens']:,} output tokens", highlight=False)
     if fmt != TraceFormat.burstgpt:
+        whole = s["with_hash_ids"] - s["hash_ids_whole_blocks"]
         say(f"block hashes (512-token Mooncake blocks) carried for {s['with_hash_ids']:,} requests"
+            + (f" ({whole:,} of them not one id per block: a reader may reject them)" if whole else "")
             + ("" if fmt == TraceFormat.csv else
                f"; {s['requests'] - s['with_hash_ids']:,} without get fresh ids (no prefix reuse)"), highlight=False)
     if s["sessions"] is not None:
