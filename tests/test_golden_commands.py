@@ -42,6 +42,9 @@ def _commands() -> dict[str, tuple[str, ...]]:
     for by in ("model", "deployment", "label", "day", "version"):
         cmds[f"lengths_by_{by}.json"] = ("lengths", "--format", "json", "--by", by)
         cmds[f"latency_by_{by}.json"] = ("latency", "--format", "json", "--by", by)
+    for fmt in ("mooncake", "burstgpt"):  # replay: the trace on stdout, the summary on stderr
+        cmds[f"replay.{fmt}"] = ("replay", "--since", "2026-05-05", "--until", "2026-05-05T00:20", "--speed", "2.5",
+                                 "--format", fmt)
     cmds["report.json"] = ("report", "--since", "7d", "--format", "json", "--out", "<OUT>/report.json")
     cmds["report.md"] = ("report", "--since", "7d", "--format", "md", "--out", "<OUT>/report.md")
     cmds["report3d"] = ("report", "--since", "3d", "--fail-on", "regression", "--format", "md",

@@ -67,6 +67,14 @@ def memsplit_cmd(
             show_default=False,
         ),
     ] = None,
+    replay: Annotated[
+        str | None,
+        typer.Option(
+            help="Replay this trace's arrivals in the what-if instead of each start's own (an `attribution "
+            "replay` export, a Mooncake, BurstGPT or Azure trace).",
+            show_default=False,
+        ),
+    ] = None,
     store: StoreOpt = None,
     config: ConfigOpt = None,
     fmt: FormatOpt = Format.table,
@@ -102,6 +110,7 @@ def memsplit_cmd(
         overrides=ov,
         run_whatif=whatif,
         service_model=service_model,
+        replay=replay,
         settings=Settings(kv_low=kv_low, percentile=percentile, headroom=headroom),
     )
     with_settings(res, st, ("model", "workloads"))

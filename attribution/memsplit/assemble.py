@@ -156,6 +156,7 @@ def memsplit(
     run_whatif: bool = True,
     service_model: str | None = None,
     exact: bool = True,
+    replay: str | None = None,
 ) -> Analysis:
     """The memory-split answer for every engine start in the window (optionally one engine, some deployments).
 
@@ -176,6 +177,12 @@ def memsplit(
     if not splits:
         raise UsageError("no engine start to analyse: " + "; ".join(notes))
     frames = step_frames(con, s)
+    trace = None
+    if replay is not None and run_whatif:  # the what-if replays this file's arrivals instead of each start's
+        from attribution.replay import read_trace
+
+        trace, more = read_trace(replay)
+        notes += more
     notes += [f"{c.deployment} ({_when(c.started)}): {n}" for c in splits for n in c.notes]
     exact_df = pl.DataFrame()
     if exact:
@@ -213,7 +220,7 @@ def memsplit(
         ]
         rows: list[dict[str, Any]] = []
         if run_whatif and rec.status != "unknown":
-            rows, more = whatif(con, c, rec, service_model)
+            rows, more = whatif(con, c, rec, service_model, trace, str(replay))
             notes += more
         what += rows
         summary.append(_summary(c, b, limit, rec, rows))

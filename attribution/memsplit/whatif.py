@@ -152,24 +152,38 @@ def measured(arrivals: pl.DataFrame, c: CurrentSplit) -> dict[str, Any]:
     }
 
 
+def replay_arrivals(trace: pl.DataFrame) -> pl.DataFrame:
+    """A trace's arrivals (attribution.replay.read_trace) with the columns the what-if reads; it has no
+    measured latency to compare with."""
+    extra = {"max_tokens": pl.Int64, "cached_tokens": pl.Int64, "queue_s": pl.Float64, "ttft_s": pl.Float64}
+    return trace.with_columns(pl.col("output_tokens").fill_null(1),
+                              *[pl.lit(None, t).alias(c) for c, t in extra.items() if c not in trace.columns])
+
+
 def whatif(
-    con: duckdb.DuckDBPyConnection, c: CurrentSplit, rec: Recommendation, service_model: str | None = None
+    con: duckdb.DuckDBPyConnection, c: CurrentSplit, rec: Recommendation, service_model: str | None = None,
+    trace: pl.DataFrame | None = None, trace_name: str = "the trace",
 ) -> tuple[list[dict[str, Any]], list[str]]:
-    """Rows for the measured traffic and its replay under the current and the recommended split."""
-    arrivals = queries.run(
-        con, "memsplit_arrivals", deployment=c.deployment, since=c.period_since, until=c.period_until
-    )
+    """Rows for the measured traffic and its replay under the current and the recommended split; with `trace`
+    (arrivals of a replay file) those arrivals are replayed instead of the start's own, and nothing is measured."""
+    if trace is None:
+        arrivals = queries.run(
+            con, "memsplit_arrivals", deployment=c.deployment, since=c.period_since, until=c.period_until
+        )
+    else:
+        arrivals = replay_arrivals(trace)
     if arrivals.is_empty():
         return [], [f"{c.deployment}: no requests with prompt and output lengths to replay"]
     profile = service_profile(c.engine, c.version, service_model)
     notes = [
-        f"{c.deployment} ({_when(c.started)}): replayed {arrivals.height:,} requests with the "
-        f"`{profile.name}` step costs ({profile.engine} {profile.version}); an estimate"
+        f"{c.deployment} ({_when(c.started)}): replayed {arrivals.height:,} requests"
+        + ("" if trace is None else f" of {trace_name} (not this start's own)")
+        + f" with the `{profile.name}` step costs ({profile.engine} {profile.version}); an estimate"
     ]
     pools = [PoolConfig("current", c.kv_pool_tokens, c.cap or c.state_cap, c.state_slots)]
     if rec.status in ("resize", "short"):
         pools.append(PoolConfig("recommended", rec.kv_tokens, rec.max_running, rec.state_slots))
-    rows = [measured(arrivals, c)] + [replay(arrivals, c, p, profile) for p in pools]
+    rows = ([measured(arrivals, c)] if trace is None else []) + [replay(arrivals, c, p, profile) for p in pools]
     if rec.status == "fits":
         notes.append(
             f"{c.deployment} ({_when(c.started)}): the recommended split is the current one; "
