@@ -256,6 +256,13 @@ class View:
         return self._run(by or self.settings.by, analyses.latency, slo=parsed, scores=analyses.score_presets(),
                          percentiles=self.settings.percentiles)
 
+    def capacity(self, *, by: str | None = None) -> Analysis | Empty:
+        """`attribution capacity` of the filtered requests: per pod (`by` all, capacity's default) or per pod and
+        group, with the GPU cost per million tokens and the gateway's spend next to it."""
+        st = self.settings
+        return self._run(by or GroupBy.all.value, analyses.capacity, gpu_hour_cost=st.gpu_hour_cost,
+                         gpus_per_pod=st.gpus_per_pod)
+
     def thresholds(self, *, specs: tuple[str, ...] = ()) -> Analysis | Empty:
         try:
             cat = thresholds.load_catalogue(list(self.settings.catalogue), [*self.settings.thresholds, *specs])

@@ -139,6 +139,10 @@ def latency(**kw: Any) -> Analysis | Empty:
     return _call("latency", **kw)
 
 
+def capacity(**kw: Any) -> Analysis | Empty:
+    return _call("capacity", **kw)
+
+
 def thresholds(**kw: Any) -> Analysis | Empty:
     return _call("thresholds", **kw)
 

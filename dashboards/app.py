@@ -19,6 +19,7 @@ PAGES = [
     st.Page("app_pages/concurrency.py", title="Concurrency and live tokens", icon=":material/stacked_line_chart:",
             url_path="concurrency"),
     st.Page("app_pages/latency.py", title="Latency and goodput", icon=":material/timer:", url_path="latency"),
+    st.Page("app_pages/capacity.py", title="Capacity and cost", icon=":material/payments:", url_path="capacity"),
     st.Page("app_pages/thresholds.py", title="Feature thresholds", icon=":material/flag:", url_path="thresholds"),
     st.Page("app_pages/memsplit.py", title="Memory split", icon=":material/memory:", url_path="memsplit"),
     st.Page("app_pages/compare.py", title="Compare two cohorts", icon=":material/compare_arrows:", url_path="compare"),

@@ -5,7 +5,8 @@
 -- Parameters: none.
 -- Precedence where both sides have a value:
 --   from the gateway: workload, key_alias, key_hash, team, user, stream, status, http_status, error
---     (the client-facing outcome); gateway_arrival and gateway_e2e_s keep the gateway's own clock;
+--     (the client-facing outcome), cost (USD the gateway billed); gateway_arrival and gateway_e2e_s keep the
+--     gateway's own clock;
 --   from the engine: deployment (the pod), engine, engine_version, arrival, first_token, finished, queue_s,
 --     ttft_s, tpot_s, e2e_s, prefill_s, decode_s, prompt/output/cached tokens (the engine's tokenizer),
 --     finish_reason, block_hashes; each falls back to the gateway's value when the engine has none.
@@ -103,6 +104,7 @@ matched as (
         coalesce(g.http_status, e.http_status) as http_status,
         coalesce(e.finish_reason, g.finish_reason) as finish_reason,
         coalesce(g.error, e.error) as error,
+        coalesce(g.cost, e.cost) as cost,
         e.block_hashes
     from engine_rows as e
     full outer join gateway_rows as g on e.request_key = g.request_key
@@ -121,7 +123,7 @@ passthrough as (
         first_token, finished, queue_s, ttft_s, tpot_s, e2e_s,
         case when source_kind = 'gateway' then e2e_s end as gateway_e2e_s,
         prefill_s, decode_s, prompt_tokens, output_tokens, cached_tokens, max_tokens, stream, status,
-        http_status, finish_reason, error, block_hashes
+        http_status, finish_reason, error, cost, block_hashes
     from unkeyed
 ),
 

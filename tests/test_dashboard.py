@@ -28,7 +28,7 @@ from attribution.simulate.output import simulate_to_dir
 from attribution.store import Store
 
 APP = REPO / "dashboards" / "app.py"
-PAGES = ["overview", "lengths", "concurrency", "latency", "thresholds", "memsplit", "compare", "changes", "health"]
+PAGES = ["overview", "lengths", "concurrency", "latency", "capacity", "thresholds", "memsplit", "compare", "changes", "health"]
 TRUTH = json.loads((SAMPLE / "ground_truth.json").read_text())
 
 
@@ -161,7 +161,7 @@ def page(name: str, store: Path, monkeypatch, **state) -> AppTest:
 
 
 PAGE_TITLES = {"Overview": "overview", "Workloads and lengths": "lengths", "Concurrency and live tokens": "concurrency",
-               "Latency and goodput": "latency", "Feature thresholds": "thresholds", "Memory split": "memsplit",
+               "Latency and goodput": "latency", "Capacity and cost": "capacity", "Feature thresholds": "thresholds", "Memory split": "memsplit",
                "Compare two cohorts": "compare", "What changed": "changes", "Ingest health": "health"}
 
 
@@ -281,6 +281,18 @@ def test_latency_slo_preset_comes_from_the_presets_files(store, monkeypatch, tmp
                            scores=analyses.score_presets())
     got = shown(at)[_heading(lib.titles["goodput"])]
     assert_frame_equal(got, lib.tables["goodput"], check_dtypes=False)
+
+
+def test_capacity_page_shows_the_gateway_spend_next_to_the_gpu_cost(store, monkeypatch):
+    monkeypatch.setenv("ATTRIBUTION_GPU_HOUR_COST", "2.0")
+    at = page("capacity", store, monkeypatch, capacity_by="all")
+    lib = analyses.capacity(analyses.select(Store.open(store).connect(), by="all"), gpu_hour_cost=2.0)
+    got = shown(at)
+    for name in ("capacity", "cost", "spend"):
+        assert_frame_equal(got[_heading(lib.titles[name])], lib.tables[name], check_dtypes=False)
+    spend = lib.tables["spend"]
+    assert spend["gateway_requests"].sum() == spend["requests"].sum()  # the sample's gateway saw every request
+    assert {t["name"] for fig in charts(at) for t in fig["data"]} >= {"completed per day", "input tokens"}
 
 
 def test_changes_and_health_pages_equal_the_library(store, monkeypatch):

@@ -29,6 +29,7 @@ PAGES = {  # url path -> heading
     "lengths": "Workloads and lengths",
     "concurrency": "Concurrency and live tokens",
     "latency": "Latency and goodput",
+    "capacity": "Capacity and cost",
     "thresholds": "Feature thresholds",
     "memsplit": "Memory split",
     "compare": "Compare two cohorts",

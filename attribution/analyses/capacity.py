@@ -11,6 +11,10 @@ from attribution.analyses import sweep
 from attribution.analyses.common import Analysis, GroupBy, Selection, base_params, name_groups
 from attribution.analyses.concurrency import concurrency as concurrency_analysis
 from attribution.analyses.limits import LIMIT_SOURCES
+from attribution.analyses.spend import DEFINITIONS as SPEND_DEFINITIONS
+from attribution.analyses.spend import TITLE as SPEND_TITLE
+from attribution.analyses.spend import spend_table
+from attribution.analyses.spend import summary as spend_summary
 from attribution.errors import UsageError
 
 SATURATED = "measured at saturation"
@@ -108,6 +112,9 @@ def capacity(sel: Selection, *, gpu_hour_cost: float | None = None, gpus_per_pod
             .alias("usd_per_m_output_at_capacity"),
         )
         titles["cost"] = f"cost at ${gpu_hour_cost:g} per GPU-hour"
+    spend = spend_table(sel, per_group, df.select(*keys, "span_s"), tables.get("cost"), gpu_hour_cost)
+    if spend is not None:  # only where a gateway logged requests of the window
+        tables["spend"], titles["spend"] = spend, f"{SPEND_TITLE}: {spend_summary(spend)}"
     notes = [n for n in conc.notes if "queue time unknown" in n]
     guessed = df.filter(pl.col("limit_source") != "configured").unique("deployment", maintain_order=True)
     for r in guessed.iter_rows(named=True):
@@ -120,7 +127,8 @@ def capacity(sel: Selection, *, gpu_hour_cost: float | None = None, gpus_per_pod
     return Analysis(
         name="capacity",
         params={**base_params(sel), "gpu_hour_cost": gpu_hour_cost, "gpus_per_pod": gpus_per_pod},
-        tables=tables, titles=titles, definitions=DEFINITIONS, notes=notes,
+        tables=tables, titles=titles, definitions={**DEFINITIONS, **(SPEND_DEFINITIONS if spend is not None else {})},
+        notes=notes,
     )
 
 

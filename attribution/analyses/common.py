@@ -187,6 +187,9 @@ def frames_connection(requests: pl.DataFrame, engine_steps: pl.DataFrame | None 
                      ("engine_config", engine_config)):
         table = "requests" if name == "joined_requests" else name
         frame = conform(table, df if df is not None else pl.DataFrame())
+        if name == "joined_requests":  # the join's one column beyond `requests` that the analyses read
+            frame = frame.with_columns(
+                pl.when(pl.col("source_kind") == "gateway").then(pl.col("source")).alias("gateway_source"))
         con.register(f"_{name}", frame.to_arrow())
         con.execute(f"create view {name} as select * from _{name}")
     return con

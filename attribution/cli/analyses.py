@@ -212,7 +212,7 @@ def capacity_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt
                  gpu_hour_cost: CostOpt = None, gpus_per_pod: GpusOpt = None, config: ConfigOpt = None) -> None:
     """Completed requests per pod per day, the requests per day it could complete at its running limit (measured
     at saturation, else extrapolated from service times, with a 95% interval), and the cost per million
-    input and output tokens.
+    input and output tokens; where a gateway logged the requests, what it billed (USD) next to the GPU cost.
 
     Example: attribution capacity --gpu-hour-cost 2.0
     """

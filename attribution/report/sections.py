@@ -20,6 +20,7 @@ from attribution.report.review_sections import (
     memsplit_section,
     thresholds_section,
 )
+from attribution.report.spend import spend_part
 
 if TYPE_CHECKING:
     from attribution.report.build import Inputs
@@ -173,6 +174,7 @@ def capacity_section(inp: Inputs) -> Section:
     s.chart("utilization", charts.capacity.utilization(a))
     if cost is not None:
         s.chart("cost", charts.capacity.cost(a))
+    spend_part(s, a)
     s.notes += a.notes
     return s
 

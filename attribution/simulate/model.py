@@ -160,6 +160,16 @@ class Memory:
 
 
 @dataclass(frozen=True)
+class Pricing:
+    """A LiteLLM custom price for the served model (`model_info` in its config), USD per token. Cached prompt
+    tokens cost `cache_read_input_token_cost`, which LiteLLM takes as 0 when it is not set."""
+
+    input_cost_per_token: float
+    output_cost_per_token: float
+    cache_read_input_token_cost: float = 0.0
+
+
+@dataclass(frozen=True)
 class Phase:
     label: str
     profile: Profile
@@ -187,6 +197,7 @@ class Scenario:
     diurnal_peak_hour: float = 14.0
     stats_interval_s: float = 10.0
     replay: str | None = None  # path of arrivals to replay instead of generating them
+    pricing: Pricing | None = None  # the gateway's price for the model; None: LiteLLM has none (bills nothing)
 
     @property
     def days(self) -> float:
@@ -297,6 +308,19 @@ def _memory(m: dict[str, Any], where: str) -> Memory:
     return Memory(int((rest - slots * s) // b), slots, k, b, s)
 
 
+def _pricing(p: dict[str, Any] | None, where: str) -> Pricing | None:
+    if p is None:
+        return None
+    try:
+        price = Pricing(float(p["input_cost_per_token"]), float(p["output_cost_per_token"]),
+                        float(p.get("cache_read_input_token_cost", 0.0)))
+    except KeyError as e:
+        raise UsageError(f"{where}: [pricing] needs {e.args[0]!r}") from None
+    if min(price.input_cost_per_token, price.output_cost_per_token, price.cache_read_input_token_cost) < 0:
+        raise UsageError(f"{where}: [pricing] costs must not be negative")
+    return price
+
+
 def load_scenario(scenario: str | Path) -> Scenario:
     """Load a scenario by path or by name (``scenarios/<name>.toml`` in this package)."""
     path = find_file(str(scenario), SCENARIO_DIR, "scenario", None)
@@ -353,6 +377,7 @@ def load_scenario(scenario: str | Path) -> Scenario:
             diurnal_peak_hour=float(diurnal.get("peak_hour", 14.0)),
             stats_interval_s=float(d.get("stats_interval_s", 10.0)),
             replay=None if replay is None else str((path.parent / replay).resolve()),
+            pricing=_pricing(d.get("pricing"), where),
         )
     except KeyError as e:
         raise UsageError(f"{where}: missing {e.args[0]!r}") from None

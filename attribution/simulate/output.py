@@ -27,6 +27,7 @@ from attribution.simulate.result import SimResult
 from attribution.simulate.run import simulate
 from attribution.simulate.truth import ground_truth
 from attribution.simulate.writers import write_litellm, write_sglang_logs, write_vllm_logs
+from attribution.simulate.writers.litellm import priced
 
 TRUTH_FILE = "ground_truth.json"
 IGNORE_FILE = ".attributionignore"  # attribution.discovery.IGNORE_FILE
@@ -175,7 +176,9 @@ def write_outputs(results: list[SimResult], out_dir: str | Path, *, compress: bo
         if unknown:
             raise UsageError(f"no log writer for engine(s) {sorted(unknown)} (known: vllm, sglang)")
         say("writing the gateway log ...")
-        every = replace(results[0], requests=pl.concat([r.requests for r in results], how="vertical_relaxed"))
+        # each scenario's own price, before the requests of several scenarios share one gateway log
+        every = replace(results[0], requests=pl.concat([priced(r).requests for r in results],
+                                                       how="vertical_relaxed"))
         rel = Path("gateway", f"litellm.jsonl{gz}")
         write_litellm(every, out / rel)
         files.append({"path": rel.as_posix(), "format": "litellm", "deployment": None, "label": None,

@@ -12,7 +12,9 @@ endTime when it saw no first token) and, in the payload, only when `stream` is t
 vLLM replica), else the ingest's default. model = the model sent upstream without LiteLLM's provider prefix
 (`hosted_vllm/`). key_hash = metadata.user_api_key_hash / api_key, hashed again unless 64 hex; team = team
 alias, else team id; user = the key's user id. error = error_information.error_class (never the message,
-which can quote the prompt); http_status = a 3-digit error_code.
+which can quote the prompt); http_status = a 3-digit error_code. cost = `response_cost` (USD; else
+hidden_params.response_cost), null where LiteLLM had no price for the model (`response_cost_failure_debug_info`
+set: it then writes 0.0), or SpendLogs `spend` (there 0 may also mean "no price": the row does not say).
 """
 
 from __future__ import annotations
@@ -65,6 +67,9 @@ _SLP_PATHS: dict[str, list[str]] = {
     "error_code": ["$.error_information.error_code"],
     "error_str": ["$.error_str"],
     "cache_hit": ["$.cache_hit"],
+    # USD billed: LiteLLM writes `response_cost or 0.0`, with the failure's debug info when it had no price
+    "cost": ["$.response_cost", "$.hidden_params.response_cost"],
+    "unpriced": ["$.response_cost_failure_debug_info"],
 }
 # The same facts inside SpendLogs' `metadata` JSON text.
 _META_PATHS: dict[str, list[str]] = {
@@ -82,7 +87,7 @@ _SLP_KEYS = {"call_type", "model_group", "litellm_call_id", "hidden_params", "mo
 _SPEND_HEADER = ("request_id", "startTime", "api_key")
 _SPEND_COLS = ("request_id", "startTime", "endTime", "completionStartTime", "request_duration_ms", "model",
                "custom_llm_provider", "model_group", "api_base", "api_key", "user", "team_id", "metadata", "status",
-               "cache_hit", "prompt_tokens", "completion_tokens")
+               "cache_hit", "prompt_tokens", "completion_tokens", "spend")
 
 
 DOC_BATCH = 20_000  # records of a JSON document parsed at a time, at most
@@ -153,6 +158,22 @@ def _with_times(df: pl.DataFrame, streamed: pl.Expr, out: ParseResult, lines: pl
         pl.when(real.fill_null(False)).then(ft).otherwise(None).alias("first_token"))
 
 
+def _billed(df: pl.DataFrame, out: ParseResult, lines: pl.DataFrame | None = None) -> pl.DataFrame:
+    """`cost` (text, the domain check reads it: a negative or absurd amount is an error there) null where
+    LiteLLM had no price (`unpriced`: its cost calculation failed and it wrote 0.0) and where it is NaN,
+    which the domain check would null silently: an error here, the rest of the row kept."""
+    if "cost" not in df.columns:
+        return df
+    nan = pl.col("cost").cast(pl.Float64, strict=False).is_nan().fill_null(False)
+    bad = df.filter(nan)
+    if bad.height:
+        sample = samples(lines, bad) if lines is not None else bad.select("line", "sample")
+        out.add_errors(sample.with_columns(pl.lit("cost (response_cost / spend) is NaN, not an amount: cost "
+                                                  "left unknown").alias("reason")))
+    unpriced = pl.col("unpriced").is_not_null() if "unpriced" in df.columns else pl.lit(False)
+    return df.with_columns(pl.when(nan | unpriced).then(None).otherwise(pl.col("cost")).alias("cost"))
+
+
 def _payload_rows(lines: pl.DataFrame, out: ParseResult) -> pl.DataFrame | None:
     """StandardLoggingPayload records (line, text) -> requests rows."""
     recs, errors = json_records(lines, _SLP_PATHS)
@@ -162,7 +183,8 @@ def _payload_rows(lines: pl.DataFrame, out: ParseResult) -> pl.DataFrame | None:
     if recs.height == 0:
         return None
     stream = pl.col("stream").str.to_lowercase().eq("true")
-    return finish(_with_times(_common(recs), stream, out, lines).with_columns(stream.alias("stream")))
+    rows = _billed(_with_times(_common(recs), stream, out, lines), out, lines)
+    return finish(rows.with_columns(stream.alias("stream")))
 
 
 class LiteLLMPayload(Source):
@@ -377,10 +399,10 @@ class LiteLLMSpendLogs(Source):
             pl.coalesce(nz["api_key"], "m_key_hash").alias("key_hash"), pl.col("m_key_alias").alias("key_alias"),
             pl.coalesce("m_team", nz["team_id"]).alias("team"), pl.coalesce(nz["user"], "m_user").alias("user"),
             (pl.col("request_duration_ms").cast(pl.Float64, strict=False) / 1000).alias("e2e_ms_s"),
-            nz["model_group"].alias("model_group"),
+            nz["model_group"].alias("model_group"), pl.col("spend").alias("cost"),
             pl.concat_str(pl.lit("request_id="), pl.col("request_id")).alias("sample"),
         )
-        df = _with_times(_common(df), pl.lit(True), out)
+        df = _billed(_with_times(_common(df), pl.lit(True), out), out)
         # Times are exact to the microsecond; request_duration_ms only fills in where one is missing.
         secs = seconds_between(pl.col("arrival"), pl.col("finished"))
         out.add("requests", finish(df.with_columns(pl.coalesce(secs, "e2e_ms_s").alias("e2e_s"))))
