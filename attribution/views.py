@@ -88,6 +88,13 @@ def ingest_files_frame(snapshot: Snapshot) -> pl.DataFrame:
     ).sort("file")
 
 
+def _has_scrapes(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the store holds Prometheus scrape rows: only then does `engine_steps` need the staging query
+    that keeps them out of the windows log step lines count (a store of logs alone reads its rows as stored)."""
+    row = con.execute("select exists (select 1 from raw_engine_steps where kind = 'scrape')").fetchone()
+    return bool(row and row[0])
+
+
 def connect(store: Store, snapshot: Snapshot) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect(":memory:")
     con.execute("set TimeZone = 'UTC'")
@@ -107,6 +114,8 @@ def connect(store: Store, snapshot: Snapshot) -> duckdb.DuckDBPyConnection:
     for table in TABLES:
         if table in STAGED:
             queries.create_view(con, STAGED[table], table)
+        elif table == "engine_steps" and _has_scrapes(con):
+            queries.create_view(con, "stg_engine_steps", table)
         else:
             con.execute(f"create view {table} as select * from raw_{table}")
     con.register("_ingest_files", ingest_files_frame(snapshot).to_arrow())
