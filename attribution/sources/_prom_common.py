@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import polars as pl
 
+from attribution.schema import PolarsType
 from attribution.sources.base import ParseResult
 
 DEFAULT_DEPLOYMENT_LABELS = ("pod", "instance")
 LABEL = pl.Struct({"k": pl.Utf8, "v": pl.Utf8})
-SAMPLES_SCHEMA = {"line": pl.Int64, "ts": pl.Datetime("us", "UTC"), "name": pl.Utf8, "ftype": pl.Utf8,
+SAMPLES_SCHEMA: dict[str, PolarsType] = {"line": pl.Int64, "ts": pl.Datetime("us", "UTC"), "name": pl.Utf8, "ftype": pl.Utf8,
                   "labels": pl.List(LABEL), "value": pl.Float64}
 ENGINE_INDEX_LABELS = ("engine", "dp_rank")  # vLLM V1 `engine="0"`, SGLang `dp_rank` under data parallelism
 
@@ -80,7 +81,7 @@ def samples_to_rows(samples: pl.DataFrame, dep_labels: tuple[str, ...], res: Par
     without `le`."""
     if samples.height == 0:
         return
-    df = samples.with_row_index("_r")
+    df = samples.select(pl.col(c).cast(t) for c, t in SAMPLES_SCHEMA.items()).with_row_index("_r")
     finite = pl.col("value").is_finite()
     res.add_errors(_errors(df.filter(~finite & pl.col("ftype").is_in(["histogram", "counter", "gauge"])),
                            pl.lit("sample value is not a finite number: dropped")))

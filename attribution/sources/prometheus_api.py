@@ -121,7 +121,9 @@ class _Batch:
         self.samples = 0
 
     def add(self, line: int, item: object) -> None:
-        metric = item.get("metric") if isinstance(item, dict) else None
+        if not isinstance(item, dict):
+            item = {}
+        metric = item.get("metric")
         name = metric.get("__name__") if isinstance(metric, dict) else None
         self.series.append({"line": line, "text": str(name) if name else "<series without __name__>"})
         if not isinstance(metric, dict):
@@ -190,7 +192,7 @@ class _Batch:
         if df is not None and df.height:
             sibling = family_of(pl.col("name")).is_in(sorted(self.buckets))
             samples = df.with_columns(name_type(pl.col("name"), sibling).alias("ftype")).select(list(SAMPLES_SCHEMA))
-            samples_to_rows(samples.cast(SAMPLES_SCHEMA), self.dep_labels, res)
+            samples_to_rows(samples, self.dep_labels, res)
         if res.errors is not None and res.errors.height:  # one error per series and reason, counted
             res.errors = res.errors.group_by("line", "reason", maintain_order=True).agg(
                 pl.col("sample").first(), pl.len().alias("n")).select(

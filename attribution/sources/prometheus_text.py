@@ -144,7 +144,7 @@ class PrometheusText(Source):
                  .when(declared.is_null() | declared.is_in(["untyped", "unknown"])).then(by_name)
                  .otherwise(declared))  # summary, info, stateset, gaugehistogram: no table
         samples = parsed.select(*[(ftype if c == "ftype" else pl.col(c)).alias(c) for c in SAMPLES_SCHEMA])
-        samples_to_rows(samples.cast(SAMPLES_SCHEMA), deployment_labels(ctx.options), res)
+        samples_to_rows(samples, deployment_labels(ctx.options), res)
         return res
 
 
