@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 from attribution.analyses import GroupBy, select
 from attribution.analyses.concurrency import concurrency
@@ -34,7 +35,9 @@ def _snapshot(folder: Path, ts: int, running: int) -> None:
         f'vllm:kv_cache_usage_perc{{engine="0",model_name="m"}} 0.9\n')
 
 
-def _store(tmp_path: Path) -> Store:
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Store:
+    tmp_path = tmp_path_factory.mktemp("scrapes")
     pod = tmp_path / "pod-a"
     pod.mkdir()
     # log step lines every 10 s from 00:00:00 to 00:01:00 (running 4)
@@ -49,8 +52,8 @@ def _store(tmp_path: Path) -> Store:
     return Store.open(tmp_path / "store")
 
 
-def test_scrapes_stand_only_where_the_logs_have_no_step_lines(tmp_path):
-    con = _store(tmp_path).connect()
+def test_scrapes_stand_only_where_the_logs_have_no_step_lines(store):
+    con = store.connect()
     raw = fetch(con, "select deployment, kind, count(*) as n from raw_engine_steps group by all order by all")
     assert raw.rows() == [("pod-a", "scrape", 11), ("pod-a", "stats", 7), ("pod-b", "scrape", 3)]
     seen = fetch(con, "select deployment, kind, count(*) as n, max(running) as peak from engine_steps "
@@ -60,8 +63,8 @@ def test_scrapes_stand_only_where_the_logs_have_no_step_lines(tmp_path):
     assert seen.rows() == [("pod-a", "scrape", 7, 50), ("pod-a", "stats", 7, 4), ("pod-b", "scrape", 3, 9)]
 
 
-def test_concurrency_counts_each_window_once_and_labels_the_scrapes(tmp_path):
-    con = _store(tmp_path).connect()
+def test_concurrency_counts_each_window_once_and_labels_the_scrapes(store):
+    con = store.connect()
     sel = select(con, by=GroupBy.deployment)
     res = concurrency(sel, per_group=False)
     pods = res.tables["pods"].filter(pl.col("metric") == "running")

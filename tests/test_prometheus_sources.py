@@ -13,6 +13,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from attribution import config, formats, reader, sources
 from attribution.db import fetch
@@ -254,3 +256,33 @@ def test_json_of_other_shapes_is_not_an_api_export():
     assert api.sniff(json.dumps({"status": "success", "data": {"resultType": "matrix", "result": []}}), "x") > 0.5
     assert api.sniff(json.dumps([{"model": "m", "startTime": 1}]), "x") == 0.0
     assert api.sniff(json.dumps({"data": [{"metric": 1}]}), "x") == 0.0
+
+
+_FUZZ_LINES = [ln for rel in ("vllm-v1/metrics-1753795400.prom", "openmetrics/vllm-om.txt",
+                              "broken/metrics-1764633600.prom")
+               for ln in (FIX / rel).read_text().splitlines()]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(picks=st.lists(st.tuples(st.integers(0, len(_FUZZ_LINES) - 1), st.integers(0, 200),
+                                st.sampled_from(["", "{", "}", '"', "\\", " # ", "NaN", "-", "\t", "é"])),
+                      min_size=1, max_size=40))
+def test_mutated_snapshots_never_crash_and_every_line_is_counted(tmp_path, picks):
+    lines = []
+    for i, cut, junk in picks:
+        ln = _FUZZ_LINES[i]
+        lines.append(ln[:cut] + junk + ln[cut:])
+    p = tmp_path / "metrics-1764633600.prom"
+    p.write_text("# TYPE vllm:num_requests_running gauge\n" + "\n".join(lines) + "\n")
+    pf = parse_path(p, "prometheus_text")
+    assert sum(pf.census.values()) == len(lines) + 1
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cut=st.integers(1, 16970), junk=st.sampled_from([b"", b"}", b"]", b"x", b'"', b",,", b"[[1,"]))
+def test_damaged_api_exports_never_crash(tmp_path, cut, junk):
+    data = (FIX / "api/query_range-vllm.json").read_bytes()
+    p = tmp_path / "export.json"
+    p.write_bytes(data[:cut] + junk + data[cut:])
+    pf = parse_path(p, "prometheus_api")
+    assert pf.tables["metric_histograms"].height <= 150
