@@ -21,15 +21,8 @@ import numpy as np
 import polars as pl
 
 from attribution.census import doc_records
-from attribution.sources._prom_common import (
-    LABEL,
-    SAMPLES_SCHEMA,
-    deployment_labels,
-    family_of,
-    name_type,
-    samples_to_rows,
-)
-from attribution.sources.base import ParseContext, ParseResult, Source
+from attribution.sources import _prom_common as prom
+from attribution.sources.base import ParseContext, ParseResult, Source, document_start, merged
 
 BATCH_SAMPLES = 500_000  # samples parsed at a time, about (memory is bounded by a batch)
 _BARE_RE = re.compile(r'^\[\s*(?:\]|\{\s*"(?:metric|values?)"\s*:)')
@@ -59,30 +52,14 @@ class PrometheusApi(Source):
 
     def parse_whole(self, data: bytes, ctx: ParseContext) -> ParseResult:
         """The document in memory (tests, previews): the streamed batches merged into one result."""
-        out = ParseResult()
-        records = []
-        for part in self.parse_document([data], ctx):
-            for table, df in part.tables.items():
-                out.add(table, df)
-            out.add_errors(part.errors)
-            out.add_consumed(part.consumed)
-            if part.records is not None:
-                records.append(part.records)
-        out.records = pl.concat(records) if records else None
-        return out
+        return merged(self.parse_document([data], ctx))
 
     def parse_document(self, pieces: Iterable[bytes], ctx: ParseContext) -> Iterator[ParseResult]:
         from attribution.wrappers._platforms import DocumentError, iter_items
 
-        it = iter(pieces)
-        first = b""
-        for piece in it:
-            first += piece
-            if first.lstrip(b"\xef\xbb\xbf \t\r\n"):
-                break
-        first = first.removeprefix(b"\xef\xbb\xbf")
+        first, it = document_start(pieces)
         prefix = "item" if first.lstrip()[:1] == b"[" else "data.result.item"
-        batch = _Batch(deployment_labels(ctx.options))
+        batch = _Batch(prom.deployment_labels(ctx.options))
         line = 0
         try:
             for items in iter_items(itertools.chain([first], it), prefix):
@@ -158,7 +135,7 @@ class _Batch:
         if self.ts:
             meta = pl.DataFrame([s for s in self.series if "name" in s],
                                 schema={"line": pl.Int64, "text": pl.Utf8, "name": pl.Utf8,
-                                        "labels": pl.List(LABEL)}).drop("text")
+                                        "labels": pl.List(prom.LABEL)}).drop("text")
             raw = pl.DataFrame({"line": np.concatenate(self.lines), "secs": np.concatenate(self.ts),
                                 "v": np.concatenate(self.values)})
             frames.append(raw.join(meta, on="line", how="left").select(
@@ -171,8 +148,8 @@ class _Batch:
                 "line", pl.format("{} sample value(s) not a number", pl.col("n")).alias("reason"), "sample"))
             df = df.filter(pl.col("value").is_not_null()).drop("v")
             self.buckets.update(df.filter(pl.col("name").str.ends_with("_bucket"))
-                                .select(family_of(pl.col("name")))["name"].unique().to_list())
-            sibling = family_of(pl.col("name")).is_in(sorted(self.buckets))
+                                .select(prom.family_of(pl.col("name")))["name"].unique().to_list())
+            sibling = prom.family_of(pl.col("name")).is_in(sorted(self.buckets))
             parts = pl.col("name").str.contains(r"_(?:sum|count)$")
             if not final:  # a `_sum`/`_count` whose buckets may still come: decided at the end
                 held = df.filter(parts & ~sibling)
@@ -190,9 +167,10 @@ class _Batch:
             res.records = doc_records(pl.DataFrame(records, schema={"line": pl.Int64, "text": pl.Utf8}),
                                       "prometheus_api")
         if df is not None and df.height:
-            sibling = family_of(pl.col("name")).is_in(sorted(self.buckets))
-            samples = df.with_columns(name_type(pl.col("name"), sibling).alias("ftype")).select(list(SAMPLES_SCHEMA))
-            samples_to_rows(samples, self.dep_labels, res)
+            sibling = prom.family_of(pl.col("name")).is_in(sorted(self.buckets))
+            ftype = prom.name_type(pl.col("name"), sibling).alias("ftype")
+            samples = df.with_columns(ftype).select(list(prom.SAMPLES_SCHEMA))
+            prom.samples_to_rows(samples, self.dep_labels, res)
         if res.errors is not None and res.errors.height:  # one error per series and reason, counted
             res.errors = res.errors.group_by("line", "reason", maintain_order=True).agg(
                 pl.col("sample").first(), pl.len().alias("n")).select(
