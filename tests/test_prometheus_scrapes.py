@@ -16,6 +16,7 @@ from attribution.analyses.concurrency import concurrency
 from attribution.db import fetch
 from attribution.ingest import ingest
 from attribution.store import Store
+from attribution.thresholds import load_catalogue, thresholds
 
 T0 = 1796083200  # 2026-12-01T00:00:00Z
 
@@ -78,3 +79,14 @@ def test_concurrency_counts_each_window_once_and_labels_the_scrapes(store):
     lines = fetch(con, "select count(*) from engine_steps where deployment = 'pod-a' and running = 50 "
                        f"and ts < to_timestamp({T0 + 180})").item()
     assert lines == 0
+
+
+def test_thresholds_say_their_step_rows_are_scrapes(store):
+    con = store.connect()
+    res = thresholds(select(con, by=GroupBy.deployment), load_catalogue(specs=["busy: running_requests > 5"]))
+    notes = " | ".join(res.notes)
+    assert "pod-a (every 60 s), pod-b (every 30 s) are Prometheus scrapes, sampled at the scrape interval" in notes
+    # a window without scrapes says nothing of them
+    res = thresholds(select(con, since="2026-11-30T00:00:00Z", until="2026-11-30T01:00:00Z"),
+                     load_catalogue(specs=["busy: running_requests > 5"]))
+    assert not any("Prometheus" in n for n in res.notes)

@@ -145,6 +145,12 @@ def thresholds(sel: Selection, catalogue: Catalogue | None = None, *, features: 
     quiet_steps = step_info.filter(~pl.col("feature").is_in(steps["feature"].unique().to_list())
                                    & pl.col("feature").is_in(summary.filter("evaluated")["feature"].to_list()))
     notes = _notes(con, settings, used, quiet_steps)
+    scrapes = sel.run("scrape_intervals_by_deployment")
+    if scrapes.height:  # Prometheus gauges stand in for step lines there (engine_steps kind `scrape`)
+        every = [f"{d} (every {i:g} s)" if i is not None else d
+                 for d, i in scrapes.select("deployment", "interval_s").rows()]
+        notes.append("step rows of " + ", ".join(every) + " are Prometheus scrapes, sampled at the scrape interval "
+                     "where the logs print no step lines: a crossing between two scrapes is missed")
     tables = {
         "requests": requests,
         "by_workload": per["workload"],
