@@ -16,8 +16,7 @@ steps as (
 gaps as (
     select deployment, ts,
         epoch(ts - lag(ts) over (partition by deployment, rank order by ts)) as gap_s
-    from steps
-    where kind = 'scrape'
+    from (select distinct deployment, rank, ts from steps where kind = 'scrape')
 ),
 
 final as (

@@ -1,7 +1,8 @@
 -- Question: which engine step rows do the analyses read, when Prometheus scrapes sit next to log step lines?
 -- Grain: one row per log step line (kind stats, prefill, decode, iteration, ...) as stored, plus one row per
---   Prometheus scrape (kind `scrape`: file, deployment, engine_index, ts) of a deployment that has no log step
---   line within 120 s of it: a scrape never doubles a window the engine's own lines already count.
+--   Prometheus scrape (kind `scrape`: deployment, engine_index, ts, label) of a deployment that has no log step
+--   line within 120 s of it: a scrape never doubles a window the engine's own lines already count. Scrapes
+--   of one deployment, engine_index and time from several files are one.
 -- Parameters: none.
 -- Columns: those of raw_engine_steps. A scrape's gauges may be stored as partial rows (a snapshot read in
 --   chunks, an export in batches): they are folded here, each gauge from the row that has it.
@@ -16,10 +17,12 @@ log_times as (
     select distinct deployment, ts from logs where deployment is not null and ts is not null
 ),
 
+-- one scrape per (deployment, engine, time, label) whatever the file: two exports of one series (a
+-- query_range saved twice, overlapping ranges) hold the same samples
 scrapes as (
     select
-        ts, source, source_kind, file, min(line) as line, deployment, label, any_value(engine) as engine,
-        engine_index, kind,
+        ts, min(source) as source, any_value(source_kind) as source_kind, min(file) as file,
+        arg_min(line, file) as line, deployment, label, any_value(engine) as engine, engine_index, kind,
         max(running) as running, max(waiting) as waiting, max(swapped) as swapped, max(kv_usage) as kv_usage,
         max(cpu_kv_usage) as cpu_kv_usage, max(swa_usage) as swa_usage, max(state_usage) as state_usage,
         max(prefix_hit_rate) as prefix_hit_rate, max(cpu_prefix_hit_rate) as cpu_prefix_hit_rate,

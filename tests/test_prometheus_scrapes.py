@@ -90,3 +90,12 @@ def test_thresholds_say_their_step_rows_are_scrapes(store):
     res = thresholds(select(con, since="2026-11-30T00:00:00Z", until="2026-11-30T01:00:00Z"),
                      load_catalogue(specs=["busy: running_requests > 5"]))
     assert not any("Prometheus" in n for n in res.notes)
+
+
+def test_two_exports_of_one_series_are_one_scrape(tmp_path):
+    fix = Path(__file__).resolve().parent / "fixtures" / "prometheus" / "api"
+    ingest([str(fix / "query_range-vllm.json"), str(fix / "promtool-range.json")], tmp_path / "s", tz="UTC", jobs=1)
+    con = Store.open(tmp_path / "s").connect()
+    assert fetch(con, "select count(*) from raw_engine_steps where deployment = 'vllm-a'").item() == 6
+    df = fetch(con, "select running, waiting, kv_usage from engine_steps where deployment = 'vllm-a' order by ts")
+    assert df.rows() == [(0, 0, 0.0), (4, 1, 0.125), (7, None, 0.5)]

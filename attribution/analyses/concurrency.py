@@ -92,7 +92,8 @@ def scrape_notes(sel: Selection, deployments: list[str]) -> list[str]:
         every = f"{row['interval_s']:g} s" if row["interval_s"] is not None else "a single scrape"
         where = " where its logs have no step lines" if row["log_lines"] else ""
         out.append(f"{row['deployment']}: running/waiting/KV sampled at the scrape interval ({every}) from "
-                   f"{row['scrapes']:,} Prometheus scrapes{where}; a peak between scrapes is missed")
+                   f"{row['scrapes']:,} Prometheus scrape{'s' if row['scrapes'] != 1 else ''}{where}; a peak "
+                   "between scrapes is missed")
     return out
 
 
