@@ -24,6 +24,7 @@ from attribution.analyses.common import (
 )
 from attribution.analyses.estimate import estimate_concurrency
 from attribution.analyses.exact import exact_frames, pick_bucket_s
+from attribution.views import scrapes_stored
 
 if TYPE_CHECKING:
     from attribution.schema import PolarsType
@@ -84,7 +85,7 @@ def step_line_frames(sel: Selection, deployments: list[str], *, max_gap_s: float
 def scrape_notes(sel: Selection, deployments: list[str]) -> list[str]:
     """What the step figures of `deployments` that come from Prometheus scrapes are: samples at the scrape
     interval, not the engine's own step lines (queries/scrape_intervals_by_deployment.sql)."""
-    if not deployments:
+    if not deployments or not scrapes_stored(sel.con):
         return []
     out = []
     for row in sel.run("scrape_intervals_by_deployment").filter(
