@@ -54,6 +54,9 @@ class Settings:
     ceiling_share: float = 0.05         # share of busy time at the running limit reported as a ceiling
     whatif: bool = False                # replay the arrivals under the recommended memory split (slow)
     max_future: str = "1d"              # ingest: latest admissible timestamp, this span after the ingest's clock
+    # ingest of Prometheus exports and /metrics snapshots: the labels naming a deployment, first present wins
+    # (in a file: `[prometheus] deployment_labels = [...]`, or the top-level key)
+    deployment_labels: tuple[str, ...] = ("pod", "instance")
     catalogue: tuple[str, ...] = ()     # more feature catalogue TOML files
     thresholds: tuple[str, ...] = ()    # more or changed feature thresholds ("name: quantity > N")
     config_file: str | None = None      # the file the settings were read from, if any
@@ -61,7 +64,8 @@ class Settings:
 
     def public(self) -> dict[str, Any]:
         """The settings as plain data, without the store path and file locations (for report output)."""
-        skip = {"store", "config_file", "sources", "max_future"}  # (max_future is the ingest's, not the report's)
+        # (max_future and deployment_labels are the ingest's, not the report's)
+        skip = {"store", "config_file", "sources", "max_future", "deployment_labels"}
         return {f.name: _plain(getattr(self, f.name)) for f in fields(self) if f.name not in skip}
 
 
@@ -102,6 +106,15 @@ def read_config(path: Path) -> dict[str, Any]:
     """The settings table of a config file: `[tool.attribution]` of a pyproject.toml, else the top level."""
     doc = _read_toml(path)
     table = doc.get("tool", {}).get("attribution", {}) if path.name == "pyproject.toml" else doc
+    prom = table.get("prometheus")
+    if isinstance(prom, Mapping):  # `[prometheus]`: the settings of the Prometheus sources
+        table = {k: v for k, v in table.items() if k != "prometheus"}
+        extra = sorted(set(prom) - {"deployment_labels"})
+        if extra:
+            raise UsageError(f"{path}: unknown setting prometheus.{', prometheus.'.join(extra)} "
+                             "(known: prometheus.deployment_labels)")
+        if "deployment_labels" in prom:
+            table["deployment_labels"] = prom["deployment_labels"]
     unknown = sorted(set(table) - set(KEYS))
     if unknown:
         raise UsageError(f"{path}: unknown setting {', '.join(unknown)} (known: {', '.join(KEYS)})")
@@ -155,6 +168,12 @@ def _coerce(key: str, value: Any, where: str, base: Path | None) -> Any:
             if text not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
                 raise ValueError("true or false")
             return text in ("1", "true", "yes", "on")
+        if key == "deployment_labels":
+            items = _SPLIT_RE.split(value.strip()) if isinstance(value, str) else list(value)
+            labels = tuple(str(x).strip() for x in items if str(x).strip())
+            if not labels or not all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", x) for x in labels):
+                raise ValueError("label names, e.g. [\"pod\", \"instance\"]")
+            return labels
         if key == "max_future":
             span_seconds(str(value))
             return str(value).strip()

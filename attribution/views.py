@@ -88,6 +88,28 @@ def ingest_files_frame(snapshot: Snapshot) -> pl.DataFrame:
     ).sort("file")
 
 
+# The formats that write Prometheus scrape rows (engine_steps kind `scrape`).
+SCRAPE_FORMATS = ("prometheus_text", "prometheus_api")
+
+
+def _has_scrapes(snapshot: Snapshot) -> bool:
+    """Whether a file of the store was read by a Prometheus source (the snapshot says, no data is read): only
+    then does `engine_steps` need the staging query that keeps scrapes out of the windows log step lines count
+    (a store of logs alone reads its rows as stored)."""
+    return any(st.get("format") in SCRAPE_FORMATS for st in snapshot.files.values())
+
+
+def scrapes_stored(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the store behind a connection holds Prometheus scrapes (from `ingest_files`: no data is read),
+    so an analysis asks about scrape intervals only then."""
+    fmts = ", ".join(f"'{f}'" for f in SCRAPE_FORMATS)
+    try:
+        rows = con.execute(f"select exists (select 1 from ingest_files where format in ({fmts}))").fetchall()
+    except duckdb.CatalogException:  # a connection over frames (simulated, tests): no files, no scrapes
+        return False
+    return bool(rows[0][0])
+
+
 def connect(store: Store, snapshot: Snapshot) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect(":memory:")
     con.execute("set TimeZone = 'UTC'")
@@ -107,6 +129,8 @@ def connect(store: Store, snapshot: Snapshot) -> duckdb.DuckDBPyConnection:
     for table in TABLES:
         if table in STAGED:
             queries.create_view(con, STAGED[table], table)
+        elif table == "engine_steps" and _has_scrapes(snapshot):
+            queries.create_view(con, "stg_engine_steps", table)
         else:
             con.execute(f"create view {table} as select * from raw_{table}")
     con.register("_ingest_files", ingest_files_frame(snapshot).to_arrow())

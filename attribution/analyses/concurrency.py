@@ -24,6 +24,7 @@ from attribution.analyses.common import (
 )
 from attribution.analyses.estimate import estimate_concurrency
 from attribution.analyses.exact import exact_frames, pick_bucket_s
+from attribution.views import scrapes_stored
 
 if TYPE_CHECKING:
     from attribution.schema import PolarsType
@@ -81,6 +82,22 @@ def step_line_frames(sel: Selection, deployments: list[str], *, max_gap_s: float
     return stats, series, bucket_s
 
 
+def scrape_notes(sel: Selection, deployments: list[str]) -> list[str]:
+    """What the step figures of `deployments` that come from Prometheus scrapes are: samples at the scrape
+    interval, not the engine's own step lines (queries/scrape_intervals_by_deployment.sql)."""
+    if not deployments or not scrapes_stored(sel.con):
+        return []
+    out = []
+    for row in sel.run("scrape_intervals_by_deployment").filter(
+            pl.col("deployment").is_in(deployments)).iter_rows(named=True):
+        every = f"{row['interval_s']:g} s" if row["interval_s"] is not None else "a single scrape"
+        where = " where its logs have no step lines" if row["log_lines"] else ""
+        out.append(f"{row['deployment']}: running/waiting/KV sampled at the scrape interval ({every}) from "
+                   f"{row['scrapes']:,} Prometheus scrape{'s' if row['scrapes'] != 1 else ''}{where}; a peak "
+                   "between scrapes is missed")
+    return out
+
+
 def concurrency(sel: Selection, *, per_group: bool = True, estimate: bool = True,
                 service_model: str = DEFAULT_SERVICE_MODEL, timeseries: bool = False,
                 bucket_s: int | None = None, max_gap_s: float = 60.0,
@@ -136,6 +153,7 @@ def concurrency(sel: Selection, *, per_group: bool = True, estimate: bool = True
             series.append(ts.with_columns(source=pl.lit("sampled")))
     if sampled:
         notes.append(f"sampled (engine step lines only, not per-request intervals): {', '.join(map(str, sampled))}")
+    notes.extend(scrape_notes(sel, [*sampled, *split_deps]))
     if split_deps:
         notes.append(f"running, waiting and kv_tokens sampled from the engine's step lines (in_system and "
                      f"seen_at_arrival exact): {', '.join(map(str, split_deps))}")

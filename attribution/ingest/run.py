@@ -36,10 +36,15 @@ def ingest(
     A timestamp later than `max_future` seconds after now (default: the `max_future` setting, 1 day) is out
     of its domain (attribution.domains)."""
     t0 = time.time()
-    if max_future is None:
+    options = dict(options or {})
+    if max_future is None or "deployment_labels" not in options:
         from attribution.config import load_settings, span_seconds
 
-        max_future = span_seconds(load_settings().max_future)
+        settings = load_settings()
+        if max_future is None:
+            max_future = span_seconds(settings.max_future)
+        # (the Prometheus sources name a deployment by these labels)
+        options.setdefault("deployment_labels", list(settings.deployment_labels))
     if fmt:
         formats.get(fmt)
     tz = resolve_tz(tz)

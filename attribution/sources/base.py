@@ -16,6 +16,7 @@ when they define `parse_document(pieces, ctx) -> Iterator[ParseResult]`, the dec
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -71,6 +72,34 @@ class ParseResult:
             pl.col("line").cast(pl.Int64), pl.col("reason").cast(pl.Utf8), pl.col("sample").cast(pl.Utf8)
         )
         self.errors = df if self.errors is None else pl.concat([self.errors, df])
+
+
+def merged(parts: Iterable[ParseResult]) -> ParseResult:
+    """The results of a streamed document's batches as one (a document source's `parse_whole`: tests,
+    previews)."""
+    out = ParseResult()
+    records = []
+    for part in parts:
+        for table, df in part.tables.items():
+            out.add(table, df)
+        out.add_errors(part.errors)
+        out.add_consumed(part.consumed)
+        if part.records is not None:
+            records.append(part.records)
+    out.records = pl.concat(records) if records else None
+    return out
+
+
+def document_start(pieces: Iterable[bytes]) -> tuple[bytes, Iterator[bytes]]:
+    """The first bytes of a streamed document up to its first non-blank one (a UTF-8 BOM removed), and the
+    pieces after them: enough to tell an array from an object."""
+    it = iter(pieces)
+    first = b""
+    for piece in it:
+        first += piece
+        if first.lstrip(b"\xef\xbb\xbf \t\r\n"):
+            break
+    return first.removeprefix(b"\xef\xbb\xbf"), it
 
 
 class Source:

@@ -38,7 +38,7 @@ from attribution.sources.access_log import (
     samples,
     seconds_between,
 )
-from attribution.sources.base import ParseContext, ParseResult, Source
+from attribution.sources.base import ParseContext, ParseResult, Source, document_start, merged
 
 # StandardLoggingPayload fields, by the name this module gives them.
 _SLP_PATHS: dict[str, list[str]] = {
@@ -228,16 +228,7 @@ class LiteLLMPayloadJSON(Source):
 
     def parse_whole(self, data: bytes, ctx: ParseContext) -> ParseResult:
         """The document in memory (tests, previews): the streamed batches merged into one result."""
-        out = ParseResult()
-        records = []
-        for part in self.parse_document([data], ctx):
-            for table, df in part.tables.items():
-                out.add(table, df)
-            out.add_errors(part.errors)
-            if part.records is not None:
-                records.append(part.records)
-        out.records = pl.concat(records) if records else None
-        return out
+        return merged(self.parse_document([data], ctx))
 
     def parse_document(self, pieces: Iterable[bytes], ctx: ParseContext) -> Iterator[ParseResult]:
         """The document streamed through ijson (the path the document wrappers use), in batches (DOC_BATCH
@@ -248,13 +239,7 @@ class LiteLLMPayloadJSON(Source):
         from attribution.wrappers._platforms import DocumentError, iter_items
 
         stray = StrayCommas()
-        it = iter(stray(pieces))
-        first = b""
-        for piece in it:
-            first += piece
-            if first.lstrip(b"\xef\xbb\xbf \t\r\n"):
-                break
-        first = first.removeprefix(b"\xef\xbb\xbf")
+        first, it = document_start(stray(pieces))
         # an array's items; else one object (an array of one), or several concatenated
         prefix = "item" if first.lstrip()[:1] == b"[" else ""
         texts: list[str] = []  # records as JSON text (dicts dropped as they come: the text is far smaller)

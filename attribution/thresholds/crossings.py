@@ -18,6 +18,7 @@ from attribution.queries import materialize
 from attribution.thresholds import steps as step_kernel
 from attribution.thresholds.catalogue import QUANTITIES, Catalogue, load_catalogue
 from attribution.thresholds.settings import effective_settings, engine_starts
+from attribution.views import scrapes_stored
 
 MAX_GAP_S = 60.0
 DEFINITIONS = {
@@ -145,6 +146,12 @@ def thresholds(sel: Selection, catalogue: Catalogue | None = None, *, features: 
     quiet_steps = step_info.filter(~pl.col("feature").is_in(steps["feature"].unique().to_list())
                                    & pl.col("feature").is_in(summary.filter("evaluated")["feature"].to_list()))
     notes = _notes(con, settings, used, quiet_steps)
+    scrapes = sel.run("scrape_intervals_by_deployment") if scrapes_stored(con) else None
+    if scrapes is not None and scrapes.height:  # Prometheus gauges stand in for step lines there (engine_steps kind `scrape`)
+        every = [f"{d} (every {i:g} s)" if i is not None else d
+                 for d, i in scrapes.select("deployment", "interval_s").rows()]
+        notes.append("step rows of " + ", ".join(every) + " are Prometheus scrapes, sampled at the scrape interval "
+                     "where the logs print no step lines: a crossing between two scrapes is missed")
     tables = {
         "requests": requests,
         "by_workload": per["workload"],
