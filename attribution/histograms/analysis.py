@@ -128,3 +128,20 @@ def latency_tables(sel: Selection, percentiles: Iterable[float]) -> dict[str, pl
     if not both.is_empty():
         tables["exact_vs_histogram"] = both
     return tables
+
+
+def add_to_latency(res: Analysis, sel: Selection, percentiles: Iterable[float]) -> Analysis:
+    """`res` (the latency analysis) with the histogram tables when the window has latency histograms, titled
+    and defined apart from the exact tables; unchanged otherwise (or on a connection without the tables)."""
+    has = sel.con.execute("select count(*) from duckdb_views() where view_name = 'metric_histograms'").fetchone()
+    if not has or not has[0]:
+        return res
+    tables = latency_tables(sel, percentiles)
+    res.tables.update(tables)
+    res.titles["histogram_percentiles"] = f"latency per deployment and model from Prometheus histograms ({LABEL})"
+    res.titles["exact_vs_histogram"] = "exact (per-request rows) beside bucket-interpolated (histograms)"
+    if tables:
+        res.definitions = {**res.definitions, **{f"histogram {k}": v for k, v in DEFINITIONS.items()},
+                           "exact_in_bucket": "the exact percentile lies in the bucket (lo, hi] the histogram "
+                           "names (near a bucket edge the two ranks can fall on either side)"}
+    return res
