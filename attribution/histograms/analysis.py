@@ -30,7 +30,7 @@ def metric_window(con: duckdb.DuckDBPyConnection, since: Any = None, until: Any 
     newest = None
     if isinstance(s, timedelta) or isinstance(u, timedelta):
         newest = con.execute("select max(ts) from (select ts from metric_histograms union all "
-                             "select ts from metric_counters)").fetchone()[0]  # type: ignore[index]
+                             "select ts from metric_counters)").fetchall()[0][0]
         if newest is None:
             raise UsageError("a relative --since/--until needs Prometheus samples in the store, and it has none")
         s = newest - s if isinstance(s, timedelta) else s
@@ -133,8 +133,8 @@ def latency_tables(sel: Selection, percentiles: Iterable[float]) -> dict[str, pl
 def add_to_latency(res: Analysis, sel: Selection, percentiles: Iterable[float]) -> Analysis:
     """`res` (the latency analysis) with the histogram tables when the window has latency histograms, titled
     and defined apart from the exact tables; unchanged otherwise (or on a connection without the tables)."""
-    has = sel.con.execute("select count(*) from duckdb_views() where view_name = 'metric_histograms'").fetchone()
-    if not has or not has[0]:
+    has = sel.con.execute("select count(*) from duckdb_views() where view_name = 'metric_histograms'").fetchall()
+    if not has[0][0]:
         return res
     tables = latency_tables(sel, percentiles)
     res.tables.update(tables)

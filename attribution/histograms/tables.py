@@ -51,7 +51,7 @@ def histograms(incr: pl.DataFrame, names: Mapping[str, str]) -> list[Hist]:
     for key, part in rows.partition_by(list(KEYS), as_dict=True, maintain_order=True).items():
         dep, model, engine, metric = (None if k is None else str(k) for k in key)
         buckets = part.filter(pl.col("part") == "bucket").sort("le")
-        scalar = {p: part.filter(pl.col("part") == p)["increase"].sum() for p in ("sum", "count")
+        scalar = {p: float(part.filter(pl.col("part") == p)["increase"].sum()) for p in ("sum", "count")
                   if part.filter(pl.col("part") == p).height}
         out.append(Hist(dep, model, engine, str(metric), names[str(metric)], buckets["le"].to_numpy(),
                         buckets["increase"].to_numpy(), scalar.get("sum"), scalar.get("count")))
