@@ -187,3 +187,18 @@ def test_metrics_command_json(tmp_path, capsys):
     assert doc["analysis"] == "metrics" and doc["tables"]["goodput"][0]["good_at_least"] == 16
     assert {r["label"] for r in doc["tables"]["latency"]} == {"bucket-interpolated"}
     assert doc["tables"]["compare"] and doc["params"]["baseline"]["until"]
+
+
+def test_compare_by_window_on_histograms_alone(tmp_path, capsys):
+    base = {0.1: 0, 0.25: 0, 0.5: 0, 1.0: 0, INF: 0}
+    fast = {0.1: 8, 0.25: 10, 0.5: 10, 1.0: 10, INF: 10}
+    slow = {0.1: 8, 0.25: 10, 0.5: 12, 1.0: 30, INF: 30}
+    rows = hist_rows(TTFT, 0, base, 0) + hist_rows(TTFT, 10, fast, 1) + hist_rows(TTFT, 20, slow, 20)
+    write(tmp_path / "store", metric_histograms=rows)
+    code, out, err = run_cli(capsys, "compare", "--store", str(tmp_path / "store"), "--format", "json",
+                             "--cohort-by", "window", "--before", "2026-01-05T00:00..2026-01-05T00:15",
+                             "--after", "2026-01-05T00:15..2026-01-05T01:00")
+    assert code == 0, err
+    doc = json.loads(out)
+    p50 = next(r for r in doc["tables"]["histograms"] if r["percentile"] == 50)
+    assert p50["verdict"] == "higher" and p50["label"] == "bucket-interpolated" and doc["notes"]

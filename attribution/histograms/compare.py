@@ -6,13 +6,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from datetime import datetime
+from typing import TYPE_CHECKING
 
 import duckdb
 import polars as pl
 
-from attribution.analyses.common import Analysis, Window, percentile_list
+from attribution.analyses.common import Analysis, Selection, Window, percentile_list
 from attribution.histograms.analysis import latency_percentiles
 from attribution.histograms.catalogue import DEFINITIONS, LABEL
+
+if TYPE_CHECKING:
+    from attribution.compare.cohorts import Cohorts
 
 JOIN = ["deployment", "model", "engine", "phase", "metric", "percentile"]
 
@@ -68,4 +73,32 @@ def compare_windows(con: duckdb.DuckDBPyConnection, a: Window, b: Window,
                      "verdict": "lower / higher when B's bucket lies wholly below / above A's; cannot tell when "
                      "they overlap (both answers in the same bucket, or buckets that share values)"},
         notes=notes,
+    )
+
+
+def window_cohorts(con: duckdb.DuckDBPyConnection, before: tuple[datetime, datetime] | None,
+                   after: tuple[datetime, datetime] | None, fractions: Iterable[float]) -> pl.DataFrame:
+    """`compare --cohort-by window`: the after window (B) against the before window (A) on latency
+    histograms, at `fractions` (0.5, 0.9, ...); empty without two windows or histograms in both."""
+    if before is None or after is None:
+        return pl.DataFrame()
+    a, b = Window(*before), Window(*after)
+    pcts = [f * 100 for f in fractions]
+    return compare_rows(latency_percentiles(con, a, pcts), latency_percentiles(con, b, pcts))
+
+
+HISTOGRAM_TITLE = f"after (B) against before (A) from Prometheus latency histograms ({LABEL} percentiles, seconds)"
+HISTOGRAM_DEFINITIONS = {
+    "histograms": "the latency histograms of the same deployments and models in the two windows: ratio = "
+    "B / A of the interpolated percentiles; ratio_lo / ratio_hi the ratios the bucket edges allow; verdict "
+    "lower / higher when B's bucket lies wholly below / above A's, cannot tell when they overlap",
+}
+
+
+def histogram_only(sel: Selection, cohorts: Cohorts, hist: pl.DataFrame) -> Analysis:
+    """`compare --cohort-by window` on a store with histograms but no per-request rows in a window."""
+    return Analysis(
+        "compare", {**sel.window.to_dict(), **cohorts.params()}, {"histograms": hist},
+        {"histograms": HISTOGRAM_TITLE}, {**DEFINITIONS, **HISTOGRAM_DEFINITIONS},
+        ["no per-request rows in a window: the comparison rests on the Prometheus histograms alone"],
     )
