@@ -202,3 +202,15 @@ def test_compare_by_window_on_histograms_alone(tmp_path, capsys):
     doc = json.loads(out)
     p50 = next(r for r in doc["tables"]["histograms"] if r["percentile"] == 50)
     assert p50["verdict"] == "higher" and p50["label"] == "bucket-interpolated" and doc["notes"]
+
+
+def test_report_of_a_store_of_prometheus_samples_alone(tmp_path, capsys):
+    ttft_store(tmp_path / "store")
+    out = tmp_path / "r.json"
+    code, _, err = run_cli(capsys, "report", "--store", str(tmp_path / "store"), "--format", "json", "--out",
+                           str(out), "-q")
+    assert code == 0, err
+    sections = {s["id"]: s for s in json.loads(out.read_text())["sections"]}
+    lat = sections["metrics"]["tables"]["latency"]
+    assert "bucket-interpolated" in sections["metrics"]["title"]
+    assert "(0.1, 0.25]" in json.dumps(lat) and "+Inf" in json.dumps(lat)
