@@ -15,7 +15,7 @@ from conftest import REPO, run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attribution.analyses import latency, select
+from attribution.analyses import latency, lengths, select
 from attribution.analyses.common import Window
 from attribution.histograms import compare_windows, increase, metrics
 from attribution.histograms.analysis import increases
@@ -232,3 +232,10 @@ def test_dashboard_latency_page_shows_the_histogram_tables(tmp_path, monkeypatch
     assert not at.exception, at.exception[0].message
     heads = [el.value for el in at.main if type(el).__name__ == "Subheader"]
     assert any("bucket-interpolated" in h for h in heads) and any(h.startswith("Exact") for h in heads)
+
+
+def test_lengths_adds_the_token_histograms_when_no_per_request_rows_exist(tmp_path):
+    res = lengths(select(prompt_store(tmp_path / "store").connect(), since=T0, until=T0 + timedelta(hours=1)))
+    assert res.tables["stats"].is_empty()
+    p50 = res.tables["histogram_lengths"].filter(pl.col("percentile") == 50).row(0, named=True)
+    assert (p50["counts"], p50["lo"], p50["hi"]) == ("prompt", 10000, 20000) and p50["observations"] == 100

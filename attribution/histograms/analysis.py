@@ -130,11 +130,16 @@ def latency_tables(sel: Selection, percentiles: Iterable[float]) -> dict[str, pl
     return tables
 
 
+def _has_histograms(con: duckdb.DuckDBPyConnection) -> bool:
+    """A store connection (frames_connection has no metric tables)."""
+    has = con.execute("select count(*) from duckdb_views() where view_name = 'metric_histograms'").fetchall()
+    return bool(has[0][0])
+
+
 def add_to_latency(res: Analysis, sel: Selection, percentiles: Iterable[float]) -> Analysis:
     """`res` (the latency analysis) with the histogram tables when the window has latency histograms, titled
     and defined apart from the exact tables; unchanged otherwise (or on a connection without the tables)."""
-    has = sel.con.execute("select count(*) from duckdb_views() where view_name = 'metric_histograms'").fetchall()
-    if not has[0][0]:
+    if not _has_histograms(sel.con):
         return res
     tables = latency_tables(sel, percentiles)
     res.tables.update(tables)
@@ -144,4 +149,17 @@ def add_to_latency(res: Analysis, sel: Selection, percentiles: Iterable[float]) 
         res.definitions = {**res.definitions, **{f"histogram {k}": v for k, v in DEFINITIONS.items()},
                            "exact_in_bucket": "the exact percentile lies in the bucket (lo, hi] the histogram "
                            "names (near a bucket edge the two ranks can fall on either side)"}
+    return res
+
+
+def add_to_lengths(res: Analysis, sel: Selection, percentiles: Iterable[float]) -> Analysis:
+    """`res` (the lengths analysis) with `histogram_lengths`, the prompt and output length percentiles of the
+    engines' token histograms, when the window has them (the answer where no per-request rows exist)."""
+    if not _has_histograms(sel.con):
+        return res
+    rows = percentile_rows(histograms(increases(sel.con, sel.window), LENGTHS), percentiles, kind_column="counts")
+    if rows.height:
+        res.tables["histogram_lengths"] = rows
+        res.titles["histogram_lengths"] = f"prompt and output tokens from Prometheus histograms ({LABEL})"
+        res.definitions = {**res.definitions, **{f"histogram {k}": v for k, v in DEFINITIONS.items()}}
     return res
