@@ -42,7 +42,7 @@ def metric_window(con: duckdb.DuckDBPyConnection, since: Any = None, until: Any 
 
 def increases(con: duckdb.DuckDBPyConnection, window: Window, table: str = "histogram") -> pl.DataFrame:
     """The window's increase per histogram series part (table `histogram`) or counter (`counter`)."""
-    return queries.run(con, f"metric_{table}_increase", since=window.since, until=window.until)
+    return queries.run(con, "metric_increase", kind=table, since=window.since, until=window.until)
 
 
 def latency_percentiles(con: duckdb.DuckDBPyConnection, window: Window, percentiles: Iterable[float]
