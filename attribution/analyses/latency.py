@@ -196,7 +196,7 @@ def latency(sel: Selection, *, slo: Slo | None = None, scores: list[Score] | Non
     if score_frames:
         tables["scores"] = pl.concat(score_frames)
     by = sel.by.value
-    return Analysis(
+    res = Analysis(
         name="latency",
         params={**base_params(sel), "slo": slo.to_dict(), "scores": [s.name for s in scores], "bucket_edges": edges,
                 "percentiles": pcts},
@@ -210,4 +210,7 @@ def latency(sel: Selection, *, slo: Slo | None = None, scores: list[Score] | Non
         },
         definitions=DEFINITIONS,
     )
+    from attribution.histograms.analysis import add_to_latency  # imports this module's package: late
+
+    return add_to_latency(res, sel, pcts)
 

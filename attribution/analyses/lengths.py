@@ -38,10 +38,13 @@ def lengths(sel: Selection, *, bins_per_decade: int = 10, percentiles: Iterable[
     sel.materialize("int_request_lengths")  # the window's lengths in long form, read by both queries
     stats = spread_percentiles(sel.run("length_stats_by_group", quantiles=[q / 100 for q in pcts]), pcts)
     hist = sel.run("length_histogram_by_group", bins_per_decade=bins_per_decade)
-    return Analysis(
+    res = Analysis(
         name="lengths",
         params={**base_params(sel), "bins_per_decade": bins_per_decade, "percentiles": pcts},
         tables={"stats": name_groups(stats, sel.by), "histogram": name_groups(hist, sel.by)},
         titles={"stats": f"token lengths by {sel.by.value}", "histogram": "log-spaced histogram"},
         definitions=DEFINITIONS,
     )
+    from attribution.histograms.analysis import add_to_lengths  # imports this module's package: late
+
+    return add_to_lengths(res, sel, pcts)

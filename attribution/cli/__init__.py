@@ -11,6 +11,7 @@ from attribution.cli import (
     analyses,  # noqa: F401
     dashboard_cmd,  # noqa: F401
     memsplit_cmd,  # noqa: F401
+    metrics_cmd,  # noqa: F401  (registers metrics: Prometheus histograms and counters)
     replay_cmd,  # noqa: F401
     report_cmd,  # noqa: F401
     simulate_cmd,  # noqa: F401

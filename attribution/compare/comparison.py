@@ -19,6 +19,7 @@ from attribution.compare import attribution_table as attr
 from attribution.compare import judge, stats
 from attribution.compare.cohorts import CohortBy, Cohorts, resolve
 from attribution.errors import UsageError
+from attribution.histograms import compare as hist_compare
 from attribution.labels import version_label_expr
 from attribution.thresholds.catalogue import Catalogue, load_catalogue
 from attribution.thresholds.crossings import MAX_GAP_S, mark_requests, prepare
@@ -189,7 +190,10 @@ def compare(sel: Selection, *, by: CohortBy | str = CohortBy.label, before: str 
     cohorts = resolve(con, by, before, after)
     rows = queries.run(con, "compare_requests", **cohorts.params(), edges=list(edges))
     counts = {c: int((rows["cohort"] == c).sum()) for c in ("before", "after")}
+    hist = hist_compare.window_cohorts(con, cohorts.before_window, cohorts.after_window, percentiles)
     if not counts["before"] or not counts["after"]:
+        if not hist.is_empty():  # Prometheus histograms answer where a window has no per-request rows
+            return hist_compare.histogram_only(sel, cohorts, hist)
         raise UsageError(f"a cohort has no completed requests ({cohorts.describe('before')}: {counts['before']}, "
                          f"{cohorts.describe('after')}: {counts['after']})")
     data = _Rows(rows, edges)
@@ -203,6 +207,7 @@ def compare(sel: Selection, *, by: CohortBy | str = CohortBy.label, before: str 
     tables["cohorts"] = _cohorts(rows, cohorts)
     if capacity:
         tables["capacity"] = _capacity(sel, cohorts)
+    tables.update({"histograms": hist} if not hist.is_empty() else {})
     notes = _notes(tables, tolerance) + attr.sharpest(tables["attribution"])
     titles = {
         "summary": f"{cohorts.describe('after')} vs {cohorts.describe('before')}: re-weighted percentiles",
@@ -212,6 +217,7 @@ def compare(sel: Selection, *, by: CohortBy | str = CohortBy.label, before: str 
         "attribution": f"attribution: can a feature explain the change? (p{attribution_percentile * 100:g} "
                        "within crossing and other requests)",
         "cohorts": "cohorts", "capacity": "capacity per pod at its running limit",
+        "histograms": hist_compare.HISTOGRAM_TITLE,
     }
     definitions = {
         "method": METHOD.format(B=resamples, seed=seed, mix={
@@ -235,6 +241,7 @@ def compare(sel: Selection, *, by: CohortBy | str = CohortBy.label, before: str 
     params = {**sel.window.to_dict(), **cohorts.params(), "metrics": list(metrics), "percentiles": list(percentiles),
               "edges": list(edges), "mix": mix, "resamples": resamples, "seed": seed, "tolerance": tolerance,
               "alpha": alpha, "attribution_percentile": attribution_percentile}
+    definitions.update(hist_compare.HISTOGRAM_DEFINITIONS if "histograms" in tables else {})
     return Analysis("compare", params, tables, titles, definitions, notes)
 
 

@@ -28,6 +28,8 @@ from attribution.analyses import (
 from attribution.analyses.overview import cohort_latency, findings
 from attribution.config import Settings, connect_settings
 from attribution.errors import InputError, UsageError
+from attribution.histograms import metric_window
+from attribution.histograms import metrics as histogram_metrics
 from attribution.memsplit import memsplit
 from attribution.report import sections
 from attribution.report.actions import MAX_ACTIONS, pick_actions
@@ -61,6 +63,7 @@ class Inputs:
     changes: Analysis | None = None
     memsplit: Analysis | None = None
     health: Analysis | None = None
+    metrics: Analysis | None = None  # Prometheus histograms and counters (attribution.histograms)
     skipped: dict[str, str] = field(default_factory=dict)  # analysis -> why it is missing
 
 
@@ -83,18 +86,22 @@ def report_window(con: Any, *, since: Any = None, until: Any = None, week: str |
                   default: str = "7d") -> Window:
     """The report's window: --week, else --since/--until (relative spans count back from the newest request),
     else the default span. Raises InputError when the store holds no requests at all."""
+    resolve: Callable[..., Window] = resolve_window
     try:
         newest = resolve_window(con, "0s").newest
     except UsageError:
-        raise InputError("the store holds no requests: nothing to report (`attribution status` shows what the "
-                         "ingest read)") from None
+        try:  # Prometheus samples alone (issue 18): spans count back from the newest sample
+            newest, resolve = metric_window(con, "0s").newest, metric_window
+        except UsageError:
+            raise InputError("the store holds no requests: nothing to report (`attribution status` shows what "
+                             "the ingest read)") from None
     if week:
         if since is not None or until is not None:
             raise UsageError("give either --week or --since/--until, not both")
         return parse_week(week, newest)
     if since is None and until is None:
         since = default
-    w = resolve_window(con, since, until)
+    w = resolve(con, since, until)
     return Window(w.since, w.until, newest)
 
 
@@ -137,6 +144,8 @@ def run_analyses(store: Store, settings: Settings, *, since: Any = None, until: 
                                 run_whatif=settings.whatif)
     except UsageError as exc:
         inp.skipped["memsplit"] = str(exc)
+    inp.metrics = histogram_metrics(con, since=window.since, until=window.until, percentiles=settings.percentiles,
+                                    slo=slo.terms)
     say("ingest health")
     inp.health = window_health(store, con, window, settings, ingest=ingest)
     return inp

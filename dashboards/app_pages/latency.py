@@ -1,5 +1,6 @@
 """Latency and goodput: queue, TTFT, TPOT and end-to-end percentiles per group and prompt length, the share
-of requests meeting a joint SLO, and the ERS score (`attribution latency`)."""
+of requests meeting a joint SLO, and the ERS score (`attribution latency`); Prometheus histogram
+percentiles beside them when the window has them."""
 
 import _data as data
 import streamlit as st
@@ -25,4 +26,6 @@ if data.empty(res):
 
 data.scope(res)
 data.chart({"percentiles": charts.percentiles, "goodput": charts.goodput, "by prompt length": charts.by_bucket}[view](res))
-data.tables(res, ["percentiles", "goodput", "scores"], more=["slo_terms", "buckets"])
+# from Prometheus histograms (labelled bucket-interpolated, with bucket edges), shown only when the window has them
+data.tables(res, ["percentiles", "goodput", "scores", "histogram_percentiles", "exact_vs_histogram"],
+            more=["slo_terms", "buckets"])

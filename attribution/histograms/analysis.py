@@ -1,0 +1,165 @@
+"""The `metrics` analysis (everything a window's Prometheus histograms and counters answer, per deployment
+and model) and the histogram tables other analyses add beside their exact ones: `latency` (percentiles and
+exact-vs-histogram side by side) and `compare` (two windows, with the bucket-edge uncertainty in the verdict)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import timedelta
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from attribution import queries
+from attribution.analyses.common import Analysis, Selection, Window, parse_when, percentile_list
+from attribution.errors import UsageError
+from attribution.histograms.catalogue import DEFINITIONS, LABEL, LATENCY, LENGTHS
+from attribution.histograms.tables import (
+    goodput_rows,
+    histograms,
+    percentile_rows,
+    prefix_cache_rows,
+    threshold_rows,
+)
+
+
+def metric_window(con: duckdb.DuckDBPyConnection, since: Any = None, until: Any = None) -> Window:
+    """--since/--until in UTC; a relative span counts back from the newest histogram or counter sample."""
+    s, u = parse_when(since), parse_when(until)
+    newest = None
+    if isinstance(s, timedelta) or isinstance(u, timedelta):
+        newest = con.execute("select max(ts) from (select ts from metric_histograms union all "
+                             "select ts from metric_counters)").fetchall()[0][0]
+        if newest is None:
+            raise UsageError("a relative --since/--until needs Prometheus samples in the store, and it has none")
+        s = newest - s if isinstance(s, timedelta) else s
+        u = newest - u if isinstance(u, timedelta) else u
+    if s is not None and u is not None and s >= u:
+        raise UsageError(f"--since ({s.isoformat()}) must be before --until ({u.isoformat()})")
+    return Window(s, u, newest)
+
+
+def increases(con: duckdb.DuckDBPyConnection, window: Window, table: str = "histogram") -> pl.DataFrame:
+    """The window's increase per histogram series part (table `histogram`) or counter (`counter`)."""
+    return queries.run(con, "metric_increase", kind=table, since=window.since, until=window.until)
+
+
+def latency_percentiles(con: duckdb.DuckDBPyConnection, window: Window, percentiles: Iterable[float]
+                        ) -> pl.DataFrame:
+    return percentile_rows(histograms(increases(con, window), LATENCY), percentiles)
+
+
+def metrics(con: duckdb.DuckDBPyConnection, *, since: Any = None, until: Any = None,
+            percentiles: Iterable[float] | None = None, thresholds: Iterable[float] = (),
+            slo: Iterable[tuple[str, float]] = ()) -> Analysis:
+    """Per deployment and model in the window: latency percentiles (bucket-interpolated, with bucket edges),
+    prompt/output length percentiles, observations above each of `thresholds` (prompt and output lengths),
+    goodput for the joint `slo` terms (phase, seconds), and the prefix-cache hit rate."""
+    window = metric_window(con, since, until)
+    pcts = percentile_list(percentiles)
+    incr = increases(con, window)
+    lengths = histograms(incr, LENGTHS)
+    slo = list(slo)
+    tables = {
+        "latency": percentile_rows(histograms(incr, LATENCY), pcts),
+        "lengths": percentile_rows(lengths, pcts, kind_column="counts"),
+        "prefix_cache": prefix_cache_rows(increases(con, window, "counter")),
+    }
+    if thresholds:
+        tables["thresholds"] = threshold_rows(lengths, thresholds)
+    if slo:
+        tables["goodput"] = goodput_rows(histograms(incr, LATENCY), slo)
+    notes = [] if incr.height else ["no Prometheus histogram samples in this window (ingest /metrics snapshots or "
+                                    "query_range exports of vLLM or SGLang)"]
+    resets = int(incr["resets"].sum()) if incr.height else 0
+    if resets:
+        notes.append(f"{resets} counter resets (a restarted engine) in the window: the value after each counts whole")
+    slo_text = " and ".join(f"{m} <= {v:g} s" for m, v in slo)
+    return Analysis(
+        name="metrics",
+        params={**window.to_dict(), "percentiles": pcts, "thresholds": list(thresholds), "slo": dict(slo)},
+        tables=tables,
+        titles={"latency": f"latency per deployment and model (seconds, {LABEL})",
+                "lengths": f"prompt and output tokens per deployment and model ({LABEL})",
+                "prefix_cache": "prefix-cache hit rate (tokens, from the engine's counters)",
+                "thresholds": "requests above each threshold (exact on a bucket edge, else a bound)",
+                "goodput": f"goodput for {slo_text} (exact on bucket edges, else a bound)"},
+        definitions={**DEFINITIONS, **GOODPUT_DEFINITIONS},
+        notes=notes,
+    )
+
+
+GOODPUT_DEFINITIONS = {
+    "goodput": "requests meeting every SLO term at once, from histograms: one term on a bucket edge is "
+    "exact; off an edge, or with several terms (histograms never pair a request's TTFT with its TPOT), "
+    "good_at_least / good_at_most bound it (Fréchet bounds over the terms)",
+    "thresholds": "requests whose length is above the threshold: exact when the threshold is a bucket edge "
+    "(vLLM's edges are 1-2-5 steps: 95,000 never is one), else between the counts above the two enclosing edges",
+}
+
+
+def side_by_side(sel: Selection, hist: pl.DataFrame, percentiles: Iterable[float]) -> pl.DataFrame:
+    """The exact percentiles of the per-request rows beside the bucket-interpolated ones, for the
+    deployments, models, phases and percentiles both have (ITL has no per-request counterpart)."""
+    pcts = list(percentiles)
+    exact = sel.run("latency_exact_by_deployment_model", quantiles=[p / 100 for p in pcts])
+    if exact.is_empty() or hist.is_empty():
+        return pl.DataFrame()
+    long = (exact.with_columns(pl.lit(pcts).alias("percentile"))
+            .explode("q", "percentile").rename({"metric": "phase", "q": "exact", "requests": "exact_requests"}))
+    joined = hist.join(long, on=["deployment", "model", "phase", "percentile"], how="inner", nulls_equal=True)
+    return joined.select(
+        "deployment", "model", "phase", "percentile", "exact", "exact_requests",
+        pl.col("value").alias("interpolated"), "lo", "hi", pl.col("observations").alias("histogram_observations"),
+        ((pl.col("exact") > pl.col("lo")) & (pl.col("exact") <= pl.col("hi"))).alias("exact_in_bucket"),
+    )
+
+
+def latency_tables(sel: Selection, percentiles: Iterable[float]) -> dict[str, pl.DataFrame]:
+    """The tables `latency` adds when the window has latency histograms: `histogram_percentiles` and
+    `exact_vs_histogram`; none (the command's output unchanged) when it has none."""
+    pcts = list(percentiles)
+    hist = latency_percentiles(sel.con, sel.window, pcts)
+    if hist.is_empty():
+        return {}
+    tables = {"histogram_percentiles": hist}
+    both = side_by_side(sel, hist, pcts)
+    if not both.is_empty():
+        tables["exact_vs_histogram"] = both
+    return tables
+
+
+def _has_histograms(con: duckdb.DuckDBPyConnection) -> bool:
+    """A store connection (frames_connection has no metric tables)."""
+    has = con.execute("select count(*) from duckdb_views() where view_name = 'metric_histograms'").fetchall()
+    return bool(has[0][0])
+
+
+def add_to_latency(res: Analysis, sel: Selection, percentiles: Iterable[float]) -> Analysis:
+    """`res` (the latency analysis) with the histogram tables when the window has latency histograms, titled
+    and defined apart from the exact tables; unchanged otherwise (or on a connection without the tables)."""
+    if not _has_histograms(sel.con):
+        return res
+    tables = latency_tables(sel, percentiles)
+    res.tables.update(tables)
+    res.titles["histogram_percentiles"] = f"latency per deployment and model from Prometheus histograms ({LABEL})"
+    res.titles["exact_vs_histogram"] = "exact (per-request rows) beside bucket-interpolated (histograms)"
+    if tables:
+        res.definitions = {**res.definitions, **{f"histogram {k}": v for k, v in DEFINITIONS.items()},
+                           "exact_in_bucket": "the exact percentile lies in the bucket (lo, hi] the histogram "
+                           "names (near a bucket edge the two ranks can fall on either side)"}
+    return res
+
+
+def add_to_lengths(res: Analysis, sel: Selection, percentiles: Iterable[float]) -> Analysis:
+    """`res` (the lengths analysis) with `histogram_lengths`, the prompt and output length percentiles of the
+    engines' token histograms, when the window has them (the answer where no per-request rows exist)."""
+    if not _has_histograms(sel.con):
+        return res
+    rows = percentile_rows(histograms(increases(sel.con, sel.window), LENGTHS), percentiles, kind_column="counts")
+    if rows.height:
+        res.tables["histogram_lengths"] = rows
+        res.titles["histogram_lengths"] = f"prompt and output tokens from Prometheus histograms ({LABEL})"
+        res.definitions = {**res.definitions, **{f"histogram {k}": v for k, v in DEFINITIONS.items()}}
+    return res
