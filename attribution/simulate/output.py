@@ -28,6 +28,7 @@ from attribution.simulate.run import simulate
 from attribution.simulate.truth import ground_truth
 from attribution.simulate.writers import write_litellm, write_sglang_logs, write_vllm_logs
 from attribution.simulate.writers.litellm import priced
+from attribution.simulate.writers.prometheus import write_prometheus
 
 TRUTH_FILE = "ground_truth.json"
 IGNORE_FILE = ".attributionignore"  # attribution.discovery.IGNORE_FILE
@@ -47,21 +48,25 @@ class Member:
 class Plan:
     name: str
     members: tuple[Member, ...]
+    prometheus_step_s: int | None = None  # also write vLLM pods' Prometheus range-query exports at this step
 
 
 def load_plan(scenario: str | Path) -> Plan:
     """A scenario (name or .toml path) as a one-member plan, or a bundle file's members."""
     path = find_file(str(scenario), SCENARIO_DIR, "scenario", None)
     doc = tomllib.loads(path.read_text())
+    step = doc.get("prometheus_step_s")
+    if step is not None and not (isinstance(step, int) and step >= 1):
+        raise UsageError(f"{path}: prometheus_step_s must be a whole number of seconds >= 1 (got {step!r})")
     if "members" not in doc:
-        return Plan(doc.get("name", path.stem), (Member(load_scenario(path)),))
+        return Plan(doc.get("name", path.stem), (Member(load_scenario(path)),), step)
     members = []
     for i, m in enumerate(doc["members"]):
         if "scenario" not in m or "deployment" not in m:
             raise UsageError(f"{path}: member {i + 1} needs `scenario` and `deployment` (e.g. \"web-{{pod}}\")")
         members.append(Member(load_scenario(find_file(m["scenario"], SCENARIO_DIR, "scenario", path.parent)),
                               m["deployment"]))
-    return Plan(doc.get("name", path.stem), tuple(members))
+    return Plan(doc.get("name", path.stem), tuple(members), step)
 
 
 def _names(member: Member) -> dict[str, str]:
@@ -142,9 +147,11 @@ def _clear_previous(out: Path) -> None:
 
 
 def write_outputs(results: list[SimResult], out_dir: str | Path, *, compress: bool = True,
-                  progress: Progress | None = None, meta: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Write the engine logs, the gateway log and ground_truth.json; return the ground truth (whose `files`
-    lists what was written, relative to `out_dir`)."""
+                  progress: Progress | None = None, meta: dict[str, Any] | None = None,
+                  prometheus_step_s: int | None = None) -> dict[str, Any]:
+    """Write the engine logs, the gateway log, the vLLM pods' Prometheus exports (`prometheus/<pod>.json`,
+    when `prometheus_step_s` is set) and ground_truth.json; return the ground truth (whose `files` lists what
+    was written, relative to `out_dir`)."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out}: is a file, not a directory")
@@ -172,6 +179,13 @@ def write_outputs(results: list[SimResult], out_dir: str | Path, *, compress: bo
                     files.append({"path": rel.as_posix(), "format": fmt, "deployment": pod["deployment"],
                                   "label": pod["label"], "engine": engine, "engine_version": pod["version"],
                                   "requests": pod["requests"]})
+        if prometheus_step_s:
+            say(f"writing the vLLM pods' Prometheus exports ({prometheus_step_s} s step) ...")
+            for res in results:
+                for path in write_prometheus(res, out / "prometheus", prometheus_step_s, gz=compress):
+                    files.append({"path": path.relative_to(out).as_posix(), "format": "prometheus_api",
+                                  "deployment": path.name.split(".json")[0], "label": None, "engine": "vllm",
+                                  "engine_version": None, "requests": None})
         unknown = {e for r in results for e in r.pods["engine"].unique()} - set(WRITERS)
         if unknown:
             raise UsageError(f"no log writer for engine(s) {sorted(unknown)} (known: vllm, sglang)")
@@ -208,4 +222,5 @@ def simulate_to_dir(scenario: str | Path, out_dir: str | Path, *, requests: int 
             "members": [{"scenario": r.scenario.name, "seed": r.scenario.seed, "deployment": m.deployment,
                          "start": r.scenario.start.isoformat().replace("+00:00", "Z"), "days": r.scenario.days}
                         for m, r in zip(plan.members, results, strict=True)]}
-    return write_outputs(results, out, compress=compress, progress=progress, meta=meta)
+    return write_outputs(results, out, compress=compress, progress=progress, meta=meta,
+                         prometheus_step_s=plan.prometheus_step_s)
