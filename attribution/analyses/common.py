@@ -140,7 +140,7 @@ def _prepare(con: duckdb.DuckDBPyConnection, window: Window, by: GroupBy) -> Non
     """Make `int_analysis_requests` hold the selection. On a connection reading a store commit's cached join (whose
     rows cannot change) the last few selections are kept, so the pages of a dashboard view asking for the
     same window and grouping do not redo it; elsewhere it is a temporary table made anew."""
-    params = {"since": window.since, "until": window.until, "by": by.value}
+    params: dict[str, Any] = {"since": window.since, "until": window.until, "by": by.value}
     if not joincache.attached(con):
         materialize(con, "int_analysis_requests", **params)
         return

@@ -18,6 +18,7 @@ from attribution.analyses.common import Analysis, Selection
 from attribution.compare import attribution_table as attr
 from attribution.compare import judge, stats
 from attribution.compare.cohorts import CohortBy, Cohorts, resolve
+from attribution.db import as_int
 from attribution.errors import UsageError
 from attribution.labels import version_label_expr
 from attribution.thresholds.catalogue import Catalogue, load_catalogue
@@ -351,14 +352,14 @@ def _capacity(sel: Selection, cohorts: Cohorts) -> pl.DataFrame:
 
     parts = []
     if cohorts.by == CohortBy.window:
-        for which, (since, until) in (("before", cohorts.before_window), ("after", cohorts.after_window)):
+        for which, (since, until) in cohorts.windows():
             cap = capacity(select(sel.con, since=since, until=until, by="all"), per_group=False)
             parts.append((which, cap.tables["capacity"]))
     else:
         grp = "label" if cohorts.by == CohortBy.label else "version"
-        cap = capacity(select(sel.con, since=sel.window, by=grp), per_group=True).tables["capacity"]
+        both = capacity(select(sel.con, since=sel.window, by=grp), per_group=True).tables["capacity"]
         for which, value in (("before", cohorts.before), ("after", cohorts.after)):
-            parts.append((which, cap.filter((pl.col(grp) == value) | pl.col(grp).str.ends_with(f" {value}"))
+            parts.append((which, both.filter((pl.col(grp) == value) | pl.col(grp).str.ends_with(f" {value}"))
                           .drop(grp)))
     (_, b), (_, a) = parts
     if b.is_empty() and a.is_empty():
@@ -381,7 +382,7 @@ def _notes(tables: dict[str, pl.DataFrame], tolerance: float) -> list[str]:
             pairs = ", ".join(f"{r['metric']} {r['percentile']} (raw x{r['raw_ratio']:.3g}, re-weighted "
                               f"x{r['ratio']:.3g})" for r in shifted.iter_rows(named=True))
             notes.append(f"the traffic mix changed: without re-weighting these would read differently: {pairs}")
-        unmatched = int(s["unmatched"].max() or 0)
+        unmatched = as_int(s["unmatched"].max() or 0)
         if unmatched:
             notes.append(f"up to {unmatched:,} requests fall in strata only one cohort has and are left out "
                          "(see the mix table)")
