@@ -22,6 +22,7 @@ import polars as pl
 
 from attribution import analyses, joincache, queries, thresholds
 from attribution.analyses import Analysis, GroupBy, Selection, Window
+from attribution.columns import is_p_value, p_value_text
 from attribution.compare import CohortBy, compare
 from attribution.config import Settings, connect_settings, load_settings
 from attribution.db import as_time
@@ -143,6 +144,13 @@ def narrow(con: duckdb.DuckDBPyConnection, flt: Filters) -> duckdb.DuckDBPyConne
     else:
         con.execute("create view engine_steps as select * from engine_steps_unfiltered where " + steps_where)
     return con
+
+
+def shown(df: pl.DataFrame) -> pl.DataFrame:
+    """A result table as the dashboard lists it: p-values as the report writes them (`9.06e-20`, where the
+    grid would print a long decimal). A loop over a displayed table's rows, a handful."""
+    cols = [c for c, dtype in df.schema.items() if is_p_value(c) and dtype.is_float()]
+    return df.with_columns(pl.Series(c, [p_value_text(v) for v in df[c]], dtype=pl.Utf8) for c in cols)
 
 
 @functools.lru_cache(maxsize=4)
