@@ -79,6 +79,21 @@ def test_the_private_import_rule_flags_what_it_should(tmp_path: Path):
     assert len(_private_imports(f, "attribution.wrappers")) == 3  # the package itself (its __init__)
 
 
+def test_a_temporary_table_made_from_a_query_file_is_named_as_the_file():
+    """queries/README.md: `materialize(con, "int_x")` makes the table int_x; a view over a file is named as it."""
+    import re
+
+    found = []
+    for f in (REPO / "attribution").rglob("*.py"):
+        text = f.read_text()
+        for file, table in re.findall(r'materialize\([^,()]+,\s*"(\w+)",\s*"(\w+)"', text):
+            found += [f"{f.name}: {file}.sql as {table}"] if file != table else []
+        for name, file in re.findall(r'temp (?:view|table) (\w+) as[^"]*"\s*\+\s*queries\.load\("(\w+)"\)', text):
+            found += [f"{f.name}: {file}.sql as {name}"] if file != name else []
+    assert not found, found
+    assert (REPO / "queries" / "int_threshold_requests.sql").exists()
+
+
 @pytest.mark.parametrize("sql", sorted((REPO / "queries").glob("*.sql")), ids=lambda p: p.name)
 def test_every_query_has_its_header(sql: Path):
     q = queries.load(sql.stem)

@@ -58,7 +58,7 @@ def parse_window(text: str) -> tuple[datetime, datetime]:
 
 
 def cohort_values(con: duckdb.DuckDBPyConnection, by: CohortBy) -> list[str]:
-    """Labels or engine versions of the completed requests in `thr_requests`, oldest first."""
+    """Labels or engine versions of the completed requests in `int_threshold_requests`, oldest first."""
     return queries.run(con, "compare_cohort_values", cohort_by=by.value)["value"].to_list()
 
 
