@@ -12,6 +12,7 @@ import shutil
 import tempfile
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -215,7 +216,7 @@ class View:
             return "The store holds no requests yet: ingest logs with `attribution ingest PATH`."
         return f"No requests match the filters ({self.filters.describe()}): widen them in the sidebar."
 
-    def _run(self, by: GroupBy | str, fn: Any, /, **kw: Any) -> Analysis | Empty:
+    def _run(self, by: GroupBy | str, fn: Callable[..., Analysis], /, **kw: Any) -> Analysis | Empty:
         with self.lock:
             try:
                 sel = self._select(by)
@@ -276,7 +277,7 @@ class View:
         return self._run("all", compare, by=CohortBy(cohort_by), before=before, after=after, resamples=resamples,
                          tolerance=self.settings.tolerance)
 
-    def _locked(self, fn: Any, /) -> Analysis | Empty:
+    def _locked(self, fn: Callable[[], Analysis], /) -> Analysis | Empty:
         """`fn()` on the view's connection: an analysis of the filters' window that makes its own selections."""
         with self.lock:
             try:

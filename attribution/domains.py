@@ -153,8 +153,8 @@ def _domain_errors(table: str, df: pl.DataFrame, ts_hi: pl.Expr | None) -> tuple
         return df, _EMPTY_ERRORS
     errors = []
     for i in bad_cols:
-        why = whys[whys.columns[i]]
-        errors.append(_error_rows(df, names[i], why.is_not_null(), why))
+        why_i = whys[whys.columns[i]]
+        errors.append(_error_rows(df, names[i], why_i.is_not_null(), why_i))
     fixed = df.with_columns([fixes[i] for i in bad_cols])
     return fixed, pl.concat(errors).sort("line", nulls_last=True)
 

@@ -36,7 +36,7 @@ _UNITS = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _SERIALS = itertools.count(1)
 _CURRENT: dict[int, int] = {}  # id(connection) -> serial of the selection its int_analysis_requests holds
 KEEP_SELECTIONS = 2  # per connection over a cached join (see _prepare)
-_KEPT: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, dict[tuple, str]] = weakref.WeakKeyDictionary()
+_KEPT: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, dict[tuple[Any, ...], str]] = weakref.WeakKeyDictionary()
 
 
 def parse_when(text: str | datetime | date | None) -> datetime | timedelta | None:

@@ -10,10 +10,11 @@ from typing import Any
 import polars as pl
 
 from attribution.analyses.capacity import capacity
-from attribution.analyses.common import Analysis, GroupBy, Selection, base_params, percentile_columns, select
+from attribution.analyses.common import Analysis, Selection, base_params, percentile_columns, select
 from attribution.analyses.concurrency import concurrency
 from attribution.analyses.latency import Slo, latency, parse_slo
 from attribution.analyses.lengths import lengths
+from attribution.choices import GroupBy
 from attribution.db import as_float
 
 CEILING_SHARE = 0.05  # default of the ceiling_share setting

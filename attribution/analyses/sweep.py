@@ -41,7 +41,7 @@ def epoch_us(t: datetime | None) -> int | None:
 def round_half_up(v: np.ndarray) -> np.ndarray:
     """DuckDB's round() of a DOUBLE: the nearest integer, halves upwards (-2.5 -> -2)."""
     f = np.floor(v)
-    return f + (v - f >= 0.5)
+    return np.asarray(f + (v - f >= 0.5))
 
 
 def round3(v: np.ndarray) -> np.ndarray:

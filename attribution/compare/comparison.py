@@ -15,9 +15,10 @@ import polars as pl
 
 from attribution import queries
 from attribution.analyses.common import Analysis, Selection
+from attribution.choices import CohortBy
 from attribution.compare import attribution_table as attr
 from attribution.compare import judge, stats
-from attribution.compare.cohorts import CohortBy, Cohorts, resolve
+from attribution.compare.cohorts import Cohorts, resolve
 from attribution.db import as_int
 from attribution.errors import UsageError
 from attribution.labels import version_label_expr

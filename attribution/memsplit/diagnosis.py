@@ -91,7 +91,7 @@ def exact_in_system(
         ]
     rows: list[dict[str, Any]] = []
     notes: list[str] = []
-    periods: dict[tuple, list[CurrentSplit]] = {}
+    periods: dict[tuple[Any, ...], list[CurrentSplit]] = {}
     for c in splits:
         periods.setdefault((c.period_since, c.period_until), []).append(c)
     if not periods:

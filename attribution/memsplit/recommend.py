@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from attribution.db import as_float
 from attribution.errors import AttributionError
 from attribution.memory import pools_needed, sglang_split
 from attribution.memory.profile import GiB
@@ -85,9 +86,9 @@ def demand_concurrency(d: dict[str, Any], s: Settings) -> float | None:
     """The percentile of requests wanting to run (running + waiting), from the step lines; else the exact
     sweep's in-system p99 when that is the percentile asked for."""
     if d.get("demand_q") is not None:
-        return d["demand_q"]
+        return as_float(d["demand_q"])
     if s.percentile == 0.99 and d.get("in_system_p99_exact") is not None:
-        return d["in_system_p99_exact"]
+        return as_float(d["in_system_p99_exact"])
     return None
 
 

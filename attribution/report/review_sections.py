@@ -3,7 +3,7 @@ inside it), feature-threshold crossings, the memory split of hybrid models, and 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -21,13 +21,13 @@ if TYPE_CHECKING:
 VERDICTS = ("explains", "at most part", "inconclusive")  # attribution verdicts worth a line
 
 
-def ratio_text(r: dict) -> str:
+def ratio_text(r: dict[str, Any]) -> str:
     """`TTFT p50 6.2 s -> 223 ms (x0.0359, 95% 0.0354-0.0364)`."""
     return (f"{NAMES.get(r['metric'], r['metric'])} {r['percentile']} {seconds(r['before'])} -> {seconds(r['after'])} "
             f"(x{r['ratio']:.3g}, 95% {r['ratio_lo']:.3g}-{r['ratio_hi']:.3g})")
 
 
-def _unjudged(r: dict) -> str:
+def _unjudged(r: dict[str, Any]) -> str:
     if r.get("verdict") == "too few requests":
         return f"too few requests to judge: {r['n_before']:,} before, {r['n_after']:,} after, {r['min_requests']:,} needed"
     return "not material"
