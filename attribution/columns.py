@@ -1,6 +1,6 @@
 """What a result column's name says about its values, one rule for every front end (CLI tables, dashboard,
-report): which columns hold shares (fractions of 1, shown as percentages), and a table cut to the columns a
-view shows."""
+report): which columns hold shares (fractions of 1, shown as percentages) and which p-values (and how one
+reads), and a table cut to the columns a view shows."""
 
 from __future__ import annotations
 
@@ -16,6 +16,20 @@ def is_share(column: str) -> bool:
     `shared_experts_stream` is not one."""
     words = column.split("_")
     return ("share" in words or "utilization" in words) and "per_s" not in column
+
+
+def is_p_value(column: str) -> bool:
+    """A p-value: `p_value`, `p_adjusted` (the compare tables' test of a material change, and its Holm
+    adjustment)."""
+    return column.startswith(("p_value", "p_adjusted"))
+
+
+def p_value_text(v: float | None) -> str:
+    """A p-value as the report and the dashboard write it: three significant digits, in e-notation below
+    1e-4 (`9.06e-20`, `0.0123`, `1`); empty for no value."""
+    if v is None or v != v:
+        return ""
+    return f"{v:.3g}"
 
 
 @overload

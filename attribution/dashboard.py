@@ -12,6 +12,7 @@ import shutil
 import tempfile
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -22,6 +23,7 @@ import polars as pl
 
 from attribution import analyses, joincache, queries, thresholds
 from attribution.analyses import Analysis, GroupBy, Selection, Window
+from attribution.columns import is_p_value, p_value_text
 from attribution.compare import CohortBy, compare
 from attribution.config import Settings, connect_settings, load_settings
 from attribution.db import as_time
@@ -145,6 +147,13 @@ def narrow(con: duckdb.DuckDBPyConnection, flt: Filters) -> duckdb.DuckDBPyConne
     return con
 
 
+def shown(df: pl.DataFrame) -> pl.DataFrame:
+    """A result table as the dashboard lists it: p-values as the report writes them (`9.06e-20`, where the
+    grid would print a long decimal). A loop over a displayed table's rows, a handful."""
+    cols = [c for c, dtype in df.schema.items() if is_p_value(c) and dtype.is_float()]
+    return df.with_columns(pl.Series(c, [p_value_text(v) for v in df[c]], dtype=pl.Utf8) for c in cols)
+
+
 @functools.lru_cache(maxsize=4)
 def store_table(root: str, commit: int) -> pl.DataFrame:
     """`attribution status` in two columns: rows per table, files by status, ingest errors, commit. The same
@@ -207,7 +216,7 @@ class View:
             return "The store holds no requests yet: ingest logs with `attribution ingest PATH`."
         return f"No requests match the filters ({self.filters.describe()}): widen them in the sidebar."
 
-    def _run(self, by: GroupBy | str, fn: Any, /, **kw: Any) -> Analysis | Empty:
+    def _run(self, by: GroupBy | str, fn: Callable[..., Analysis], /, **kw: Any) -> Analysis | Empty:
         with self.lock:
             try:
                 sel = self._select(by)
@@ -275,7 +284,7 @@ class View:
         return self._run("all", compare, by=CohortBy(cohort_by), before=before, after=after, resamples=resamples,
                          tolerance=self.settings.tolerance)
 
-    def _locked(self, fn: Any, /) -> Analysis | Empty:
+    def _locked(self, fn: Callable[[], Analysis], /) -> Analysis | Empty:
         """`fn()` on the view's connection: an analysis of the filters' window that makes its own selections."""
         with self.lock:
             try:

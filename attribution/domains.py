@@ -9,11 +9,12 @@ import time
 
 import polars as pl
 
-from attribution.schema import TABLES, TS, TS_MIN, Domain, PolarsType, domain_of
+from attribution.schema import PROVENANCE, TABLES, TS, TS_MIN, Domain, PolarsType, domain_of
 from attribution.sources.timefmt import PY_MAX_US, PY_MIN_US
 
 MAX_FUTURE_S = 86400.0  # default of the `max_future` setting: a timestamp at most a day after the ingest's clock
 _INT64_MAX = float(2**63 - 1)
+_EMPTY_ERRORS = pl.DataFrame(schema={"line": pl.Int64, "reason": pl.Utf8, "sample": pl.Utf8})
 
 
 def ts_max(now: float | None = None, max_future_s: float = MAX_FUTURE_S) -> pl.Expr:
@@ -82,8 +83,43 @@ def _sample(col: pl.Series) -> pl.Series:
 
 
 def validate(table: str, df: pl.DataFrame, ts_hi: pl.Expr | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """`df` with every value outside its column's domain set to null, and the errors (line, reason, sample):
-    one per value, the sample being the column and the value (a number or a time, never text)."""
+    """`df` with every value outside its column's domain, or that its column's type cannot hold, set to null,
+    and the errors (line, reason, sample): one per value, the sample being the column and the value."""
+    df, lost = _type_losses(table, df)
+    df, bad = _domain_errors(table, df, ts_hi)
+    if not lost.height:
+        return df, bad
+    return df, pl.concat([bad, lost]).sort("line", nulls_last=True, maintain_order=True)
+
+
+def _type_losses(table: str, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The columns without a domain (booleans, lists of ids) cast to their type here, so that the store's
+    conform, which casts without failing, never drops a value silently: a value present that the cast cannot
+    hold (`stream="maybe"`, a hash `x` in block_hashes) is null in its row and one error."""
+    schema, fixed, errors = TABLES[table], {}, []
+    for name, raw_dtype in df.schema.items():
+        dtype = schema.get(name)
+        if dtype is None or raw_dtype == dtype or raw_dtype == pl.Null or domain_of(table, name) is not None \
+                or name in PROVENANCE:
+            continue
+        raw = df[name]
+        try:
+            v = raw.cast(dtype, strict=False)
+        except pl.exceptions.PolarsError:  # a cast Polars does not make at all (text to boolean)
+            v = pl.Series(name, [None] * raw.len(), dtype=dtype)
+        lost = raw.is_not_null() & v.is_null()
+        if isinstance(dtype, pl.List) and isinstance(raw.dtype, pl.List):  # an element lost nulls the list
+            lost = lost | (raw.list.drop_nulls().list.len() != v.list.drop_nulls().list.len()).fill_null(False)
+            v = pl.select(pl.when(pl.lit(lost)).then(None).otherwise(pl.lit(v))).to_series().alias(name)
+        fixed[name] = v
+        if lost.any():
+            errors.append(_error_rows(df, name, lost, f"not a value of type {dtype}"))
+    if fixed:
+        df = df.with_columns(*fixed.values())
+    return df, pl.concat(errors) if errors else _EMPTY_ERRORS
+
+
+def _domain_errors(table: str, df: pl.DataFrame, ts_hi: pl.Expr | None) -> tuple[pl.DataFrame, pl.DataFrame]:
     ts_hi = ts_max() if ts_hi is None else ts_hi
     schema = TABLES[table]
     if "flags" in df.columns and isinstance(df.schema["flags"], pl.List):
@@ -109,23 +145,26 @@ def validate(table: str, df: pl.DataFrame, ts_hi: pl.Expr | None = None) -> tupl
             fixes.append(v.alias(name))
             reasons.append(why)
         names.append(name)
-    empty_errors = pl.DataFrame(schema={"line": pl.Int64, "reason": pl.Utf8, "sample": pl.Utf8})
     if not names or df.height == 0:
-        return df, empty_errors
+        return df, _EMPTY_ERRORS
     whys = df.select([r.alias(f"_why_{i}") for i, r in enumerate(reasons)])
     bad_cols = [i for i, c in enumerate(whys.columns) if whys[c].null_count() < df.height]
     if not bad_cols:
-        return df, empty_errors
-    line = df["line"].cast(pl.Int64) if "line" in df.columns else pl.Series("line", [None] * df.height, pl.Int64)
+        return df, _EMPTY_ERRORS
     errors = []
     for i in bad_cols:
-        name, why_col = names[i], whys.columns[i]
-        mask = whys[why_col].is_not_null()
-        value = _sample(df[name].filter(mask))
-        errors.append(pl.DataFrame({
-            "line": line.filter(mask),
-            "reason": (f"{name} " + whys[why_col].filter(mask) + ": stored as null"),
-            "sample": (f"{name}=" + value.fill_null("?")),
-        }))
+        why_i = whys[whys.columns[i]]
+        errors.append(_error_rows(df, names[i], why_i.is_not_null(), why_i))
     fixed = df.with_columns([fixes[i] for i in bad_cols])
     return fixed, pl.concat(errors).sort("line", nulls_last=True)
+
+
+def _error_rows(df: pl.DataFrame, name: str, mask: pl.Series, why: pl.Series | str) -> pl.DataFrame:
+    """One ingest error per value of column `name` where `mask` holds: its line, why, and the value."""
+    line = df["line"].cast(pl.Int64) if "line" in df.columns else pl.Series("line", [None] * df.height, pl.Int64)
+    reason = why.filter(mask) if isinstance(why, pl.Series) else pl.Series([why] * int(mask.sum()), dtype=pl.Utf8)
+    return pl.DataFrame({
+        "line": line.filter(mask),
+        "reason": (f"{name} " + reason + ": stored as null"),
+        "sample": (f"{name}=" + _sample(df[name].filter(mask)).fill_null("?")),
+    })

@@ -120,7 +120,7 @@ class Pieces:
         if fed and not dec.eof:
             self.truncated = "the gzip stream ends early (truncated .gz): kept what could be decoded"
 
-    def _gzip_salvage(self, dec, raw: bytes, pos: int, exc: Exception) -> Iterator[bytes]:
+    def _gzip_salvage(self, dec: zlib._Decompress, raw: bytes, pos: int, exc: Exception) -> Iterator[bytes]:
         for i in range(len(raw)):
             try:
                 out = dec.decompress(raw[i : i + 1])
@@ -158,7 +158,7 @@ class Pieces:
         if fed and not zdec.eof:
             self.truncated = "the zstd stream ends early (truncated .zst): kept what could be decoded"
 
-    def _zstd_salvage(self, zctx, frame: int, pos: int, raw: bytes, exc: Exception) -> Iterator[bytes]:
+    def _zstd_salvage(self, zctx: zstandard.ZstdDecompressor, frame: int, pos: int, raw: bytes, exc: Exception) -> Iterator[bytes]:
         zdec = zctx.decompressobj()
         with open_regular(self.path) as fh:  # replay what decoded before (its output was yielded already)
             fh.seek(frame)

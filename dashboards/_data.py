@@ -199,6 +199,7 @@ def table(res: Analysis, name: str) -> None:
     if df.is_empty():
         st.caption("No rows.")
         return
+    df = dashboard.shown(df)
     st.dataframe(df, hide_index=True, column_config=_columns(df), key=f"table-{res.name}-{name}")
 
 

@@ -1,12 +1,12 @@
 -- Question: which labels or engine versions could a comparison use as its cohorts?
--- Grain: one row per label, or per engine version, of the completed requests in thr_requests.
+-- Grain: one row per label, or per engine version, of the completed requests in int_threshold_requests.
 -- Parameters: $cohort_by ('label' or 'version').
 -- Columns: value (the label, or `engine version`), requests, first_arrival, last_arrival; ordered by
 --   first_arrival, so the older cohort comes first.
 with
 
 requests as (
-    select * from thr_requests where ok
+    select * from int_threshold_requests where ok
 ),
 
 valued as (

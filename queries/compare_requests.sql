@@ -1,5 +1,5 @@
 -- Question: which completed requests form each cohort of a before/after comparison, and in which stratum is each?
--- Grain: one row per completed request (status not error / failed / aborted) of thr_requests in either cohort.
+-- Grain: one row per completed request (status not error / failed / aborted) of int_threshold_requests in either cohort.
 -- Parameters: $cohort_by ('label', 'version' or 'window'); $before, $after (a label, or an engine version
 --   written as `0.20.0` or `vllm 0.20.0`); $before_since, $before_until, $after_since, $after_until
 --   (TIMESTAMPTZ arrival windows [since, until) for 'window'; NULL otherwise); $edges (BIGINT[] prompt-length
@@ -10,7 +10,7 @@
 with
 
 requests as (
-    select * from thr_requests where ok
+    select * from int_threshold_requests where ok
 ),
 
 tagged as (

@@ -1,7 +1,7 @@
 -- Question: at each engine step line of the starts under analysis, was the running cap binding with requests
 --   waiting while the KV pool had room, and how much did the line stand for?
 -- Grain: one row per engine_steps line (with a running count) inside a start's period; reads the temporary
---   table int_memsplit_starts (queries/int_memsplit_starts.sql).
+--   tables int_memsplit_step_lines and int_memsplit_starts (queries/int_memsplit_starts.sql).
 -- Parameters: $kv_low (DOUBLE: KV usage below this is "room left", e.g. 0.8), $max_gap_s (DOUBLE: a line
 --   stands for the time to the next line of its engine, at most this long; engines print nothing while idle).
 -- Columns: start_id, deployment, rank (engine_index, 0 when absent), ts, line, kind, running, waiting,
@@ -34,12 +34,8 @@ lines as (
         s.prefix_hit_rate,
         coalesce(s.kv_tokens::double, s.kv_usage * st.kv_pool_tokens) as live_tokens,
         st.cap
-    from engine_steps as s
-    join starts as st
-        on s.deployment = st.deployment
-       and s.ts >= st.period_since
-       and (st.period_until is null or s.ts < st.period_until)
-    where s.running is not null
+    from int_memsplit_step_lines as s
+    join starts as st on st.start_id = s.start_id
 ),
 
 timed as (

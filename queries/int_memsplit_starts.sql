@@ -1,8 +1,8 @@
 -- Question: which engine starts does a memory-split analysis look at, over which period, and with which pools
 --   and running cap?
--- Grain: one row per engine start (engine_config row) whose period touches the window [$since, $until).
--- Parameters: $engine (VARCHAR or NULL: only starts of this engine), $deployments (VARCHAR[] or NULL: only
---   these deployments), $since, $until (TIMESTAMPTZ or NULL: open ends).
+-- Grain: one row per start of the temporary table int_memsplit_periods (queries/int_memsplit_periods.sql);
+--   reads int_memsplit_step_lines for the observed running counts.
+-- Parameters: none (the window and the starts' filters are int_memsplit_periods').
 -- Columns: start_id (1, 2, ... by deployment and time), deployment, engine, version, model, started (the
 --   start's first line), period_since, period_until (the start's period cut to the window: from the start, or
 --   $since, to the deployment's next start, or $until; NULL = open), the engine_config memory facts
@@ -13,44 +13,14 @@
 --   cap_source ('configured' or 'observed'), step_lines.
 with
 
-config as (
-    select
-        *,
-        lead(ts) over (partition by deployment order by ts, file, start_line) as next_ts
-    from engine_config
-    where deployment is not null
-      and ($engine::varchar is null or engine = $engine::varchar)
-      and ($deployments::varchar[] is null or list_contains($deployments::varchar[], deployment))
-),
-
-windowed as (
-    select
-        *,
-        greatest(ts, coalesce($since::timestamptz, ts)) as period_since,
-        case
-            when next_ts is null then $until::timestamptz
-            when $until::timestamptz is null then next_ts
-            else least(next_ts, $until::timestamptz)
-        end as period_until
-    from config
-    where ($until::timestamptz is null or ts < $until::timestamptz)
-      and ($since::timestamptz is null or next_ts is null or next_ts > $since::timestamptz)
-),
-
 numbered as (
-    select row_number() over (order by deployment, ts, file, start_line) as start_id, *
-    from windowed
+    select * from int_memsplit_periods
 ),
 
 observed as (
-    select n.start_id, max(s.running) as observed_max_running, count(s.running) as step_lines
-    from numbered as n
-    join engine_steps as s
-        on s.deployment = n.deployment
-       and s.ts >= n.period_since
-       and (n.period_until is null or s.ts < n.period_until)
-    where s.running is not null
-    group by n.start_id
+    select start_id, max(running) as observed_max_running, count(running) as step_lines
+    from int_memsplit_step_lines
+    group by start_id
 ),
 
 final as (

@@ -1,11 +1,11 @@
 -- Question: which engine starts (or default settings) served the requests of the window?
--- Grain: one row per config_id of thr_requests.
--- Parameters: none (reads thr_requests).
+-- Grain: one row per config_id of int_threshold_requests.
+-- Parameters: none (reads int_threshold_requests).
 -- Columns: config_id, requests.
 with
 
 requests as (
-    select * from thr_requests
+    select * from int_threshold_requests
 ),
 
 final as (

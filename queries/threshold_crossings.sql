@@ -1,7 +1,7 @@
 -- Question: how many requests crossed each feature's threshold, and how much of the prefill work do they carry?
 -- Grain: one row per (feature, level, grp): level 'all' (grp 'all'), 'workload' (grp = workload) or 'day'
 --   (grp = UTC date of arrival).
--- Parameters: none (reads thr_request_flags and thr_requests).
+-- Parameters: none (reads int_threshold_request_flags and int_threshold_requests).
 -- Columns: feature, level, grp, requests (evaluated for the feature: served by a start where it is on or
 --   possibly on), crossed, share_of_engine_requests (crossed / requests), all_requests (every request of
 --   the group in the window), share_of_all_requests (crossed / all_requests),
@@ -11,11 +11,11 @@
 with
 
 requests as (
-    select rid, workload, day, prompt_tokens, prefill_tokens from thr_requests
+    select rid, workload, day, prompt_tokens, prefill_tokens from int_threshold_requests
 ),
 
 flags as (
-    select * from thr_request_flags
+    select * from int_threshold_request_flags
 ),
 
 totals as (

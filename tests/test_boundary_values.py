@@ -170,6 +170,27 @@ def test_validate_is_per_value_and_vectorised():
         (2, "running"), (2, "ts"), (3, "kv_usage"), (3, "running"), (4, "ts")]
 
 
+def test_a_value_its_type_cannot_hold_is_reported_where_no_domain_checks_it():
+    """Columns without a domain (booleans, lists of ids) are cast by the checker, not left to the store's
+    non-failing conform: a value present that its type cannot hold is null and one error; ids that cast
+    keep their values, and a text engine_index is caught by its count domain."""
+    from attribution import domains
+
+    df = pl.DataFrame({"line": [1, 2, 3], "cuda_graph": ["1", "yes", None], "prompt_tokens": [1, 2, 3],
+                       "block_hashes": [["11", "12"], ["x", "13"], None]})
+    steps, step_errs = domains.validate("engine_steps", df.select("line", "cuda_graph").with_columns(
+        engine_index=pl.Series(["0", "abc", None])))
+    assert steps["cuda_graph"].to_list() == [None, None, None] and steps["engine_index"].to_list() == [0, None, None]
+    assert sorted((ln, r.split(":")[0]) for ln, r in zip(step_errs["line"], step_errs["reason"], strict=True)) == [
+        (1, "cuda_graph not a value of type Boolean"), (2, "cuda_graph not a value of type Boolean"),
+        (2, "engine_index not a number")]
+    reqs, req_errs = domains.validate("requests", df.select("line", "prompt_tokens", "block_hashes"))
+    assert reqs["block_hashes"].to_list() == [[11, 12], None, None]
+    assert req_errs["line"].to_list() == [2] and req_errs["sample"].to_list() == ["block_hashes=?"]
+    typed = pl.DataFrame({"line": [1], "cuda_graph": [True]})
+    assert domains.validate("engine_steps", typed)[0].equals(typed)
+
+
 def test_bench_duration_no_calendar_holds(tmp_path):
     """Found by the fuzz bench: a vLLM bench run with `duration: 1e300` failed the file (OverflowError); its
     start is now unknown and the file is read."""

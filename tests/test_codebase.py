@@ -1,6 +1,6 @@
-"""Standing rules of the codebase, checked: lint clean, the library never imports streamlit, every SQL
-question (and test oracle) carries its header, the product never runs an oracle, and nothing from the
-unlicensed console logs is committed."""
+"""Standing rules of the codebase, checked: lint clean, the library never imports streamlit, no private name
+is imported from outside its owner, every SQL question (and test oracle) carries its header, the product never
+runs an oracle, and nothing from the unlicensed console logs is committed."""
 
 from __future__ import annotations
 
@@ -31,6 +31,67 @@ def test_library_never_imports_streamlit():
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             assert not any(n.split(".")[0] == "streamlit" for n in names), f"{f} imports streamlit"
+
+
+def _private_imports(path: Path, importer: str) -> list[str]:
+    """`from a.b._c import d` / `from a.b.c import _d` / `import a.b._c` in `path` whose private part (a name
+    with a leading underscore) belongs to a module or package `importer` is not inside."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            dotted = [[*node.module.split("."), a.name] for a in node.names]
+        elif isinstance(node, ast.Import):
+            dotted = [a.name.split(".") for a in node.names]
+        else:
+            continue
+        for parts in dotted:
+            if parts[0] != "attribution":
+                continue
+            for i, part in enumerate(parts):
+                owner = ".".join(parts[:i])
+                if part.startswith("_") and not part.startswith("__") and not (
+                        importer == owner or importer.startswith(owner + ".")):
+                    found.append(f"{path}:{node.lineno} imports {'.'.join(parts)}")
+    return found
+
+
+def test_no_private_name_is_imported_from_outside_its_owner():
+    """What another package or a test needs is a public name of the module (or package) that owns it."""
+    found = []
+    for f in [*(REPO / "attribution").rglob("*.py"), *(REPO / "tests").rglob("*.py")]:
+        parts = f.relative_to(REPO).with_suffix("").parts
+        importer = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found += _private_imports(f, importer)
+    assert not found, "\n".join(found)
+
+
+def test_the_private_import_rule_flags_what_it_should(tmp_path: Path):
+    """The rule on lines that break it and lines that keep it (a package's own modules use its private parts)."""
+    f = tmp_path / "probe.py"
+    code = ("from attribution.wrappers._platforms import iter_items\n"
+            "from attribution.compare.comparison import _helper, latency_tables\n"
+            "import attribution.sources._stray_commas\n"
+            "from attribution.sources import _vllm_layouts\n")
+    f.write_text(code)
+    assert len(_private_imports(f, "tests.probe")) == 4
+    assert len(_private_imports(f, "attribution.wrappers.loki")) == 3  # the wrappers package's own module
+    assert len(_private_imports(f, "attribution.sources.vllm_log")) == 2  # a module of sources
+    assert len(_private_imports(f, "attribution.wrappers")) == 3  # the package itself (its __init__)
+
+
+def test_a_temporary_table_made_from_a_query_file_is_named_as_the_file():
+    """queries/README.md: `materialize(con, "int_x")` makes the table int_x; a view over a file is named as it."""
+    import re
+
+    found = []
+    for f in (REPO / "attribution").rglob("*.py"):
+        text = f.read_text()
+        for file, table in re.findall(r'materialize\([^,()]+,\s*"(\w+)",\s*"(\w+)"', text):
+            found += [f"{f.name}: {file}.sql as {table}"] if file != table else []
+        for name, file in re.findall(r'temp (?:view|table) (\w+) as[^"]*"\s*\+\s*queries\.load\("(\w+)"\)', text):
+            found += [f"{f.name}: {file}.sql as {name}"] if file != name else []
+    assert not found, found
+    assert (REPO / "queries" / "int_threshold_requests.sql").exists()
 
 
 @pytest.mark.parametrize("sql", sorted((REPO / "queries").glob("*.sql")), ids=lambda p: p.name)

@@ -16,7 +16,7 @@ from attribution.analyses import select
 from attribution.cli import app
 from attribution.compare import compare
 from attribution.compare.attribution_table import verdict
-from attribution.compare.comparison import _Estimator, _Rows
+from attribution.compare.comparison import CompareRows, Estimator
 from attribution.compare.judge import log_se, ratio_interval
 from attribution.compare.stats import bootstrap_percentiles, mix_weights, weighted_percentiles
 from attribution.errors import UsageError
@@ -64,7 +64,7 @@ def test_bootstrap_matches_brute_force_resampling():
     assert 0.5 * np.abs(p_brute - p_mine).sum() < 0.04  # total variation distance of the two distributions
 
 
-def _reference_ratio(est: _Estimator, vals: np.ndarray, ok: np.ndarray, ps: tuple[float, ...]) -> tuple:
+def _reference_ratio(est: Estimator, vals: np.ndarray, ok: np.ndarray, ps: tuple[float, ...]) -> tuple:
     """The re-weighted percentiles and bootstrap draws of each cohort straight from the request-order
     functions (each side's requests in request order, sorted by the functions themselves)."""
     d = est.d
@@ -91,12 +91,12 @@ def test_estimator_sorted_masks_equal_request_order_functions(seed):
         "ttft_s": rng.lognormal(0, 1, n), "tpot_s": rng.integers(0, 5, n) * 0.01, "e2e_s": rng.lognormal(1, 1, n),
     }).with_columns(pl.when((pl.col("workload") == "c") & (pl.col("cohort") == "after")).then(None)
                     .otherwise(pl.col("bucket")).alias("bucket"))
-    data = _Rows(rows, (256, 1024, 4096))
+    data = CompareRows(rows, (256, 1024, 4096))
     subsets = [None, rng.random(n) < 0.3, data.codes % 2 == 0]
     for metric in ("queue_s", "ttft_s", "tpot_s"):
         for subset in subsets:
-            mine = _Estimator(data, ps=(0.5, 0.9, 0.99), mix="pooled", resamples=200, seed=seed)
-            ref = _Estimator(data, ps=(0.5, 0.9, 0.99), mix="pooled", resamples=200, seed=seed)
+            mine = Estimator(data, ps=(0.5, 0.9, 0.99), mix="pooled", resamples=200, seed=seed)
+            ref = Estimator(data, ps=(0.5, 0.9, 0.99), mix="pooled", resamples=200, seed=seed)
             got = mine.ratio(metric, subset)
             vals = data.values[metric]
             ok = np.isfinite(vals) if subset is None else np.isfinite(vals) & subset

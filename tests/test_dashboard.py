@@ -308,7 +308,9 @@ def test_changes_and_health_pages_equal_the_library(store, monkeypatch):
                             ("health", window_health(Store.open(store), con, w, st_), ("joins", "gaps"))):
         got = shown(page(name, store, monkeypatch))
         for table in main:
-            assert_frame_equal(got[_heading(lib.titles[table])], lib.tables[table], check_dtypes=False)
+            # (as the dashboard lists it: p-values in the report's notation)
+            assert_frame_equal(got[_heading(lib.titles[table])], dashboard.shown(lib.tables[table]),
+                               check_dtypes=False)
 
 
 def test_thresholds_of_one_workload(store, monkeypatch):
@@ -375,3 +377,18 @@ def test_every_page_says_when_there_is_nothing_to_show(name, tmp_path, monkeypat
         at = page(name, where, monkeypatch)
         assert [i.value for i in at.info] and says in at.info[0].value
         assert not at.dataframe and not charts(at)
+
+
+def test_p_values_read_as_in_the_report():
+    """The dashboard's tables write a p-value as the report's cells do (e-notation below 1e-4), not as a long
+    decimal; other columns keep their numbers."""
+    from attribution.report.fmt import cell
+
+    ps = [9.0626e-20, 0.012345, 1.0, None, float("nan")]
+    df = pl.DataFrame({"metric": ["ttft_s"] * 5, "p_adjusted": ps, "p_value": ps, "ratio": [0.5] * 5})
+    out = dashboard.shown(df)
+    assert out["p_adjusted"].to_list() == ["9.06e-20", "0.0123", "1", "", ""]
+    assert out["p_value"].to_list() == out["p_adjusted"].to_list()
+    assert out["p_adjusted"].to_list() == [cell(v, "p_adjusted") for v in ps]
+    assert_frame_equal(out.select("metric", "ratio"), df.select("metric", "ratio"))
+    assert dashboard.shown(df.drop("p_value", "p_adjusted")).equals(df.drop("p_value", "p_adjusted"))

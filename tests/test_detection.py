@@ -21,7 +21,7 @@ from attribution.cli import app
 from attribution.db import fetch
 from attribution.errors import InputError
 from attribution.ingest import ingest, parse_path
-from attribution.sources._stray_commas import StrayCommas
+from attribution.sources import StrayCommas
 from attribution.store import Store
 
 CASES = Path(__file__).resolve().parent / "cases"

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from attribution.compare import judge
-from attribution.compare.comparison import METRICS, _Rows, latency_tables
+from attribution.compare.comparison import METRICS, CompareRows, latency_tables
 
 
 @pytest.mark.parametrize(("p", "need"), [(0.5, 20), (0.9, 100), (0.95, 200), (0.99, 1000), (0.999, 10000)])
@@ -74,7 +74,7 @@ def _rows(rng: np.random.Generator, n_before: int, n_after: int, workloads: int,
        scale=st.sampled_from([1.0, 1.5, 0.3]), ties=st.booleans(), seed=st.integers(0, 2**16))
 def test_every_row_holds_its_ratio_inside_its_interval(n_before, n_after, workloads, scale, ties, seed):
     rng = np.random.default_rng(seed)
-    tables = latency_tables(_Rows(_rows(rng, n_before, n_after, workloads, scale, ties), (256, 1024)),
+    tables = latency_tables(CompareRows(_rows(rng, n_before, n_after, workloads, scale, ties), (256, 1024)),
                             resamples=50, seed=seed, percentiles=(0.5, 0.9, 0.95, 0.99))
     for name in ("summary", "by_workload", "by_bucket"):
         t = tables[name]
@@ -93,7 +93,7 @@ def test_every_row_holds_its_ratio_inside_its_interval(n_before, n_after, worklo
 def test_too_few_requests_is_never_a_regression():
     # the sample's story: 8 requests before, thousands after, e2e 1.5x slower
     rng = np.random.default_rng(5)
-    tables = latency_tables(_Rows(_rows(rng, 8, 3000, 2, 1.5, False), (256, 1024)), resamples=200)
+    tables = latency_tables(CompareRows(_rows(rng, 8, 3000, 2, 1.5, False), (256, 1024)), resamples=200)
     s = tables["summary"]
     assert set(s["verdict"]) == {"too few requests"}
     assert not s["changed"].any()
@@ -102,10 +102,10 @@ def test_too_few_requests_is_never_a_regression():
 
 def test_a_real_change_is_found_and_an_equal_one_is_not():
     rng = np.random.default_rng(6)
-    t = latency_tables(_Rows(_rows(rng, 5000, 5000, 2, 1.5, False), (256, 1024)), resamples=200)["summary"]
+    t = latency_tables(CompareRows(_rows(rng, 5000, 5000, 2, 1.5, False), (256, 1024)), resamples=200)["summary"]
     p90 = t.filter(pl.col("percentile") == "p90", pl.col("metric").is_in(METRICS[1:]))
     assert (p90["verdict"] == "regression").all()
-    t = latency_tables(_Rows(_rows(rng, 5000, 5000, 2, 1.0, False), (256, 1024)), resamples=200)["summary"]
+    t = latency_tables(CompareRows(_rows(rng, 5000, 5000, 2, 1.0, False), (256, 1024)), resamples=200)["summary"]
     assert not t["changed"].any()
     assert t["p_adjusted"].drop_nulls().min() >= t["p_value"].drop_nulls().min()
 
@@ -113,13 +113,13 @@ def test_a_real_change_is_found_and_an_equal_one_is_not():
 def test_p95_is_judged_by_default_with_its_own_minimum():
     # 150 requests a cohort: enough for p50 (20) and p90 (100), not for p95 (200) or p99 (1,000)
     rng = np.random.default_rng(7)
-    s = latency_tables(_Rows(_rows(rng, 150, 150, 1, 1.0, False), (256, 1024)), resamples=50)["summary"]
+    s = latency_tables(CompareRows(_rows(rng, 150, 150, 1, 1.0, False), (256, 1024)), resamples=50)["summary"]
     e2e = {r["percentile"]: r for r in s.filter(pl.col("metric") == "e2e_s").iter_rows(named=True)}
     assert list(e2e) == ["p50", "p90", "p95", "p99"]
     assert e2e["p95"]["min_requests"] == 200 and e2e["p95"]["verdict"] == "too few requests"
     assert e2e["p90"]["verdict"] != "too few requests"
     # 5,000 a cohort and everything 1.5x slower: p95 is judged, in the same Holm family, and found
-    t = latency_tables(_Rows(_rows(rng, 5000, 5000, 1, 1.5, False), (256, 1024)), resamples=200)
+    t = latency_tables(CompareRows(_rows(rng, 5000, 5000, 1, 1.5, False), (256, 1024)), resamples=200)
     p95 = t["summary"].filter(pl.col("percentile") == "p95", pl.col("metric") == "e2e_s").row(0, named=True)
     assert p95["enough"] and p95["verdict"] == "regression"
     m = sum(int(f.filter(pl.col("enough"))["p_value"].is_not_null().sum())

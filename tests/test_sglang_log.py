@@ -261,3 +261,27 @@ def test_an_impossible_latency_is_reported_and_the_rest_of_the_file_is_kept(tmp_
     assert reqs["request_id"].to_list() == ["a", "b"]
     assert reqs["e2e_s"].to_list() == [None, 0.5] and reqs["prompt_tokens"].to_list() == [11, 11]
     assert parsed.errors["line"].to_list() == [1] and "out of range" in parsed.errors["reason"][0]
+
+
+def test_a_count_no_integer_holds_is_reported_not_nulled_silently(tmp_path):
+    """A count written as a fraction, beyond int64, or as text (in the `Finish:` repr and the JSON request
+    record) is an ingest error naming the value; the request and its other values are kept."""
+    finish = ("[2026-05-19 10:01:22] Finish: obj=GenerateReqInput(rid='{rid}', stream=True), out={{'meta_info': "
+              "{{'id': '{rid}', 'finish_reason': {{'type': 'stop', 'matched': 151645}}, 'prompt_tokens': {p}, "
+              "'completion_tokens': {o}, 'cached_tokens': 0, 'e2e_latency': 0.5}}}}\n")
+    js = ('{{"timestamp": "2026-05-19T10:01:23", "event": "request.finished", "rid": "{rid}", "obj": '
+          '{{"sampling_params": {{"max_new_tokens": {m}}}, "stream": true}}, "out": {{"meta_info": {{"id": "{rid}", '
+          '"finish_reason": {{"type": "stop"}}, "prompt_tokens": {p}, "completion_tokens": 5, "e2e_latency": 1.5}}}}}}\n')
+    path = tmp_path / "sglang.log"
+    path.write_text(finish.format(rid="a", p="11.5", o="99999999999999999999") + finish.format(rid="b", p=11, o=2)
+                    + js.format(rid="c", m='"lots"', p='"many"') + js.format(rid="d", m=64, p=3))
+    parsed = parse_path(path, year=2026, tz="UTC")
+    reqs = parsed.tables["requests"].sort("request_id")
+    assert reqs["request_id"].to_list() == ["a", "b", "c", "d"]
+    assert reqs["prompt_tokens"].to_list() == [None, 11, None, 3]
+    assert reqs["output_tokens"].to_list() == [None, 2, 5, 5]
+    assert reqs["max_tokens"].to_list() == [None, None, None, 64]
+    errs = sorted(zip(parsed.errors["line"].to_list(), parsed.errors["reason"].to_list(), strict=True))
+    assert [(ln, r.split(":")[0]) for ln, r in errs] == [
+        (1, "output_tokens too large"), (1, "prompt_tokens not a whole number"),
+        (3, "max_tokens not a number"), (3, "prompt_tokens not a number")]

@@ -363,7 +363,7 @@ def test_arrivals_at_a_tied_instant_take_the_last_file_then_line():
                     "$t::timestamptz - interval 1 hour as ts", {"t": t0})
         con.execute("""create table thr_settings as select 'c1' as config_id, 'cap' as feature,
             'running_requests' as quantity, '>=' as op, 5.0 as threshold, true as evaluate, 'step' as scope""")
-        con.execute("create table thr_requests as select 1::bigint as rid, 'pod' as deployment, "
+        con.execute("create table int_threshold_requests as select 1::bigint as rid, 'pod' as deployment, "
                     "$t::timestamptz + interval 1 second as arrival", {"t": t0})
         oracle.materialize(con, "threshold_step_values", "thr_step_values", since=None, until=None)
         oracle.materialize(con, "threshold_arrivals", "thr_arrival_flags", max_gap_s=60.0)

@@ -16,9 +16,8 @@ from hypothesis import strategies as st
 from wrappers_platforms_expected import ACC, CASES, SG, SGP, TB, TB_FILE, V1, ts
 from wrapping_platforms import CONTAINER, LOSSY, NAMESPACE, NODE, POD, STREAM, WRAP
 
-from attribution.wrappers import registry
+from attribution.wrappers import iter_line_chunks, registry
 from attribution.wrappers import sniff as sniff_any
-from attribution.wrappers._platforms import iter_line_chunks
 from attribution.wrappers.base import RECORD_SCHEMA
 
 FIX = Path(__file__).parent / "fixtures" / "wrappers_platforms"

@@ -11,7 +11,6 @@ render these; they never compute numbers of their own.
 from attribution.analyses.capacity import capacity
 from attribution.analyses.common import (
     Analysis,
-    GroupBy,
     Selection,
     Window,
     parse_when,
@@ -23,6 +22,7 @@ from attribution.analyses.concurrency import concurrency
 from attribution.analyses.latency import Score, Slo, latency, load_presets, parse_slo, score_presets
 from attribution.analyses.lengths import lengths
 from attribution.analyses.overview import analyze
+from attribution.choices import GroupBy
 
 __all__ = [
     "Analysis", "GroupBy", "Score", "Selection", "Slo", "Window", "analyze", "capacity", "concurrency", "latency",

@@ -8,13 +8,14 @@ import numpy as np
 import polars as pl
 
 from attribution.analyses import sweep
-from attribution.analyses.common import Analysis, GroupBy, Selection, base_params, name_groups
+from attribution.analyses.common import Analysis, Selection, base_params, name_groups
 from attribution.analyses.concurrency import concurrency as concurrency_analysis
 from attribution.analyses.limits import LIMIT_SOURCES
 from attribution.analyses.spend import DEFINITIONS as SPEND_DEFINITIONS
 from attribution.analyses.spend import TITLE as SPEND_TITLE
 from attribution.analyses.spend import spend_table
 from attribution.analyses.spend import summary as spend_summary
+from attribution.choices import GroupBy
 from attribution.errors import UsageError
 
 SATURATED = "measured at saturation"

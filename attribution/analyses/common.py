@@ -36,7 +36,7 @@ _UNITS = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _SERIALS = itertools.count(1)
 _CURRENT: dict[int, int] = {}  # id(connection) -> serial of the selection its int_analysis_requests holds
 KEEP_SELECTIONS = 2  # per connection over a cached join (see _prepare)
-_KEPT: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, dict[tuple, str]] = weakref.WeakKeyDictionary()
+_KEPT: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, dict[tuple[Any, ...], str]] = weakref.WeakKeyDictionary()
 
 
 def parse_when(text: str | datetime | date | None) -> datetime | timedelta | None:
@@ -140,7 +140,7 @@ def _prepare(con: duckdb.DuckDBPyConnection, window: Window, by: GroupBy) -> Non
     """Make `int_analysis_requests` hold the selection. On a connection reading a store commit's cached join (whose
     rows cannot change) the last few selections are kept, so the pages of a dashboard view asking for the
     same window and grouping do not redo it; elsewhere it is a temporary table made anew."""
-    params = {"since": window.since, "until": window.until, "by": by.value}
+    params: dict[str, Any] = {"since": window.since, "until": window.until, "by": by.value}
     if not joincache.attached(con):
         materialize(con, "int_analysis_requests", **params)
         return

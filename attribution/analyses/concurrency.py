@@ -14,7 +14,6 @@ from attribution.analyses import limits, sweep
 from attribution.analyses.common import (
     PERCENTILE_METHOD,
     Analysis,
-    GroupBy,
     Selection,
     base_params,
     name_groups,
@@ -24,6 +23,7 @@ from attribution.analyses.common import (
 )
 from attribution.analyses.estimate import estimate_concurrency
 from attribution.analyses.exact import exact_frames, pick_bucket_s
+from attribution.choices import GroupBy
 from attribution.views import scrapes_stored
 
 if TYPE_CHECKING:

@@ -10,10 +10,12 @@ from typing import Any
 import polars as pl
 
 from attribution.analyses.capacity import capacity
-from attribution.analyses.common import Analysis, GroupBy, Selection, base_params, percentile_columns, select
+from attribution.analyses.common import Analysis, Selection, base_params, percentile_columns, select
 from attribution.analyses.concurrency import concurrency
 from attribution.analyses.latency import Slo, latency, parse_slo
 from attribution.analyses.lengths import lengths
+from attribution.choices import GroupBy
+from attribution.db import as_float
 
 CEILING_SHARE = 0.05  # default of the ceiling_share setting
 FINDINGS = 5  # at most this many findings, one per kind: the same for `analyze`, the dashboard and the report
@@ -120,9 +122,10 @@ def findings(lengths_a: Analysis, conc: Analysis, cap: Analysis, lat: Analysis, 
         "goodput": goodput_table(lat.tables["goodput"], lat.tables.get("scores"), gcol),
         "capacity": capacity_table(cap),
     }
-    has_cohorts = cohort is not None and cohort_lat is not None
-    ccol = cohort.value if has_cohorts else gcol
-    cohort_pct = cohort_lat.tables["percentiles"] if has_cohorts else lat.tables["percentiles"]
+    if cohort is not None and cohort_lat is not None:
+        has_cohorts, ccol, cohort_pct = True, cohort.value, cohort_lat.tables["percentiles"]
+    else:
+        has_cohorts, ccol, cohort_pct = False, gcol, lat.tables["percentiles"]
     return pick_findings(t, cohort_pct, lat.tables["slo_terms"], ccol, has_cohorts, gcol, slo, k=FINDINGS,
                          ceiling_share=ceiling_share)
 
@@ -211,7 +214,7 @@ def pick_findings(t: dict[str, pl.DataFrame], cohort_pct: pl.DataFrame, slo_term
                 rows = rows.filter(engine.is_in(rows.group_by(engine.alias("e")).len().filter(
                     pl.col("len") >= 2)["e"].implode()))
                 rows = rows.filter(engine == engine.first())
-            if rows.height >= 2 and rows[q].min() > 0:
+            if rows.height >= 2 and as_float(rows[q].min()) > 0:
                 first, last = rows.row(0), rows.row(rows.height - 1)
                 ratio = last[1] / first[1]
                 how = f"{1 / ratio:.1f}x faster" if ratio < 1 else f"{ratio:.1f}x slower"

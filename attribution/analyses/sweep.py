@@ -41,7 +41,7 @@ def epoch_us(t: datetime | None) -> int | None:
 def round_half_up(v: np.ndarray) -> np.ndarray:
     """DuckDB's round() of a DOUBLE: the nearest integer, halves upwards (-2.5 -> -2)."""
     f = np.floor(v)
-    return f + (v - f >= 0.5)
+    return np.asarray(f + (v - f >= 0.5))
 
 
 def round3(v: np.ndarray) -> np.ndarray:
@@ -359,6 +359,6 @@ def timeseries(parts: list[Segments], bucket_us: int) -> pl.DataFrame:
               "in_system_max": pl.Int64, "in_system_mean": pl.Float64, "kv_tokens_max": pl.Float64,
               "covered_s": pl.Float64}
     df = pl.concat([pl.DataFrame(schema=schema), *frames])
-    ts = (pl.col("bucket") * bucket_us).cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
-    return df.select("deployment", ts.alias("ts"), pl.exclude("deployment", "bucket")).sort(
+    stamp = (pl.col("bucket") * bucket_us).cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
+    return df.select("deployment", stamp.alias("ts"), pl.exclude("deployment", "bucket")).sort(
         "deployment", "ts", nulls_last=True, maintain_order=True)

@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 import polars as pl
 
 from attribution.analyses import Analysis
+from attribution.errors import AttributionError
 
 # Colour-blind-safe qualitative palette (Okabe-Ito, then Tableau for more names).
 PALETTE = (
@@ -72,6 +73,14 @@ def group_column(df: pl.DataFrame, exclude: Iterable[str] = ()) -> str | None:
     """The column the analysis grouped by (workload, day, ...), if the table has one."""
     skip = set(exclude)
     return next((c for c in GROUP_COLUMNS if c in df.columns and c not in skip), None)
+
+
+def grouped_by(df: pl.DataFrame, exclude: Iterable[str] = ()) -> str:
+    """The column a grouped analysis table (one row per group) is grouped by; it always has one."""
+    col = group_column(df, exclude)
+    if col is None:
+        raise AttributionError(f"a grouped table has none of the group columns {GROUP_COLUMNS}: {df.columns}")
+    return col
 
 
 def label(name: str) -> str:

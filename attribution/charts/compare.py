@@ -4,6 +4,8 @@ change among the requests that crossed it against the others."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import plotly.graph_objects as go
 import polars as pl
 
@@ -18,7 +20,7 @@ def _cohort_names(a: Analysis) -> str:
     return f"{p.get('after', 'after')} vs {p.get('before', 'before')}"
 
 
-def _error_bars(df: pl.DataFrame, mid: str, lo: str, hi: str) -> dict:
+def _error_bars(df: pl.DataFrame, mid: str, lo: str, hi: str) -> dict[str, Any]:
     return {"type": "data", "symmetric": False, "array": (df[hi] - df[mid]).to_list(),
             "arrayminus": (df[mid] - df[lo]).to_list(), "thickness": 1.5, "width": 4}
 

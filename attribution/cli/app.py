@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from attribution.config import Settings, connect_settings, load_settings
 from attribution.render import Format
 from attribution.store import Store, default_store_path
+
+if TYPE_CHECKING:
+    import duckdb
 
 app = typer.Typer(
     name="attribution",
@@ -58,7 +61,7 @@ def resolve(config: Path | None, **flags: object) -> Settings:
     return load_settings(flags, config=config)
 
 
-def connect(settings: Settings):  # noqa: ANN201 (a DuckDB connection)
+def connect(settings: Settings) -> duckdb.DuckDBPyConnection:
     """A connection to the settings' store with the settings' workload names applied."""
     con = open_store(default_store_path(settings.store)).connect()
     connect_settings(con, settings)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -33,7 +33,7 @@ class IngestProgress:
         self.task: TaskID | None = None
         self.files_total = self.files_done = self.rows = 0
 
-    def __call__(self, event: str, d: dict) -> None:
+    def __call__(self, event: str, d: dict[str, Any]) -> None:
         if event == "start":
             self.files_total = d["files"]
             self.task = self.p.add_task("ingest", total=d["bytes"] or 1, files=f"0/{d['files']} files", rows=0)

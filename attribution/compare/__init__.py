@@ -6,7 +6,8 @@ intervals and an attribution table that says which engine features can explain t
     res.tables["summary"], res.tables["attribution"]
 """
 
-from attribution.compare.cohorts import CohortBy, Cohorts, parse_window, resolve
+from attribution.choices import CohortBy
+from attribution.compare.cohorts import Cohorts, parse_window, resolve
 from attribution.compare.comparison import DEFAULT_EDGES, METRICS, bucket_labels, compare
 
 __all__ = ["DEFAULT_EDGES", "METRICS", "CohortBy", "Cohorts", "bucket_labels", "compare", "parse_window", "resolve"]

@@ -14,7 +14,7 @@ import duckdb
 from attribution import queries
 from attribution.analyses.common import parse_when
 from attribution.choices import CohortBy
-from attribution.errors import UsageError
+from attribution.errors import AttributionError, UsageError
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,12 @@ class Cohorts:
         return {"cohort_by": self.by.value, "before": self.before, "after": self.after,
                 "before_since": bw[0], "before_until": bw[1], "after_since": aw[0], "after_until": aw[1]}
 
+    def windows(self) -> list[tuple[str, tuple[datetime, datetime]]]:
+        """("before", its window), ("after", its window): cohorts by window only."""
+        if self.before_window is None or self.after_window is None:
+            raise AttributionError(f"cohorts by {self.by.value} have no windows")
+        return [("before", self.before_window), ("after", self.after_window)]
+
     def describe(self, which: str) -> str:
         value = self.before if which == "before" else self.after
         return {"label": f"label = {value}", "version": f"engine version {value}",
@@ -43,17 +49,16 @@ def parse_window(text: str) -> tuple[datetime, datetime]:
     parts = text.split(sep)
     if len(parts) != 2:
         raise UsageError(f"window {text!r}: write SINCE..UNTIL, e.g. 2025-06-02..2025-06-05T12:00")
-    ends = [parse_when(p) for p in parts]
-    if not all(isinstance(e, datetime) for e in ends):
+    since, until = (parse_when(p) for p in parts)
+    if not isinstance(since, datetime) or not isinstance(until, datetime):
         raise UsageError(f"window {text!r}: both ends must be absolute dates or times")
-    since, until = ends
     if since >= until:
         raise UsageError(f"window {text!r}: the start must be before the end")
     return since, until
 
 
 def cohort_values(con: duckdb.DuckDBPyConnection, by: CohortBy) -> list[str]:
-    """Labels or engine versions of the completed requests in `thr_requests`, oldest first."""
+    """Labels or engine versions of the completed requests in `int_threshold_requests`, oldest first."""
     return queries.run(con, "compare_cohort_values", cohort_by=by.value)["value"].to_list()
 
 
@@ -73,9 +78,13 @@ def _pair(values: list[str], by: CohortBy, before: str | None, after: str | None
     rest = [v for v in cands if not any(v == n or v.endswith(f" {n}") for n in named)]
     if len(rest) != 2 - len(named):
         return None
-    if before is None and after is None:
-        return rest[0], rest[1]
-    return (rest[0], after) if before is None else (before, rest[0])
+    if before is not None and after is not None:
+        return before, after
+    if before is not None:
+        return before, rest[0]
+    if after is not None:
+        return rest[0], after
+    return rest[0], rest[1]
 
 
 def resolve(con: duckdb.DuckDBPyConnection, by: CohortBy | str, before: str | None,

@@ -15,9 +15,11 @@ import polars as pl
 
 from attribution import queries
 from attribution.analyses.common import Analysis, Selection
+from attribution.choices import CohortBy
 from attribution.compare import attribution_table as attr
 from attribution.compare import judge, stats
-from attribution.compare.cohorts import CohortBy, Cohorts, resolve
+from attribution.compare.cohorts import Cohorts, resolve
+from attribution.db import as_int
 from attribution.errors import UsageError
 from attribution.histograms import compare as hist_compare
 from attribution.labels import version_label_expr
@@ -46,7 +48,7 @@ def bucket_labels(edges: tuple[int, ...]) -> list[str]:
     return out + [f">={edges[-1]}"]
 
 
-class _Rows:
+class CompareRows:
     """The compare rows as numpy arrays: cohort mask, stratum codes, metric values."""
 
     def __init__(self, rows: pl.DataFrame, edges: tuple[int, ...]) -> None:
@@ -73,8 +75,11 @@ class _Rows:
         return np.arange(self.n_strata) % self.nb
 
 
-class _Estimator:
-    def __init__(self, data: _Rows, *, ps: tuple[float, ...], mix: str, resamples: int, seed: int,
+class Estimator:
+    """Percentile ratios after/before of CompareRows, re-weighted to one traffic mix, with bootstrap
+    intervals over blocks of arrivals; cached per metric and row mask."""
+
+    def __init__(self, data: CompareRows, *, ps: tuple[float, ...], mix: str, resamples: int, seed: int,
                  tolerance: float = 0.05) -> None:
         self.d, self.ps, self.mix, self.resamples, self.tolerance = data, ps, mix, resamples, tolerance
         self.rng = np.random.default_rng(seed)
@@ -196,7 +201,7 @@ def compare(sel: Selection, *, by: CohortBy | str = CohortBy.label, before: str 
             return hist_compare.histogram_only(sel, cohorts, hist)
         raise UsageError(f"a cohort has no completed requests ({cohorts.describe('before')}: {counts['before']}, "
                          f"{cohorts.describe('after')}: {counts['after']})")
-    data = _Rows(rows, edges)
+    data = CompareRows(rows, edges)
     tables = latency_tables(data, metrics=metrics, percentiles=percentiles, mix=mix, resamples=resamples,
                             seed=seed, tolerance=tolerance, alpha=alpha)
     est = tables.pop("_estimator")
@@ -245,14 +250,14 @@ def compare(sel: Selection, *, by: CohortBy | str = CohortBy.label, before: str 
     return Analysis("compare", params, tables, titles, definitions, notes)
 
 
-def latency_tables(data: _Rows, *, metrics: tuple[str, ...] = METRICS,
+def latency_tables(data: CompareRows, *, metrics: tuple[str, ...] = METRICS,
                    percentiles: tuple[float, ...] = stats.PERCENTILES, mix: str = "pooled",
                    resamples: int = stats.RESAMPLES, seed: int = 0, tolerance: float = 0.05,
                    alpha: float = judge.ALPHA) -> dict[str, Any]:
     """summary, by_workload, by_bucket and mix tables of compare rows (no store needed: bench/calibration
     runs it on simulated requests), judged as one family; `_estimator` holds the estimator for more
     subsets."""
-    est = _Estimator(data, ps=tuple(percentiles), mix=mix, resamples=resamples, seed=seed, tolerance=tolerance)
+    est = Estimator(data, ps=tuple(percentiles), mix=mix, resamples=resamples, seed=seed, tolerance=tolerance)
     summary = [{"metric": m, **r} for m in metrics for r in est.ratio(m)]
     tables: dict[str, Any] = judge.judge({
         "summary": _frame(summary), "by_workload": _by_group(est, data, metrics, "workload"),
@@ -274,7 +279,7 @@ def _headline(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return max(changed or [r for r in rows if r["enough"]] or rows, key=size)
 
 
-def _by_group(est: _Estimator, data: _Rows, metrics: tuple[str, ...], kind: str) -> pl.DataFrame:
+def _by_group(est: Estimator, data: CompareRows, metrics: tuple[str, ...], kind: str) -> pl.DataFrame:
     of = data.stratum_workload() if kind == "workload" else data.stratum_bucket()
     names = data.workloads if kind == "workload" else data.labels
     rows = []
@@ -289,7 +294,7 @@ def _by_group(est: _Estimator, data: _Rows, metrics: tuple[str, ...], kind: str)
     return _frame(rows)
 
 
-def _mix(data: _Rows, mix: str) -> pl.DataFrame:
+def _mix(data: CompareRows, mix: str) -> pl.DataFrame:
     nb = np.bincount(data.codes[~data.after], minlength=data.n_strata)
     na = np.bincount(data.codes[data.after], minlength=data.n_strata)
     w = stats.mix_weights(data.codes[~data.after], data.codes[data.after], data.n_strata, mix)
@@ -301,7 +306,7 @@ def _mix(data: _Rows, mix: str) -> pl.DataFrame:
     })  # fmt: skip
 
 
-def _attribution(est: _Estimator, data: _Rows, groups: list[attr.Group], metrics: tuple[str, ...],
+def _attribution(est: Estimator, data: CompareRows, groups: list[attr.Group], metrics: tuple[str, ...],
                  overall: dict[str, dict[str, Any]], p: float, tolerance: float) -> pl.DataFrame:
     rows = []
     n_b, n_a = int((~data.after).sum()), int(data.after.sum())
@@ -358,14 +363,14 @@ def _capacity(sel: Selection, cohorts: Cohorts) -> pl.DataFrame:
 
     parts = []
     if cohorts.by == CohortBy.window:
-        for which, (since, until) in (("before", cohorts.before_window), ("after", cohorts.after_window)):
+        for which, (since, until) in cohorts.windows():
             cap = capacity(select(sel.con, since=since, until=until, by="all"), per_group=False)
             parts.append((which, cap.tables["capacity"]))
     else:
         grp = "label" if cohorts.by == CohortBy.label else "version"
-        cap = capacity(select(sel.con, since=sel.window, by=grp), per_group=True).tables["capacity"]
+        both = capacity(select(sel.con, since=sel.window, by=grp), per_group=True).tables["capacity"]
         for which, value in (("before", cohorts.before), ("after", cohorts.after)):
-            parts.append((which, cap.filter((pl.col(grp) == value) | pl.col(grp).str.ends_with(f" {value}"))
+            parts.append((which, both.filter((pl.col(grp) == value) | pl.col(grp).str.ends_with(f" {value}"))
                           .drop(grp)))
     (_, b), (_, a) = parts
     if b.is_empty() and a.is_empty():
@@ -388,7 +393,7 @@ def _notes(tables: dict[str, pl.DataFrame], tolerance: float) -> list[str]:
             pairs = ", ".join(f"{r['metric']} {r['percentile']} (raw x{r['raw_ratio']:.3g}, re-weighted "
                               f"x{r['ratio']:.3g})" for r in shifted.iter_rows(named=True))
             notes.append(f"the traffic mix changed: without re-weighting these would read differently: {pairs}")
-        unmatched = int(s["unmatched"].max() or 0)
+        unmatched = as_int(s["unmatched"].max() or 0)
         if unmatched:
             notes.append(f"up to {unmatched:,} requests fall in strata only one cohort has and are left out "
                          "(see the mix table)")

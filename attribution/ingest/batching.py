@@ -4,6 +4,7 @@ they lead to."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import polars as pl
@@ -32,10 +33,10 @@ class Batch:
         self.states: dict[str, dict[str, Any]] = {}
         self.remove: list[str] = []
         self.bytes = 0
-        self.held = 0  # estimated bytes of the row frames held
+        self.held = 0.0  # estimated bytes of the row frames held
 
     def add(self, key: str, state: dict[str, Any], rows: dict[str, pl.DataFrame], *, sealed: bool,
-            nbytes: int, remove: list[str] = ()) -> None:
+            nbytes: int, remove: Sequence[str] = ()) -> None:
         self.remove += remove
         for table, df in rows.items():
             if isinstance(df, Staged):
@@ -163,7 +164,7 @@ class Account:
         self.report.rows += n_rows
         self.report.errors += n_err
         self.report.census = census.plus(self.report.census, counts)
-        if counts.get("unrecognised"):
+        if shapes is not None and counts.get("unrecognised"):
             self._unknown(shapes)
         self.report.bytes += nbytes
         self.emit("advance", {"bytes": nbytes, "rows": n_rows})

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import polars as pl
 
 from attribution import census, detect, discovery, domains, formats, reader, sources
-from attribution.errors import InputError
+from attribution.errors import AttributionError, InputError
 from attribution.ingest.framing import lines_frame, strip_nul
 from attribution.ingest.naming import default_deployment
 from attribution.schema import META_TABLES, TABLES, conform, empty
@@ -115,6 +115,13 @@ def file_error(path: str, source: str | None, reason: str) -> pl.DataFrame:
 _NO_LINES = pl.DataFrame(schema={"line": pl.Int64, "text": pl.Utf8})
 
 
+@runtime_checkable
+class DocumentSource(Protocol):
+    """A source that reads its file in batches (a JSON document, a CSV export; a document wrapper's file)."""
+
+    def parse_document(self, pieces: Iterable[bytes], ctx: ParseContext) -> Iterator[ParseResult]: ...
+
+
 def parse_units(
     path: Path, src: Source, ctx: ParseContext, start: int = 0, first_line: int = 1,
     chunk_bytes: int = reader.DEFAULT_CHUNK_BYTES, max_line_bytes: int = reader.DEFAULT_MAX_LINE_BYTES,
@@ -127,12 +134,11 @@ def parse_units(
     chunk: its rows are superseded when the file grows, and the state kept is the one before it.
     """
     wrapped = isinstance(src, WrappedSource)
-    if wrapped:
+    if isinstance(src, WrappedSource):
         ctx.options.setdefault("_max_line_bytes", max_line_bytes)
-    if wrapped:
         streamed = src.wrapper.mode == "document"
     else:
-        streamed = src.mode == "whole" and hasattr(src, "parse_document")
+        streamed = src.mode == "whole" and isinstance(src, DocumentSource)
     if streamed:  # in batches: a document wrapper's file, a JSON document, a CSV export
         yield from _parse_document(path, src, ctx)
         return
@@ -143,10 +149,10 @@ def parse_units(
             buf += piece
             if len(buf) > WHOLE_MAX_BYTES:
                 raise InputError(f"{path}: larger than {WHOLE_MAX_BYTES >> 20} MiB; {src.name} reads whole files")
-        extra = [{"line": None, "reason": pieces.truncated, "sample": None}] if pieces.truncated else []
+        truncated = [{"line": None, "reason": pieces.truncated, "sample": None}] if pieces.truncated else []
         before = copy.deepcopy(ctx.state)
         result = src.parse_whole(bytes(buf), ctx)
-        yield None, before, _finish(result, src, ctx, extra)
+        yield None, before, _finish(result, src, ctx, truncated)
         return
     pieces = reader.Pieces(path, start)
     last_line, end, tail_before = first_line, start, None
@@ -155,7 +161,7 @@ def parse_units(
     mixing = not wrapped and not ctx.options.get("_forced")
     for chunk in reader.chunks(path, start, first_line, chunk_bytes, max_line_bytes, pieces=pieces):
         before = copy.deepcopy(ctx.state)
-        extra = [
+        extra: list[dict[str, Any]] = [
             {"line": ln, "reason": f"line of {size:,} bytes is longer than the {max_line_bytes:,}-byte limit: skipped",
              "sample": None}
             for ln, size in chunk.long_lines
@@ -181,7 +187,7 @@ def parse_units(
     if pieces.truncated:
         err = [{"line": last_line, "reason": pieces.truncated, "sample": None}]
         yield None, copy.deepcopy(ctx.state), _finish(ParseResult(), src, ctx, err)
-    if wrapped:
+    if isinstance(src, WrappedSource):
         before = tail_before if tail_before is not None else copy.deepcopy(ctx.state)
         rows = _finish(src.finish(ctx), src, ctx, [])
         if rows:
@@ -193,6 +199,8 @@ def _parse_document(path: Path, src: Source, ctx: ParseContext
     """A document wrapper's file or a whole-file source's with `parse_document`, batch by batch (memory
     bounded by a batch). Like a whole-file source's, the file is read again from the start when it changes;
     only the last unit carries its bytes."""
+    if not isinstance(src, DocumentSource):
+        raise AttributionError(f"{src.name} has no parse_document: it reads a file whole")
     pieces = reader.Pieces(path)
     held = None
     for result in src.parse_document(pieces, ctx):
@@ -227,7 +235,7 @@ def parse_path(
             parts[t].append(df)
     tables = {t: pl.concat(dfs) if dfs else empty(t) for t, dfs in parts.items()}
     tables["ingest_line_shapes"] = census.per_file(tables["ingest_line_shapes"])  # one row per shape, as stored
-    rows = sum(df.height for t, df in tables.items() if t not in META_TABLES)
-    if reason := detect.forced_mismatch(fmt, rows, census.totals(tables["ingest_line_shapes"])):
+    n_rows = sum(df.height for t, df in tables.items() if t not in META_TABLES)
+    if reason := detect.forced_mismatch(fmt, n_rows, census.totals(tables["ingest_line_shapes"])):
         tables["ingest_errors"] = pl.concat([tables["ingest_errors"], file_error(str(p), src.name, reason)])
     return ParsedFile(src.name, tables)

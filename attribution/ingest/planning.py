@@ -17,7 +17,7 @@ from attribution.ingest.parsing import choose_source, file_error
 from attribution.ingest.summary import PROBLEMS, FileReport, Progress
 from attribution.ingest.units import Plan
 from attribution.schema import META_TABLES
-from attribution.sources.base import ParseContext
+from attribution.sources.base import ParseContext, Source
 from attribution.store import Writer
 
 
@@ -108,26 +108,28 @@ def plan_file(path: Path, w: Writer, batch: Batch, index: dict[str, tuple[str, d
     except OSError as exc:  # unreadable, or no longer a regular file (reader.NotRegularFile)
         return record_problem(abspath, "skipped", f"cannot read: {exc.strerror or exc}", batch, index, opts)
     fp_len = min(reader.FP_BYTES, len(head))
-    key, state, resume = None, None, False
-    if prev and prev.get("status") != "unrecognised" and prev.get("fp") and len(head) >= prev["fp_len"] \
+    resumed: tuple[str, dict[str, Any]] | None = None  # (file key, its entry) of a file read before
+    if prev_key is not None and prev and prev.get("status") != "unrecognised" and prev.get("fp") and len(head) >= prev["fp_len"] \
             and reader.fingerprint(head[: prev["fp_len"]]) == prev["fp"] \
             and not (reader.compression(path) is None and stat.st_size < prev["offset"]) \
             and _same_before_offset(path, prev):
-        key, state, resume = prev_key, copy.deepcopy(prev), True
+        resumed = prev_key, copy.deepcopy(prev)
     elif not prev or not prev.get("fp"):  # (a path recorded only as skipped has no content yet)
         moved = next((fps[fp] for n, fps in by_fp.items() if n <= len(head)
                       and (fp := reader.fingerprint(head[:n])) in fps), None)
         if moved and _same_before_offset(path, w.snapshot.files[moved]) and _content_left(w.snapshot.files[moved]):
-            key, state, resume = moved, copy.deepcopy(w.snapshot.files[moved]), True
+            resumed = moved, copy.deepcopy(w.snapshot.files[moved])
     now = time.time()
-    if resume:
+    src: Source | None
+    if resumed is not None:
+        key, state = resumed
         src = formats.get(state["format"])
     else:
         try:
             src = choose_source(path, head, opts["fmt"])
         except UnicodeError:
             src = None
-        key = prev_key if prev and not prev.get("fp") else os.urandom(8).hex()
+        key = prev_key if prev_key is not None and prev and not prev.get("fp") else os.urandom(8).hex()
         state = {
             "path": abspath, "format": src.name if src else None, "source_kind": src.kind if src else None,
             "deployment": opts["deployment"] or default_deployment(path), "label": opts["label"],
@@ -145,7 +147,7 @@ def plan_file(path: Path, w: Writer, batch: Batch, index: dict[str, tuple[str, d
         return FileReport(abspath, "unrecognised", message=reason, errors=1)
     # Rows of a previous unterminated tail (or of a whole file read before) are superseded by this read.
     remove: list[str] = []
-    if resume and state.get("unsealed_files"):
+    if resumed is not None and state.get("unsealed_files"):
         gone = [w.snapshot.data[p] for p in state["unsealed_files"] if p in w.snapshot.data]
         state["rows"] -= sum(e["rows"] for e in gone if e["table"] not in META_TABLES)
         state["errors"] -= sum(e["rows"] for e in gone if e["table"] == "ingest_errors")

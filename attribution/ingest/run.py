@@ -48,7 +48,7 @@ def ingest(
     if fmt:
         formats.get(fmt)
     tz = resolve_tz(tz)
-    chunk_bytes = chunk_bytes or env_int("ATTRIBUTION_CHUNK_BYTES", reader.DEFAULT_CHUNK_BYTES)
+    chunk_bytes = chunk_bytes or env_int("ATTRIBUTION_CHUNK_BYTES") or reader.DEFAULT_CHUNK_BYTES
     max_line_bytes = max_line_bytes or reader.DEFAULT_MAX_LINE_BYTES
     files, skipped = discovery.discover_inputs(paths)
     jobs = jobs or workers.default_jobs()

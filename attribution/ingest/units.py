@@ -9,11 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+
 from attribution import reader
 from attribution.errors import InputError
 from attribution.ingest.parsing import parse_units
 from attribution.sources.base import ParseContext, Source
-from attribution.store import stage
+from attribution.store import Staged, stage
 
 
 @dataclass
@@ -56,17 +58,18 @@ def parse_plan(plan: Plan) -> Iterator[tuple[Any, ...]]:
     try:
         for chunk, before, rows in parse_units(Path(plan.path), src, ctx, plan.offset, plan.first_line,
                                                plan.chunk_bytes, plan.max_line_bytes):
-            unit = None if chunk is None else Unit(chunk.end, chunk.first_line + chunk.n_lines - 1, chunk.tail,
-                                                   len(chunk.data))
-            if unit is not None and chunk.data and not chunk.tail:
-                last = chunk.data[-reader.FP_BYTES:]
-                unit.end_fp, unit.end_fp_len = reader.fingerprint(last), len(last)
+            unit = None
+            if chunk is not None:
+                unit = Unit(chunk.end, chunk.first_line + chunk.n_lines - 1, chunk.tail, len(chunk.data))
+                if chunk.data and not chunk.tail:
+                    last = chunk.data[-reader.FP_BYTES:]
+                    unit.end_fp, unit.end_fp_len = reader.fingerprint(last), len(last)
+            out: dict[str, pl.DataFrame | Staged] = dict(rows)
             if plan.stage_root and unit is not None and unit.nbytes >= plan.stage_min:
                 # Written here rather than pickled to the ingest process, which would then write them itself.
                 # (the census stays a frame: the account counts its lines; it is a few rows per chunk)
-                rows = {t: df if t == "ingest_line_shapes" else stage(plan.stage_root, t, df)
-                        for t, df in rows.items()}
-            yield "unit", unit, before, copy.deepcopy(ctx.state), rows
+                out = {t: df if t == "ingest_line_shapes" else stage(plan.stage_root, t, df) for t, df in rows.items()}
+            yield "unit", unit, before, copy.deepcopy(ctx.state), out
     except InputError as exc:
         yield "failed", str(exc)
         return

@@ -6,7 +6,7 @@ Used for `--kv-cache-dtype`, SGLang `--mamba-ssm-dtype` / `SGLANG_MAMBA_CONV_DTY
 
 from __future__ import annotations
 
-from attribution.memory.errors import UsageError
+from attribution.errors import UsageError
 
 _CANONICAL = {
     "float32": "float32",

@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from attribution.memory.errors import ModelConfigError, UsageError
+from attribution.errors import UsageError
+from attribution.memory.errors import ModelConfigError
 
 _MISSING = object()
 

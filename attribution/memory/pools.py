@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attribution.memory.errors import UsageError
+from attribution.errors import UsageError
 
 
 def _version(v: str) -> tuple[int, ...]:

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from attribution.errors import UsageError
 from attribution.memory.dtypes import canonical_dtype, dtype_bytes, explicit
-from attribution.memory.errors import ModelConfigError, UnsupportedOnEngine, UsageError
+from attribution.memory.errors import ModelConfigError, UnsupportedOnEngine
 from attribution.memory.families import read_layout
 from attribution.memory.layout import Layout
 

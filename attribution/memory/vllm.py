@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from attribution.memory.errors import UsageError
+from attribution.errors import UsageError
 from attribution.memory.pools import state_slots_per_request
 from attribution.memory.profile import ModelProfile
 

@@ -24,7 +24,7 @@ from attribution.memsplit.diagnosis import (
     load_starts,
     step_frames,
 )
-from attribution.memsplit.recommend import STATUS, recommend
+from attribution.memsplit.recommend import STATUS, Recommendation, recommend
 from attribution.memsplit.whatif import whatif
 
 DEFINITIONS = {
@@ -92,7 +92,8 @@ def _split_text(slots: int | None, running: int | None, tokens: int | None) -> s
     return "" if slots is None else f"{running} running, {slots} slots + {tokens:,} KV tokens"
 
 
-def _summary(c: CurrentSplit, b: dict[str, Any] | None, limit: str, rec, what: list[dict[str, Any]]) -> dict:
+def _summary(c: CurrentSplit, b: dict[str, Any] | None, limit: str, rec: Recommendation,
+             what: list[dict[str, Any]]) -> dict[str, Any]:
     sim = {r["split"]: r for r in what if r["source"] == "simulated"}
     cur, new = sim.get("current", {}), sim.get("recommended", sim.get("current", {}))
     return {

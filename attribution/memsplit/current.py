@@ -234,7 +234,7 @@ def current_split(row: dict[str, Any], model: str, ov: Overrides) -> CurrentSpli
     elif engine == "vllm" and row.get("available_kv_bytes"):
         R, cache_source = row["available_kv_bytes"], "log"
     elif engine == "sglang" and T and (state_slots or cap):
-        slots = state_slots if state_slots is not None else cap * k
+        slots = state_slots if state_slots is not None else (cap or 0) * k  # cap is set when no slots are logged
         R, cache_source = T * B + (slots + pad) * S, "estimate"
         notes.append("cache memory estimated from the KV pool and state slots (no allocation lines logged)")
     elif engine == "vllm" and T and row.get("max_concurrency"):
@@ -254,10 +254,13 @@ def current_split(row: dict[str, Any], model: str, ov: Overrides) -> CurrentSpli
         notes.append(
             "no KV pool size logged: the KV pool is what the cache memory leaves beside the cap's state"
         )
-    if engine == "sglang" and state_bytes and state_slots is not None:
-        state_source = "log"
-    elif engine == "sglang" and state_slots is not None:
-        state_bytes, state_source = (state_slots + pad) * S, "estimate"
+    elif kv_bytes is None:  # a logged pool of 0 tokens
+        kv_bytes = 0
+    if engine == "sglang" and state_slots is not None:
+        if state_bytes:
+            state_source = "log"
+        else:
+            state_bytes, state_source = (state_slots + pad) * S, "estimate"
     else:
         state_bytes = max(0, R - kv_bytes)
         state_slots, state_source = int(state_bytes // S), "implied"

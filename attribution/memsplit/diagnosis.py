@@ -53,8 +53,11 @@ def load_starts(
     since: datetime | None,
     until: datetime | None,
 ) -> pl.DataFrame:
-    """The engine starts under analysis (int_memsplit_starts), kept as a temporary table on `con`."""
-    materialize(con, "int_memsplit_starts", engine=engine, deployments=deployments, since=since, until=until)
+    """The engine starts under analysis (int_memsplit_starts), kept as a temporary table on `con` beside their
+    periods and step lines (int_memsplit_periods, int_memsplit_step_lines: one join of the step lines)."""
+    materialize(con, "int_memsplit_periods", engine=engine, deployments=deployments, since=since, until=until)
+    materialize(con, "int_memsplit_step_lines")
+    materialize(con, "int_memsplit_starts")
     return fetch(con, "select * from int_memsplit_starts")
 
 
@@ -88,7 +91,7 @@ def exact_in_system(
         ]
     rows: list[dict[str, Any]] = []
     notes: list[str] = []
-    periods: dict[tuple, list[CurrentSplit]] = {}
+    periods: dict[tuple[Any, ...], list[CurrentSplit]] = {}
     for c in splits:
         periods.setdefault((c.period_since, c.period_until), []).append(c)
     if not periods:

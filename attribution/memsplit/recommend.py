@@ -13,6 +13,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from attribution.db import as_float
+from attribution.errors import AttributionError
 from attribution.memory import pools_needed, sglang_split
 from attribution.memory.profile import GiB
 from attribution.memsplit.current import CurrentSplit
@@ -57,7 +59,9 @@ class Recommendation:
 
     @property
     def need_bytes(self) -> int | None:
-        return None if self.need_state_bytes is None else self.need_state_bytes + self.need_kv_bytes
+        if self.need_state_bytes is None or self.need_kv_bytes is None:
+            return None
+        return self.need_state_bytes + self.need_kv_bytes
 
     @property
     def shortfall_bytes(self) -> int:
@@ -82,9 +86,9 @@ def demand_concurrency(d: dict[str, Any], s: Settings) -> float | None:
     """The percentile of requests wanting to run (running + waiting), from the step lines; else the exact
     sweep's in-system p99 when that is the percentile asked for."""
     if d.get("demand_q") is not None:
-        return d["demand_q"]
+        return as_float(d["demand_q"])
     if s.percentile == 0.99 and d.get("in_system_p99_exact") is not None:
-        return d["in_system_p99_exact"]
+        return as_float(d["in_system_p99_exact"])
     return None
 
 
@@ -176,8 +180,26 @@ def ratio_flag(c: CurrentSplit, slots: int) -> tuple[float, int]:
         r = round(r + 0.01, 2)
 
 
+@dataclass(frozen=True)
+class Sized:
+    """The pool sizes `recommend` set (`_set_split`) before it asks for the flags that enact them."""
+
+    state_slots: int
+    max_running: int
+    mean_live_tokens: float
+    kv_tokens: int
+
+
+def sized(rec: Recommendation) -> Sized:
+    slots, running, live, kv = rec.state_slots, rec.max_running, rec.mean_live_tokens, rec.kv_tokens
+    if slots is None or running is None or live is None or kv is None:
+        raise AttributionError(f"{rec.deployment}: the flags need a sized split, this one is {rec.status!r}")
+    return Sized(slots, running, live, kv)
+
+
 def sglang_flags(c: CurrentSplit, rec: Recommendation) -> list[Flag]:
     k = c.slots_per_request
+    z = sized(rec)
     if rec.status == "fits":
         return [
             Flag(
@@ -187,14 +209,14 @@ def sglang_flags(c: CurrentSplit, rec: Recommendation) -> list[Flag]:
                 f"requests ({k} slots each); demand {rec.concurrency}",
             )
         ]
-    r, got = ratio_flag(c, rec.state_slots)
+    r, got = ratio_flag(c, z.state_slots)
     out = [
         Flag(
             "--max-mamba-cache-size",
-            str(rec.state_slots),
-            f"{rec.state_slots} state slots = {rec.max_running} running requests x {k}; the KV pool gets the "
+            str(z.state_slots),
+            f"{z.state_slots} state slots = {z.max_running} running requests x {k}; the KV pool gets the "
             f"rest: "
-            f"{rec.kv_tokens:,} tokens",
+            f"{z.kv_tokens:,} tokens",
         ),
         Flag(
             "--mamba-full-memory-ratio",
@@ -204,8 +226,8 @@ def sglang_flags(c: CurrentSplit, rec: Recommendation) -> list[Flag]:
         ),
         Flag(
             "--max-running-requests",
-            str(rec.max_running),
-            f"admit at most {rec.max_running} requests (now {c.cap})",
+            str(z.max_running),
+            f"admit at most {z.max_running} requests (now {c.cap})",
         ),
     ]
     if rec.status == "short":
@@ -214,17 +236,18 @@ def sglang_flags(c: CurrentSplit, rec: Recommendation) -> list[Flag]:
 
 
 def vllm_flags(c: CurrentSplit, rec: Recommendation, d: dict[str, Any]) -> list[Flag]:
-    k, S, B, L = c.slots_per_request, c.state_bytes_per_slot, c.kv_bytes_per_token, rec.mean_live_tokens
+    z = sized(rec)
+    k, S, B, L = c.slots_per_request, c.state_bytes_per_slot, c.kv_bytes_per_token, z.mean_live_tokens
     per_req = k * S + B * L
     out = [
         Flag(
             "--max-num-seqs",
-            str(rec.max_running),
+            str(z.max_running),
             f"vLLM shares one block pool: a running request holds {k} block(s) per state group "
             f"({k * S / 1e6:,.1f} MB) "
-            f"plus ~{L:,.0f} tokens of attention blocks ({B * L / 1e6:,.1f} MB); {rec.max_running} of them "
+            f"plus ~{L:,.0f} tokens of attention blocks ({B * L / 1e6:,.1f} MB); {z.max_running} of them "
             f"take "
-            f"{rec.max_running * per_req / GiB:.2f} GiB of {c.cache_bytes / GiB:.2f} GiB (now {c.cap})",
+            f"{z.max_running * per_req / GiB:.2f} GiB of {c.cache_bytes / GiB:.2f} GiB (now {c.cap})",
         )
     ]
     if c.block_size:

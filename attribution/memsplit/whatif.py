@@ -20,7 +20,7 @@ from attribution.db import as_float, as_int
 from attribution.errors import UsageError
 from attribution.memsplit.current import CurrentSplit
 from attribution.memsplit.current import when as _when
-from attribution.memsplit.recommend import Recommendation
+from attribution.memsplit.recommend import Recommendation, sized
 
 WAITED_S = 1.0  # a request "waited" when it queued at least this long
 
@@ -182,7 +182,8 @@ def whatif(
     ]
     pools = [PoolConfig("current", c.kv_pool_tokens, c.cap or c.state_cap, c.state_slots)]
     if rec.status in ("resize", "short"):
-        pools.append(PoolConfig("recommended", rec.kv_tokens, rec.max_running, rec.state_slots))
+        z = sized(rec)
+        pools.append(PoolConfig("recommended", z.kv_tokens, z.max_running, z.state_slots))
     rows = ([measured(arrivals, c)] if trace is None else []) + [replay(arrivals, c, p, profile) for p in pools]
     if rec.status == "fits":
         notes.append(

@@ -7,11 +7,12 @@ only the report needed (week-over-week drift and regressions, ingest health and 
     write(report, out_dir=Path("reports"))     # attribution-report-2026-W19.{html,md,json}
 """
 
+from attribution.choices import FailOn, ReportFormat
 from attribution.report.build import Inputs, assemble, build_report, report_window, run_analyses
 from attribution.report.changes import changes, iso_week, previous_window
 from attribution.report.health import health, log_gaps
 from attribution.report.model import Action, Report, Section
-from attribution.report.output import EXIT_FOUND, FailOn, ReportFormat, file_name, render, triggered, write
+from attribution.report.output import EXIT_FOUND, file_name, render, triggered, write
 
 __all__ = [
     "EXIT_FOUND", "Action", "FailOn", "Inputs", "Report", "ReportFormat", "Section", "assemble", "build_report",

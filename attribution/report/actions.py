@@ -8,10 +8,11 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from attribution.db import as_time
 from attribution.report.drift import ALARMS as DRIFT_ALARMS
 from attribution.report.fmt import num, pct
 from attribution.report.health import UNMATCHED_SHARE, gap_text
-from attribution.report.model import SEVERITIES, Action
+from attribution.report.model import SEVERITIES, Action, present
 from attribution.report.review_sections import ratio_text
 
 if TYPE_CHECKING:
@@ -88,7 +89,7 @@ def _changes(inp: Inputs) -> list[Action]:
                                                                 maintain_order=True):
             deps = ", ".join(sorted(set(part["deployment"])))
             out.append(Action("info", "version", "changes", f"{deps}: {engine} {previous} -> {version} from "
-                              f"{part['started'].min():%a %d %b %H:%M} UTC."))
+                              f"{as_time(part['started'].min()):%a %d %b %H:%M} UTC."))
         new = ver.filter(pl.col("change") == "new deployment")
         if new.height:
             out.append(Action("info", "deployment", "changes",
@@ -138,7 +139,7 @@ def _memsplit(inp: Inputs) -> list[Action]:
 
 
 def _health(inp: Inputs) -> list[Action]:
-    a = inp.health
+    a = present(inp.health, "health")
     out = []
     ingest = a.params.get("ingest")
     if ingest and ingest.get("skipped"):

@@ -124,8 +124,8 @@ def regressions(summary: pl.DataFrame, by_workload: pl.DataFrame) -> pl.DataFram
         pl.DataFrame()
 
 
-def _span(w: Window, end: datetime) -> str:
-    return f"{w.since.isoformat()}..{end.isoformat()}"
+def _span(since: datetime, end: datetime) -> str:
+    return f"{since.isoformat()}..{end.isoformat()}"
 
 
 def _raw(sel: Selection) -> pl.DataFrame:
@@ -171,7 +171,7 @@ def changes(con: duckdb.DuckDBPyConnection, window: Window, *, sel: Selection | 
 
     prev_n = 0
     end = window_end(window)
-    if prev is not None and end is not None:
+    if prev is not None and prev.since is not None and prev.until is not None and end is not None:
         psel = select(con, since=prev, by=by)
         prev_n = psel.requests
         params["previous_requests"] = prev_n
@@ -190,7 +190,9 @@ def changes(con: duckdb.DuckDBPyConnection, window: Window, *, sel: Selection | 
             tables["drift"] = drift(now_lengths, before, drifts.lengths(raw_prev, raw_now, ds))
             wsel = select(con, since=prev.since, until=window.until, by=GroupBy.all)
             try:
-                wk = compare(wsel, by="window", before=_span(prev, prev.until), after=_span(window, after_end),
+                # (the previous window ends where this one starts)
+                wk = compare(wsel, by="window", before=_span(prev.since, prev.until),
+                             after=_span(prev.until, after_end),
                              catalogue=catalogue, resamples=resamples, tolerance=tolerance, seed=seed, capacity=False,
                              alpha=alpha)
                 family["week_summary"], family["week_by_workload"] = wk.tables["summary"], wk.tables["by_workload"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from datetime import datetime
 
 import numpy as np
 import polars as pl
@@ -47,7 +48,7 @@ DEFINITIONS = {
 }
 
 
-def hours(frame: pl.DataFrame, since: object, until: object) -> float:
+def hours(frame: pl.DataFrame, since: datetime | None, until: datetime | None) -> float:
     """Hours of data in [since, until): the window clipped to where the store's data begins."""
     if frame.height == 0 or since is None or until is None:
         return float("nan")

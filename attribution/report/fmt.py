@@ -8,7 +8,7 @@ import math
 from datetime import date, datetime
 from typing import Any
 
-from attribution.columns import is_share
+from attribution.columns import is_p_value, is_share, p_value_text
 
 RATIO_HINTS = ("ratio", "_lo", "_hi")
 
@@ -25,6 +25,8 @@ def cell(v: Any, column: str = "") -> str:
             return ""
         if is_share(column):
             return pct(v)
+        if is_p_value(column):
+            return p_value_text(v)
         if column.startswith("usd") or column.endswith("_usd"):
             return f"${v:,.3g}" if abs(v) < 1000 else f"${v:,.0f}"
         if any(h in column for h in RATIO_HINTS):

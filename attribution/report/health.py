@@ -73,7 +73,7 @@ def health(store: Store, con: duckdb.DuckDBPyConnection, window: Window, *, gap_
     )
 
 
-def gap_text(g: dict) -> str:
+def gap_text(g: dict[str, Any]) -> str:
     """One gap of `log_gaps` in words."""
     who = f"{g['deployment']} ({g['source']} {g['kind']})"
     hours = f"{g['gap_s'] / 3600:.1f} h"

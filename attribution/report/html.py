@@ -72,7 +72,8 @@ def charts(cs: list[Chart]) -> str:
 def section(s: Section) -> str:
     parts = [f'<section id="{escape(s.id)}"><h2>{escape(s.title)}</h2>']
     if s.lines:
-        items, sub = [], []
+        items: list[str] = []
+        sub: list[str] = []
         for line in s.lines:
             if line.startswith("- ") and items:
                 sub.append(f"<li>{escape(line[2:])}</li>")

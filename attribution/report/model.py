@@ -8,14 +8,24 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import plotly.graph_objects as go
 import polars as pl
 
+from attribution.errors import AttributionError
+
 SIGNIFICANT = 6
 SCHEMA_VERSION = 1
 SEVERITIES = ("act", "watch", "info")  # act: do something; watch: worth a look; info: context
+T = TypeVar("T")
+
+
+def present(analysis: T | None, name: str) -> T:
+    """An analysis a section reads; the report runs it whenever the section is built (a bug otherwise)."""
+    if analysis is None:
+        raise AttributionError(f"the report's {name} analysis did not run, yet a section reads it")
+    return analysis
 
 
 @dataclass

@@ -3,7 +3,7 @@ inside it), feature-threshold crossings, the memory split of hybrid models, and 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -13,7 +13,7 @@ from attribution.compare.attribution_table import NAMES
 from attribution.labels import version_label
 from attribution.report.fmt import num, pct, seconds
 from attribution.report.health import gap_text
-from attribution.report.model import Section
+from attribution.report.model import Section, present
 
 if TYPE_CHECKING:
     from attribution.report.build import Inputs
@@ -21,20 +21,20 @@ if TYPE_CHECKING:
 VERDICTS = ("explains", "at most part", "inconclusive")  # attribution verdicts worth a line
 
 
-def ratio_text(r: dict) -> str:
+def ratio_text(r: dict[str, Any]) -> str:
     """`TTFT p50 6.2 s -> 223 ms (x0.0359, 95% 0.0354-0.0364)`."""
     return (f"{NAMES.get(r['metric'], r['metric'])} {r['percentile']} {seconds(r['before'])} -> {seconds(r['after'])} "
             f"(x{r['ratio']:.3g}, 95% {r['ratio_lo']:.3g}-{r['ratio_hi']:.3g})")
 
 
-def _unjudged(r: dict) -> str:
+def _unjudged(r: dict[str, Any]) -> str:
     if r.get("verdict") == "too few requests":
         return f"too few requests to judge: {r['n_before']:,} before, {r['n_after']:,} after, {r['min_requests']:,} needed"
     return "not material"
 
 
 def changes_section(inp: Inputs) -> Section:
-    a = inp.changes
+    a = present(inp.changes, "changes")
     s = Section("changes", "What changed", definitions=a.definitions)
     t = a.tables
     prev = a.params.get("previous")
@@ -97,9 +97,9 @@ def changes_section(inp: Inputs) -> Section:
     if per_workload is not None and per_workload.height:  # the overall rows are the summary above
         s.table("upgrade_regressions", "material latency changes inside this window, per workload",
                 per_workload.filter(pl.col("workload") != "all"))
-    att = t.get("upgrade_attribution")
-    if att is not None and att.height:
-        s.table("upgrade_attribution", a.titles["upgrade_attribution"], att.filter(
+    found = t.get("upgrade_attribution")
+    if found is not None and found.height:
+        s.table("upgrade_attribution", a.titles["upgrade_attribution"], found.filter(
             pl.col("verdict").is_in(list(VERDICTS))).select("feature", "metric", "threshold", "share_before",
                                                             "share_after", "crossing_ratio", "other_ratio",
                                                             "verdict", "explanation"))
@@ -114,7 +114,7 @@ def changes_section(inp: Inputs) -> Section:
 
 
 def thresholds_section(inp: Inputs) -> Section:
-    a = inp.thresholds
+    a = present(inp.thresholds, "thresholds")
     s = Section("thresholds", "Feature-threshold crossings", definitions=a.definitions)
     req = a.tables["requests"]
     crossed = req.filter(pl.col("crossed") > 0).sort("share_of_engine_requests", descending=True)
@@ -171,7 +171,7 @@ def memsplit_section(inp: Inputs) -> Section:
 
 
 def health_section(inp: Inputs) -> Section:
-    a = inp.health
+    a = present(inp.health, "health")
     s = Section("health", "Ingest health", definitions=a.definitions)
     t = a.tables
     files = t["files"]

@@ -10,11 +10,11 @@ import polars as pl
 
 from attribution import charts
 from attribution.analyses.common import percentile_columns
-from attribution.charts.common import group_column
+from attribution.charts.common import grouped_by
 from attribution.columns import view
 from attribution.report.fmt import num, pct
 from attribution.report.metrics_section import metrics_sections
-from attribution.report.model import Section
+from attribution.report.model import Section, present
 from attribution.report.review_sections import (
     changes_section,
     health_section,
@@ -38,13 +38,13 @@ def all_sections(inp: Inputs) -> list[Section]:
 
 def traffic_section(inp: Inputs) -> Section:
     s = Section("traffic", "Traffic and workloads")
-    stats = inp.lengths.tables["stats"]
-    gcol = group_column(stats, exclude=("metric",))
+    stats = present(inp.lengths, "lengths").tables["stats"]
+    gcol = grouped_by(stats, exclude=("metric",))
     prompt = stats.filter(pl.col("metric") == "prompt_tokens")
     output = stats.filter(pl.col("metric") == "output_tokens")
-    deps = inp.concurrency.tables["deployments"]
+    deps = present(inp.concurrency, "concurrency").tables["deployments"]
     s.lines.append(f"{inp.requests:,} requests from {prompt.height} {gcol}s on {deps.height} deployments.")
-    good = inp.latency.tables["goodput"]
+    good = present(inp.latency, "latency").tables["goodput"]
     rate = good.select(gcol, "requests_per_s") if gcol in good.columns else None
     table = prompt.select(gcol, "requests", pl.col("tokens").alias("prompt_tokens"),
                           pl.col("mean").alias("prompt_mean"), pl.col("p99").alias("prompt_p99")).join(
@@ -67,10 +67,10 @@ def traffic_section(inp: Inputs) -> Section:
 
 
 def lengths_section(inp: Inputs) -> Section:
-    a = inp.lengths
+    a = present(inp.lengths, "lengths")
     s = Section("lengths", "Prompt and output lengths", definitions=a.definitions)
     stats = a.tables["stats"]
-    gcol = group_column(stats, exclude=("metric",))
+    gcol = grouped_by(stats, exclude=("metric",))
     for r in stats.filter(pl.col("metric") == "prompt_tokens").sort("top1_token_share", descending=True,
                                                                      nulls_last=True).head(3).iter_rows(named=True):
         share = r["top1_token_share"]
@@ -86,7 +86,7 @@ def lengths_section(inp: Inputs) -> Section:
 
 
 def concurrency_section(inp: Inputs) -> Section:
-    a = inp.concurrency
+    a = present(inp.concurrency, "concurrency")
     s = Section("concurrency", "Concurrency and live tokens per pod", definitions=a.definitions)
     pods, deps = a.tables["pods"], a.tables["deployments"]
     limit = {d: (n, src) for d, n, src in deps.select("deployment", "running_limit", "limit_source").iter_rows()}
@@ -113,11 +113,11 @@ def concurrency_section(inp: Inputs) -> Section:
 
 
 def latency_section(inp: Inputs) -> Section:
-    a = inp.latency
+    a = present(inp.latency, "latency")
     s = Section("latency", "Latency and goodput", definitions=a.definitions)
     s.lines.append(f"SLO: {inp.slo.describe()}" + (f" (preset {inp.slo.name})" if inp.slo.name else "") + ".")
     good = a.tables["goodput"]
-    gcol = group_column(good)
+    gcol = grouped_by(good)
     share = "good_share_of_judged_requests"
     for r in good.sort(share, nulls_last=True).iter_rows(named=True):
         if r[share] is not None:
@@ -128,7 +128,7 @@ def latency_section(inp: Inputs) -> Section:
     cl = inp.cohort_latency
     if cl is not None:
         cgood = cl.tables["goodput"]
-        ccol = group_column(cgood)
+        ccol = grouped_by(cgood)
         parts = [f"{r[ccol]} {pct(r[share])}" for r in cgood.iter_rows(named=True) if r[share] is not None]
         if parts:
             s.lines.append(f"Per {ccol}: " + ", ".join(parts) + " of judged requests met the SLO.")
@@ -136,7 +136,7 @@ def latency_section(inp: Inputs) -> Section:
     s.table("percentiles", a.titles["percentiles"], view(pct_table, [gcol, "metric", "requests", "mean",
                                                                       *percentile_columns(pct_table), "max"]))
     if cl is not None:
-        ccol = group_column(cl.tables["percentiles"], exclude=("metric",))
+        ccol = grouped_by(cl.tables["percentiles"], exclude=("metric",))
         s.table("cohorts", f"latency by {ccol} (seconds)", view(cl.tables["percentiles"], [
             ccol, "metric", "requests", *percentile_columns(cl.tables["percentiles"]), "max"]))
     s.table("goodput", a.titles["goodput"], view(good, [gcol, "requests", "failed", "judged", "good", share,
@@ -156,7 +156,7 @@ def latency_section(inp: Inputs) -> Section:
 
 
 def capacity_section(inp: Inputs) -> Section:
-    a = inp.capacity
+    a = present(inp.capacity, "capacity")
     s = Section("capacity", "Capacity and cost", definitions=a.definitions)
     cap = a.tables["capacity"]
     for r in cap.iter_rows(named=True):

@@ -4,6 +4,7 @@ data in `scenarios/` and `profiles/`; see `simulate()`.
 """
 
 from attribution.simulate.model import Scenario, load_scenario
-from attribution.simulate.run import SimResult, simulate
+from attribution.simulate.result import SimResult
+from attribution.simulate.run import simulate
 
 __all__ = ["Scenario", "SimResult", "load_scenario", "simulate"]

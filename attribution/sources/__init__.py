@@ -8,9 +8,10 @@ import importlib
 import pkgutil
 from functools import cache
 
+from attribution.sources._stray_commas import StrayCommas
 from attribution.sources.base import ParseContext, ParseResult, Source
 
-__all__ = ["ParseContext", "ParseResult", "Source", "registry"]
+__all__ = ["ParseContext", "ParseResult", "Source", "StrayCommas", "registry"]
 
 _HELPERS = {"base", "common", "timefmt"}
 

@@ -26,6 +26,7 @@ META_FLOAT = {
     "prefill_finished_ts": "_prefill_fin",
 }
 _NUM_KEYS = [*META_INT, *META_FLOAT]
+_COLUMN = {**META_INT, **META_FLOAT}
 # every `'key': number` of the numeric meta_info keys; the first _KEY_CHARS characters tell the keys apart
 _NUM_KEYS_RE = r"(?:^|, )'(?:" + "|".join(_NUM_KEYS) + rf")': {NUM}"
 _KEY_CHARS = next(n for n in range(1, 64) if len({k[:n] for k in _NUM_KEYS}) == len(_NUM_KEYS))
@@ -113,8 +114,9 @@ def _repr_fields(df: pl.DataFrame) -> pl.DataFrame:
                 # with a single sequence the rows without one have no token at all
                 values[k] = value if len(distinct) == 1 else pl.when(rows).then(value).otherwise(values[k])
     return df.with_columns(
-        *(values[k].cast(pl.Int64, strict=False).alias(c) for k, c in META_INT.items()),
-        *(values[k].cast(pl.Float64, strict=False).alias(c) for k, c in META_FLOAT.items()),
+        # counts stay floats (each value is a NUM): the ingest checks them against their domain (whole, in
+        # range) and reports a `11.5` or a `1e20`, which an integer cast here would null silently
+        *(values[k].cast(pl.Float64, strict=False).alias(c) for k, c in _COLUMN.items()),
     ).drop("_nums")
 
 
@@ -128,7 +130,8 @@ def _json_fields(prefix: str) -> list[pl.Expr]:
     return [
         jp("id").alias("_meta_id"),
         pl.coalesce(jp("finish_reason.type"), jp("finish_reason")).alias("finish_reason"),
-        *(jp(k).cast(pl.Float64, strict=False).cast(pl.Int64, strict=False).alias(c) for k, c in META_INT.items()),
+        # counts as the record's text: the ingest checks it (not a number, not whole, out of range) and says so
+        *(jp(k).alias(c) for k, c in META_INT.items()),
         *(jp(k).cast(pl.Float64, strict=False).alias(c) for k, c in META_FLOAT.items()),
     ]
 
@@ -222,9 +225,7 @@ def _json_rows(js: pl.DataFrame, tz: str) -> tuple[pl.DataFrame, pl.DataFrame]:
         pl.coalesce(msg.str.json_path_match("$.rid"), msg.str.json_path_match("$.obj.rid")).alias("_rid"),
         pl.coalesce(_json_ts(msg.str.json_path_match("$.timestamp"), tz), "ts").alias("ts"),
         (msg.str.json_path_match("$.out").is_not_null()).alias("_has_meta"),
-        msg.str.json_path_match("$.obj.sampling_params.max_new_tokens")
-        .cast(pl.Int64, strict=False)
-        .alias("max_tokens"),
+        msg.str.json_path_match("$.obj.sampling_params.max_new_tokens").alias("max_tokens"),  # checked at the ingest
         msg.str.json_path_match("$.obj.stream")
         .replace_strict({"true": True, "false": False}, default=None, return_dtype=pl.Boolean)
         .alias("stream"),

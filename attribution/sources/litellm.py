@@ -236,7 +236,7 @@ class LiteLLMPayloadJSON(Source):
         file's size. `line` is the
         1-based index of the record in the array (schema.PROVENANCE); a document that breaks off keeps the
         records before the break and reports it."""
-        from attribution.wrappers._platforms import DocumentError, iter_items
+        from attribution.wrappers import DocumentError, iter_items
 
         stray = StrayCommas()
         first, it = document_start(stray(pieces))

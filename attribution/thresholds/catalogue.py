@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -107,7 +108,7 @@ class Catalogue:
     assume: dict[str, Any] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Feature]:
         return iter(self.features.values())
 
     def __len__(self) -> int:

@@ -76,15 +76,16 @@ def register(con: duckdb.DuckDBPyConnection, starts: pl.DataFrame, settings: pl.
 
 
 def mark_requests(con: duckdb.DuckDBPyConnection, *, requests: bool = True, flags: bool = True) -> None:
-    """Materialise `thr_requests` (the window's requests with their engine start) and `thr_request_flags`
-    (one row per request and evaluated request/deployment feature) from `int_analysis_requests`."""
+    """Materialise `int_threshold_requests` (the window's requests with their engine start) and the view
+    `int_threshold_request_flags` (one row per request and evaluated request/deployment feature) from
+    `int_analysis_requests`; each is named as its file."""
     if requests:
-        materialize(con, "threshold_requests", "thr_requests")
+        materialize(con, "int_threshold_requests")
     if flags:
         # a view: each reader aggregates or filters it as it goes (tens of millions of rows on a busy week), and
         # it always reads the thr_settings registered at that time
-        con.execute("create or replace temp view thr_request_flags as\n"
-                    + queries.load("threshold_request_flags").sql)
+        con.execute("create or replace temp view int_threshold_request_flags as\n"
+                    + queries.load("int_threshold_request_flags").sql)
 
 
 def _summary(settings: pl.DataFrame, used: set[str]) -> pl.DataFrame:

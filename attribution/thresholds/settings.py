@@ -106,7 +106,7 @@ def evaluate_expression(expr: str, names: dict[str, float]) -> float:
                 raise _Unknown(node.id)
             return names[node.id]
         if isinstance(node, ast.BinOp) and type(node.op) in _BIN:
-            return _BIN[type(node.op)](ev(node.left), ev(node.right))
+            return float(_BIN[type(node.op)](ev(node.left), ev(node.right)))
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             return -ev(node.operand)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("min", "max"):

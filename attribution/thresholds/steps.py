@@ -344,7 +344,7 @@ def _latest_lines(idx: np.ndarray, rows: StepRows, by_time: np.ndarray, member: 
 
 
 def arrival_flags(con: duckdb.DuckDBPyConnection, rows: StepRows, max_gap_s: float) -> pl.DataFrame:
-    """The crossing rows (rid, feature, value, crossed, estimated) of each request of thr_requests that arrived
+    """The crossing rows (rid, feature, value, crossed, estimated) of each request of int_threshold_requests that arrived
     while its deployment's latest line of a step feature (at most `max_gap_s` old) was over the threshold; the
     line is the one of ARRIVAL_TIE_RULE."""
     req = queries.run(con, "threshold_arrival_requests")

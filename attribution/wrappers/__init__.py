@@ -8,9 +8,12 @@ import importlib
 import pkgutil
 from functools import cache
 
+from attribution.wrappers._platforms import DocumentError, iter_items, iter_line_chunks
 from attribution.wrappers.base import RECORD_SCHEMA, Wrapper, records_frame
 
-__all__ = ["RECORD_SCHEMA", "Wrapper", "records_frame", "registry", "get", "sniff", "candidates"]
+# (the readers of _platforms that other packages use: a JSON document's items, a file's lines in chunks)
+__all__ = ["RECORD_SCHEMA", "Wrapper", "records_frame", "registry", "get", "sniff", "candidates",
+           "DocumentError", "iter_items", "iter_line_chunks"]
 
 _HELPERS = {"base", "layer"}
 

@@ -1,7 +1,7 @@
 -- Question: which requests arrived while their deployment was over a step-scoped feature's threshold?
--- Grain: one row per (request of thr_requests, step-scoped feature with rows on the request's deployment).
+-- Grain: one row per (request of int_threshold_requests, step-scoped feature with rows on the request's deployment).
 -- Parameters: $max_gap_s (DOUBLE: the latest step row before the arrival counts only if it is at most this
---   old). Reads thr_requests and thr_step_values.
+--   old). Reads int_threshold_requests and thr_step_values.
 -- Columns: rid, feature, value (the quantity on the step row the request met: the latest of its deployment
 --   at or before the arrival, ties as attribution.thresholds.steps.ARRIVAL_TIE_RULE), crossed (that row was
 --   over the threshold and recent enough), estimated (always true: the engine state at arrival stands in for
@@ -11,7 +11,7 @@
 with
 
 requests as (
-    select rid, deployment, arrival from thr_requests where arrival is not null
+    select rid, deployment, arrival from int_threshold_requests where arrival is not null
 ),
 
 features as (

@@ -1,17 +1,17 @@
 -- Question: which requests crossed each request-scoped (or deployment-scoped) feature's threshold?
 -- Grain: one row per (request, feature) where the feature is evaluated for the request's engine start.
--- Parameters: none (reads thr_requests and thr_settings: effective settings rows with config_id, feature,
+-- Parameters: none (reads int_threshold_requests and thr_settings: effective settings rows with config_id, feature,
 --   quantity, op, threshold, scope, evaluate, deployment_crossed, registered by the caller).
 -- Columns: rid, feature, value (the request's quantity: prompt_tokens and kv_len_at_prefill = prompt tokens
 --   (cached + new); uncached_prompt_tokens = prompt - cached; peak_kv_len = prompt + output; output_tokens;
 --   cached_tokens), crossed (value op threshold; for deployment-scoped features every request of a
 --   deployment whose configuration crossed), estimated (uncached tokens with cached tokens unknown: taken as
 --   the whole prompt), unknown (the quantity is missing: not counted as crossed); and the request's workload,
---   day, prompt_tokens and prefill_tokens (from thr_requests, for threshold_crossings.sql).
+--   day, prompt_tokens and prefill_tokens (from int_threshold_requests, for threshold_crossings.sql).
 with
 
 requests as (
-    select * from thr_requests
+    select * from int_threshold_requests
 ),
 
 settings as (
