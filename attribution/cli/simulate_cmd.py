@@ -77,7 +77,7 @@ def simulate_cmd(
 
 
 def _replay(scenario: str, trace: Path, out: Path | None, seed: int | None, gzip: bool, requests: int | None,
-            days: float | None, changes: tuple) -> None:
+            days: float | None, changes: tuple[int | None, int | None, int | None, float | None, int | None]) -> None:
     from attribution.simulate.output import write_outputs
     from attribution.simulate.replay import WhatIf, simulate_replay
 

@@ -13,6 +13,7 @@ import polars as pl
 
 from attribution import reader
 from attribution.errors import InputError
+from attribution.schema import PolarsType
 from attribution.sources.traces import known_workload
 
 ARRIVAL_COLUMNS = ("arrival", "prompt_tokens", "output_tokens", "workload", "block_hashes")
@@ -24,7 +25,7 @@ def _first_line(path: Path) -> str:
 
 
 def _mooncake_jsonl(path: Path) -> pl.DataFrame:
-    schema = {"timestamp": pl.Float64, "input_length": pl.Int64, "output_length": pl.Int64,
+    schema: dict[str, PolarsType] = {"timestamp": pl.Float64, "input_length": pl.Int64, "output_length": pl.Int64,
               "hash_ids": pl.List(pl.Int64)}
     try:
         df = pl.read_ndjson(path, schema=schema, ignore_errors=True)

@@ -45,7 +45,10 @@ class Replay:
     @property
     def span_s(self) -> float:
         """Seconds from the first to the last arrival as logged (before the speed-up)."""
-        return float(self.rows["t_ms"].max() or 0.0) * self.speed / 1000 if self.rows.height else 0.0
+        if not self.rows.height:
+            return 0.0
+        last = self.rows.select(pl.col("t_ms").cast(pl.Float64).max()).item()
+        return float(last or 0.0) * self.speed / 1000
 
     def summary(self) -> dict[str, Any]:
         r = self.rows

@@ -51,7 +51,7 @@ class WhatIf:
 def fit_context(scn: Scenario, arrivals: pl.DataFrame) -> tuple[Scenario, list[str]]:
     """Raise max_model_len to the trace's longest request where the KV pool holds it (a replay must not drop
     requests the real deployment served); a pool too small for it stays an error of the simulator."""
-    longest = int((arrivals["prompt_tokens"] + arrivals["output_tokens"].fill_null(1)).max() or 0)
+    longest = int(arrivals.select((pl.col("prompt_tokens") + pl.col("output_tokens").fill_null(1)).max()).item() or 0)
     if longest + 1 <= scn.max_model_len or longest + 1 > scn.memory.kv_pool_tokens:
         return scn, []
     return replace(scn, max_model_len=longest + 1), [

@@ -35,7 +35,8 @@ PHASES = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 
 
 def tokens_1_2_5(max_model_len: int) -> tuple[float, ...]:
     """vLLM's `build_1_2_5_buckets(max_model_len)`: 1, 2, 5, 10, 20, 50, ... up to max_model_len."""
-    out, mag = [], 1
+    out: list[int] = []
+    mag = 1
     while True:
         for m in (1, 2, 5):
             if m * mag > max_model_len:
