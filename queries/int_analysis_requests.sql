@@ -9,7 +9,8 @@
 --   the source gives only timestamps; tpot_s = (e2e_s - ttft_s) / (output_tokens - 1) where the source gives no
 --   TPOT and output_tokens > 1), t_arrival, t_admit, t_first, t_end (microseconds since the epoch:
 --   t_end = arrival + e2e_s; t_admit = arrival + queue_s, NULL when queue_s is unknown; t_first = arrival +
---   ttft_s kept within [t_admit, t_end]).
+--   ttft_s kept within [t_admit, t_end]), file, line (where the row was read: ties in arrival keep file order),
+--   block_hashes (prefix-chained block ids, where the source gives them).
 with
 
 requests as (
@@ -96,7 +97,10 @@ final as (
         t_arrival,
         t_admit,
         t_first,
-        t_end
+        t_end,
+        file,
+        line,
+        block_hashes
     from grouped
     where ($since::timestamptz is null or coalesce(t_end, t_arrival, epoch_us(ts_ref)) >= epoch_us($since::timestamptz))
       and ($until::timestamptz is null or coalesce(t_arrival, epoch_us(ts_ref)) < epoch_us($until::timestamptz))
