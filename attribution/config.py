@@ -52,6 +52,7 @@ class Settings:
     percentiles: tuple[float, ...] = DEFAULT_PERCENTILES  # latency/length/concurrency percentiles shown
     gap_minutes: float = 120.0          # silence in a pod's logs reported as a gap
     ceiling_share: float = 0.05         # share of busy time at the running limit reported as a ceiling
+    tz: str = "UTC"                     # zone of the hour-of-day and weekday profiles (arrivals)
     whatif: bool = False                # replay the arrivals under the recommended memory split (slow)
     max_future: str = "1d"              # ingest: latest admissible timestamp, this span after the ingest's clock
     catalogue: tuple[str, ...] = ()     # more feature catalogue TOML files
@@ -155,6 +156,14 @@ def _coerce(key: str, value: Any, where: str, base: Path | None) -> Any:
             if text not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
                 raise ValueError("true or false")
             return text in ("1", "true", "yes", "on")
+        if key == "tz":
+            from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+            try:
+                ZoneInfo(str(value).strip())
+            except ZoneInfoNotFoundError:
+                raise ValueError("an IANA time zone such as UTC or Europe/Berlin") from None
+            return str(value).strip()
         if key == "max_future":
             span_seconds(str(value))
             return str(value).strip()

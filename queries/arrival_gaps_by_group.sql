@@ -14,4 +14,4 @@ final as (
 )
 
 select * from final
-order by grp, gap_s
+order by grp = '(all)', grp = '(none)', grp, gap_s

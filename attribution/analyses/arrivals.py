@@ -71,6 +71,10 @@ def arrivals(sel: Selection, *, tz: str = "UTC", timeseries: bool = False) -> An
     notes = []
     if rates.height and turns.height == 0:
         notes.append("no request carries block hashes: conversations (turns) cannot be told apart")
+    quantised = rates.filter(pl.col("zero_gap_share") > 0.5)["grp"].to_list()
+    if quantised:
+        notes.append(f"over half the gaps are 0 in {', '.join(quantised)}: arrival times look quantised, so read "
+                     "their rates and per-minute counts, not their gap CV or fits")
     return Analysis(
         name="arrivals",
         params={**base_params(sel), "tz": tz},
