@@ -39,6 +39,9 @@ def weibull_mle(x: np.ndarray) -> tuple[float, float]:
     lo, hi = 1e-3, 1.0
     while score(hi) < 0 and hi < 1e6:
         hi *= 10
+    # nearly equal gaps: the root lies beyond 1e6 (a spike, not a spread); report the bound
+    if score(hi) < 0:  # nearly equal gaps: no finite maximum worth reporting
+        return float("inf"), float(np.exp(lx.mean()))
     c = optimize.brentq(score, lo, hi, xtol=1e-12, rtol=1e-10)
     lam = np.exp((logsumexp(c * lx) - np.log(len(x))) / c)
     return float(c), float(lam)
@@ -46,24 +49,33 @@ def weibull_mle(x: np.ndarray) -> tuple[float, float]:
 
 def fit_gaps(gaps: np.ndarray) -> list[dict[str, Any]]:
     """One row per distribution: shape (exponential: 1; Gamma k; Weibull kappa), scale (seconds), mean_s (the
-    fitted mean), ks (sup |empirical CDF - fitted CDF|) and best (the smallest ks). Empty below MIN_GAPS gaps."""
+    fitted mean), ks (sup |empirical CDF - fitted CDF|) and best (the smallest ks). Empty below MIN_GAPS gaps;
+    a distribution without a finite maximum (gaps all equal) has nulls."""
     from scipy import stats
 
     x = np.asarray(gaps, dtype=float)
     x = x[x > 0]
     if len(x) < MIN_GAPS:
         return []
-    k, _, theta = stats.gamma.fit(x, floc=0)
-    c, lam = weibull_mle(x)
-    fitted = {
+    fitted: dict[str, tuple[float, float, object] | None] = {
         "exponential": (1.0, float(x.mean()), stats.expon(scale=x.mean())),
-        "gamma": (float(k), float(theta), stats.gamma(k, scale=theta)),
-        "weibull": (float(c), float(lam), stats.weibull_min(c, scale=lam)),
     }
-    rows = [{"distribution": name, "shape": shape, "scale_s": scale, "mean_s": float(dist.mean()),
-             "ks": float(stats.kstest(x, dist.cdf).statistic)}
-            for name, (shape, scale, dist) in fitted.items()]
-    best = min(rows, key=lambda r: r["ks"])["distribution"]
+    try:
+        k, _, theta = stats.gamma.fit(x, floc=0)
+        fitted["gamma"] = (float(k), float(theta), stats.gamma(k, scale=theta))
+    except (ValueError, RuntimeError, FloatingPointError):  # all gaps equal: the shape has no finite maximum
+        fitted["gamma"] = None
+    c, lam = weibull_mle(x)
+    fitted["weibull"] = (c, lam, stats.weibull_min(c, scale=lam)) if np.isfinite(c) else None
+    rows = []
+    for name, fit in fitted.items():
+        if fit is None:
+            rows.append({"distribution": name, "shape": None, "scale_s": None, "mean_s": None, "ks": None})
+            continue
+        shape, scale, dist = fit
+        rows.append({"distribution": name, "shape": shape, "scale_s": scale, "mean_s": float(dist.mean()),
+                     "ks": float(stats.kstest(x, dist.cdf).statistic)})
+    best = min((r for r in rows if r["ks"] is not None), key=lambda r: r["ks"])["distribution"]
     for r in rows:
         r["best"] = r["distribution"] == best
     return rows
