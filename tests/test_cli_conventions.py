@@ -86,6 +86,7 @@ RUNS = {
     "memsplit": (["--no-whatif"], ("table", "csv", "json")),
     "changes": ([], ("table", "csv", "json")),
     "health": ([], ("table", "csv", "json")),
+    "arrivals": ([], ("table", "csv", "json")),
     "status": ([], ("table", "json")),
     "query": (["select label, count(*) n from requests group by 1 order by 1"], ("table", "csv", "json")),
 }
