@@ -1,8 +1,8 @@
--- Question: which gaps between consecutive arrivals does a fitted inter-arrival distribution describe?
--- Grain: one row per strictly positive gap of int_arrival_times (tied arrivals, gaps of 0, are left out: a
---   continuous distribution cannot fit them).
+-- Question: what are the gaps between consecutive arrivals of each group, in time order?
+-- Grain: one row per request of int_arrival_times but each group's first (gaps of 0, tied arrivals, included:
+--   the fits leave them out, the gap CV counts them).
 -- Parameters: none.
--- Columns: grp, gap_s.
+-- Columns: grp, t (arrival that ends the gap, us since the epoch), gap_s.
 with
 
 times as (
@@ -10,8 +10,8 @@ times as (
 ),
 
 final as (
-    select grp, gap_s from times where gap_s > 0
+    select grp, t, gap_s from times where gap_s is not null
 )
 
 select * from final
-order by grp = '(all)', grp = '(none)', grp, gap_s
+order by grp = '(all)', grp = '(none)', grp, t

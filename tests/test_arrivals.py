@@ -283,3 +283,49 @@ def test_cli_json_csv_and_bad_zone(capsys, tmp_path, store_dir):
     assert code == 0 and out.splitlines()[0] == "workload,minute,requests" and len(out.splitlines()) == 1 + 2 * 1
     code, out, err = run_cli(capsys, "arrivals", "--tz", "Nowhere/Town")
     assert code == 2 and "time zone" in err
+
+
+# --- burstiness change between two windows (the report's "at a glance") ----------------------------------------
+
+def test_cv_and_jackknife_se():
+    from attribution.analyses.arrival_change import BLOCKS, cv_and_se
+
+    x = np.random.default_rng(5).gamma(0.25, 4.0, 4000)
+    cv, se = cv_and_se(x)
+    assert cv == pytest.approx(x.std() / x.mean())
+    # the delete-one-block jackknife by hand
+    blocks = np.array_split(x, BLOCKS)
+    loo = [np.log(np.concatenate(blocks[:i] + blocks[i + 1:]).std() / np.concatenate(blocks[:i] + blocks[i + 1:])
+                  .mean()) for i in range(BLOCKS)]
+    assert se == pytest.approx(np.sqrt((BLOCKS - 1) / BLOCKS * np.sum((np.array(loo) - np.mean(loo)) ** 2)))
+    assert np.isnan(cv_and_se(x[: 2 * BLOCKS - 1])[0])
+
+
+def test_burstiness_rule_calls_a_large_change_and_not_noise():
+    from attribution.analyses.arrival_change import ChangeRule, judge
+
+    rng = np.random.default_rng(11)
+    same = judge({"w": rng.gamma(0.25, 4, 5000)}, {"w": rng.gamma(0.25, 4, 5000)})
+    assert same["status"].to_list() == ["stable"]
+    r = judge({"w": rng.gamma(1, 1, 5000)}, {"w": rng.gamma(1 / 9, 9, 5000)}).row(0, named=True)
+    assert r["status"] == "burstier" and r["cv_ratio_lo"] > 1 and r["cv_ratio"] == pytest.approx(3, rel=0.2)
+    back = judge({"w": rng.gamma(1 / 9, 9, 5000)}, {"w": rng.gamma(1, 1, 5000)})
+    assert back["status"].to_list() == ["smoother"]
+    few = judge({"w": rng.gamma(1, 1, 300)}, {"w": rng.gamma(1 / 9, 9, 300)})
+    assert few["status"].to_list() == ["too few"] and few["cv_ratio"][0] is None
+    assert judge({"w": rng.gamma(1, 1, 300)}, {"v": rng.gamma(1, 1, 300)})["status"].to_list() == ["new", "gone"]  # v, w
+    assert "1000 requests" in ChangeRule().text()
+
+
+def test_burstiness_change_reads_two_windows_of_a_store():
+    from attribution.analyses.arrival_change import burstiness_change
+    from attribution.analyses.common import Window
+
+    rng = np.random.default_rng(2)
+    calm = np.cumsum(rng.exponential(1.0, 3000))
+    bursty = 4000 + np.cumsum(rng.gamma(1 / 9, 9, 3000)) / 30  # CV 3 (gaps scaled to fit the hour after)
+    df = _requests([*calm, *bursty])
+    con = frames_connection(df)
+    before, now = Window(T0, T0 + timedelta(seconds=4000)), Window(T0 + timedelta(seconds=4000), None)
+    r = burstiness_change(con, now, before, by="workload").row(0, named=True)
+    assert (r["grp"], r["requests_before"], r["requests_now"], r["status"]) == ("w", 3000, 3000, "burstier")

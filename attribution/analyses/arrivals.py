@@ -95,7 +95,7 @@ _FIT_SCHEMA = {"grp": pl.Utf8, "distribution": pl.Utf8, "gaps": pl.Int64, "fitte
 def _fits(gaps: pl.DataFrame) -> pl.DataFrame:
     """The three fits of each group's positive gaps (a loop over groups, each fit vectorised)."""
     rows = []
-    for (grp,), part in gaps.group_by("grp", maintain_order=True):
+    for (grp,), part in gaps.filter(pl.col("gap_s") > 0).group_by("grp", maintain_order=True):
         x = part["gap_s"].to_numpy()
         fitted = sample(x)
         rows += [{"grp": grp, "gaps": len(x), "fitted_on": len(fitted), **r} for r in fit_gaps(fitted)]
