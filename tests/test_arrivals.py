@@ -75,6 +75,18 @@ def test_groups_and_overall_rows_and_by_all_has_no_duplicate():
     assert _run(df, by="all").tables["rates"]["group"].to_list() == ["all"]
 
 
+def test_per_minute_series_in_buckets():
+    # 3 arrivals in minute 0, none in 1, 2 in minute 2, 1 in minute 5
+    df = _requests([1, 2, 3, 121, 122, 301])
+    res = _run(df, timeseries=True, bucket_minutes=2)
+    ts = res.tables["per_minute"].filter(pl.col("workload") == "w")
+    assert ts["minutes"].to_list() == [2, 2, 2] and ts["rpm_mean"].to_list() == [1.5, 1.0, 0.5]
+    assert ts["rpm_max"].to_list() == [3, 2, 1] and ts["ts"][0] == T0 and res.params["bucket_minutes"] == 2
+    assert _run(df, timeseries=True).params["bucket_minutes"] == 1
+    with pytest.raises(UsageError, match="bucket"):
+        _run(df, timeseries=True, bucket_minutes=0)
+
+
 def test_window_counts_only_arrivals_inside_it():
     df = _requests([0, 30, 90, 200])
     res = arrivals(select(frames_connection(df), since=T0 + timedelta(seconds=20),
@@ -280,7 +292,10 @@ def test_cli_json_csv_and_bad_zone(capsys, tmp_path, store_dir):
     assert doc["tables"]["turns"][0]["turns_max"] == 30
     assert {r["hour"] for r in doc["tables"]["diurnal"]} == {9}  # 2024-01-01 00:00 UTC is 09:00 in Tokyo
     code, out, err = run_cli(capsys, "arrivals", "--format", "csv", "--table", "per_minute", "--timeseries")
-    assert code == 0 and out.splitlines()[0] == "workload,minute,requests" and len(out.splitlines()) == 1 + 2 * 1
+    lines = out.splitlines()
+    # 30 arrivals over 58 s: one minute (00:00) for the trace's workload and for (all); bucket of 1 minute
+    assert code == 0 and lines[0] == "workload,ts,minutes,rpm_mean,rpm_max" and len(lines) == 1 + 2
+    assert lines[1].endswith(",1,30.0,30")
     code, out, err = run_cli(capsys, "arrivals", "--tz", "Nowhere/Town")
     assert code == 2 and "time zone" in err
 

@@ -14,6 +14,7 @@ from attribution.analyses.common import Analysis, GroupBy, Selection, base_param
 from attribution.errors import UsageError
 
 OVERALL = "(all)"
+TIMESERIES_BUCKETS = 500  # the per-minute series' default bucket keeps a group's line under this many points
 DEFINITIONS = {
     "groups": f"one row per group under --by, and {OVERALL!r} for every request of the window together",
     "ties": "requests arriving at the same microsecond are ordered as read (file, line); their gap is 0. Gaps of "
@@ -33,6 +34,8 @@ DEFINITIONS = {
     f"than {MIN_GAPS} not fitted. A Gamma shape k is vLLM bench's --burstiness (CV = 1/sqrt(k))",
     "profiles": "hour of day and ISO weekday of arrival in the `tz` setting's zone (default UTC); mean = requests "
     "per clock hour (or calendar day) of that kind within the group's span",
+    "per_minute": "requests per clock minute in buckets of bucket_minutes whole minutes (epoch-aligned): rpm_mean "
+    "= the bucket's requests / its minutes inside the group's span, rpm_max = its busiest minute",
     "turns": "conversations from prefix-chained block hashes (Mooncake-style traces, replay exports): a request "
     "follows the latest earlier request of the same file whose hash ids, all or all but the last, are a prefix of "
     "its own, at least 2 blocks long. gap = arrival to the next turn's arrival; think = previous turn's finish "
@@ -48,10 +51,12 @@ def check_tz(tz: str) -> str:
     return tz
 
 
-def arrivals(sel: Selection, *, tz: str = "UTC", timeseries: bool = False) -> Analysis:
+def arrivals(sel: Selection, *, tz: str = "UTC", timeseries: bool = False, bucket_minutes: int | None = None
+             ) -> Analysis:
     """Arrival statistics of the window per group (under sel.by) and overall: tables `rates` (one row per
     group), `fits` (exponential, Gamma and Weibull per group), `diurnal` and `weekday` (profiles in `tz`), `turns`
-    (multi-turn structure where block hashes exist) and, with `timeseries`, `per_minute`."""
+    (multi-turn structure where block hashes exist) and, with `timeseries`, `per_minute` (requests per minute,
+    mean and busiest, in buckets of `bucket_minutes`; default: whole minutes making at most TIMESERIES_BUCKETS)."""
     overall = sel.by != GroupBy.all
     sel.materialize("int_arrival_times", overall=overall)
     sel.materialize("int_arrival_minutes")
@@ -67,7 +72,12 @@ def arrivals(sel: Selection, *, tz: str = "UTC", timeseries: bool = False) -> An
         "turns": turns,
     }
     if timeseries:
-        tables["per_minute"] = sel.run("arrival_minutes_by_group")
+        if bucket_minutes is None:
+            most = int(rates.filter(pl.col("grp") != OVERALL)["minutes"].max() or 1) if rates.height else 1
+            bucket_minutes = max(1, -(-most // TIMESERIES_BUCKETS))
+        if bucket_minutes < 1:
+            raise UsageError("the bucket must be at least 1 minute")
+        tables["per_minute"] = sel.run("arrival_minutes_by_group", bucket_minutes=bucket_minutes)
     notes = []
     if rates.height and turns.height == 0:
         notes.append("no request carries block hashes: conversations (turns) cannot be told apart")
@@ -77,7 +87,7 @@ def arrivals(sel: Selection, *, tz: str = "UTC", timeseries: bool = False) -> An
                      "their rates and per-minute counts, not their gap CV or fits")
     return Analysis(
         name="arrivals",
-        params={**base_params(sel), "tz": tz},
+        params={**base_params(sel), "tz": tz, **({"bucket_minutes": bucket_minutes} if timeseries else {})},
         tables={k: name_groups(v, sel.by) for k, v in tables.items()},
         titles={"rates": f"arrival rate and burstiness by {sel.by.value}", "fits": "inter-arrival fits",
                 "diurnal": f"hour-of-day profile ({tz})", "weekday": f"weekday profile ({tz})",

@@ -23,6 +23,8 @@ def arrivals_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt
                  config: ConfigOpt = None, tz: TzOpt = None,
                  timeseries: Annotated[bool, typer.Option(help="Add requests per minute over time (JSON/CSV: "
                                                                 "--table per_minute).")] = False,
+                 bucket: Annotated[int | None, typer.Option(help="Per-minute series bucket in minutes (default: "
+                                                                 "at most 500 buckets).", show_default=False)] = None,
                  profiles: Annotated[bool, typer.Option(help="Also print the hour-of-day and weekday "
                                                               "tables.")] = False) -> None:
     """Arrival rate and burstiness per group and overall: mean rate, requests per clock minute (min, p50, p99,
@@ -34,6 +36,7 @@ def arrivals_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt
     from attribution import analyses
 
     st = with_by(resolve(config, store=store, tz=tz), by)
-    res = analyses.arrivals(select(st, since, until), tz=st.tz, timeseries=timeseries)
+    res = analyses.arrivals(select(st, since, until), tz=st.tz, timeseries=timeseries,
+                             bucket_minutes=bucket)
     with_settings(res, st, ("by", "tz", "workloads"))
     show(res, fmt, table, hide=() if profiles else ("diurnal", "weekday", "per_minute"))
