@@ -13,12 +13,24 @@ says so, never an error.
     compare.by_group(a, kind="workload"|"bucket", metric=, percentile=)
     compare.attribution(a, metric="ttft_s")                memsplit.pools(a)     memsplit.whatif(a)
     changes.drift(a)                                       changes.ratios(a, which="upgrade"|"week")
+    arrivals.per_minute(a)    arrivals.burstiness(a)       arrivals.hour_profile(a)
 
 Every builder also takes `title=` (keyword) to replace its default title.
 """
 
-from attribution.charts import capacity, changes, compare, concurrency, latency, lengths, memsplit, thresholds
+from attribution.charts import (
+           arrivals,
+           capacity,
+           changes,
+           compare,
+           concurrency,
+           latency,
+           lengths,
+           memsplit,
+           thresholds,
+)
 from attribution.charts.common import colours, layout, message
 
-__all__ = ["capacity", "changes", "colours", "compare", "concurrency", "latency", "layout", "lengths", "memsplit",
+__all__ = ["arrivals", "capacity", "changes", "colours", "compare", "concurrency", "latency", "layout", "lengths",
+           "memsplit",
            "message", "thresholds"]
