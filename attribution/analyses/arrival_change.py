@@ -48,7 +48,8 @@ def cv_and_se(gaps: np.ndarray) -> tuple[float, float]:
     nb = np.bincount(block, minlength=BLOCKS)
     m = (x.sum() - b1) / (n - nb)
     var = np.maximum((np.square(x).sum() - b2) / (n - nb) - m * m, 0)
-    loo = np.log(np.sqrt(var) / m)  # log CV without block b
+    with np.errstate(divide="ignore", invalid="ignore"):  # a block whose removal leaves equal gaps: CV 0
+        loo = np.log(np.sqrt(var) / m)  # log CV without block b
     loo = loo[np.isfinite(loo)]
     if loo.size < BLOCKS:
         return cv, float("nan")

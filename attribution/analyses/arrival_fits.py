@@ -61,7 +61,8 @@ def fit_gaps(gaps: np.ndarray) -> list[dict[str, Any]]:
         "exponential": (1.0, float(x.mean()), stats.expon(scale=x.mean())),
     }
     try:
-        k, _, theta = stats.gamma.fit(x, floc=0)
+        with np.errstate(all="ignore"):  # nearly equal gaps: scipy's start value divides by ~0 before it fails
+            k, _, theta = stats.gamma.fit(x, floc=0)
         fitted["gamma"] = (float(k), float(theta), stats.gamma(k, scale=theta))
     except (ValueError, RuntimeError, FloatingPointError):  # all gaps equal: the shape has no finite maximum
         fitted["gamma"] = None
