@@ -52,6 +52,7 @@ class Settings:
     percentiles: tuple[float, ...] = DEFAULT_PERCENTILES  # latency/length/concurrency percentiles shown
     gap_minutes: float = 120.0          # silence in a pod's logs reported as a gap
     ceiling_share: float = 0.05         # share of busy time at the running limit reported as a ceiling
+    tz: str = "UTC"                     # zone of the hour-of-day and weekday profiles (arrivals)
     whatif: bool = False                # replay the arrivals under the recommended memory split (slow)
     max_future: str = "1d"              # ingest: latest admissible timestamp, this span after the ingest's clock
     # ingest of Prometheus exports and /metrics snapshots: the labels naming a deployment, first present wins
@@ -174,6 +175,14 @@ def _coerce(key: str, value: Any, where: str, base: Path | None) -> Any:
             if not labels or not all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", x) for x in labels):
                 raise ValueError("label names, e.g. [\"pod\", \"instance\"]")
             return labels
+        if key == "tz":
+            from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+            try:
+                ZoneInfo(str(value).strip())
+            except ZoneInfoNotFoundError:
+                raise ValueError("an IANA time zone such as UTC or Europe/Berlin") from None
+            return str(value).strip()
         if key == "max_future":
             span_seconds(str(value))
             return str(value).strip()

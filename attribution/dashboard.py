@@ -253,6 +253,9 @@ class View:
         return self._run(by or self.settings.by, analyses.concurrency, per_group=per_group, timeseries=True,
                          bucket_s=bucket_s, percentiles=self.settings.percentiles)
 
+    def arrivals(self, *, by: str | None = None, tz: str | None = None) -> Analysis | Empty:
+        return self._run(by or self.settings.by, analyses.arrivals, tz=tz or self.settings.tz, timeseries=True)
+
     def latency(self, *, by: str | None = None, slo: tuple[str, ...] = (), preset: str | None = None
                 ) -> Analysis | Empty:
         """`slo`/`preset` as typed on the page, else the settings' SLO."""

@@ -135,6 +135,10 @@ def concurrency(**kw: Any) -> Analysis | Empty:
     return _call("concurrency", **kw)
 
 
+def arrivals(**kw: Any) -> Analysis | Empty:
+    return _call("arrivals", **kw)
+
+
 def latency(**kw: Any) -> Analysis | Empty:
     return _call("latency", **kw)
 

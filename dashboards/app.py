@@ -18,6 +18,8 @@ PAGES = [
     st.Page("app_pages/lengths.py", title="Workloads and lengths", icon=":material/bar_chart:", url_path="lengths"),
     st.Page("app_pages/concurrency.py", title="Concurrency and live tokens", icon=":material/stacked_line_chart:",
             url_path="concurrency"),
+    st.Page("app_pages/arrivals.py", title="Arrivals and burstiness", icon=":material/timeline:",
+            url_path="arrivals"),
     st.Page("app_pages/latency.py", title="Latency and goodput", icon=":material/timer:", url_path="latency"),
     st.Page("app_pages/capacity.py", title="Capacity and cost", icon=":material/payments:", url_path="capacity"),
     st.Page("app_pages/thresholds.py", title="Feature thresholds", icon=":material/flag:", url_path="thresholds"),

@@ -10,7 +10,9 @@
 --   TPOT and output_tokens > 1), t_arrival, t_admit, t_first, t_end (microseconds since the epoch:
 --   t_end = arrival + e2e_s; t_admit = arrival + queue_s, NULL when queue_s is unknown; t_first = arrival +
 --   ttft_s kept within [t_admit, t_end]), gateway_source (the gateway format that logged the request, NULL
---   where no gateway did), cost (USD the gateway billed, NULL where it gave no price).
+--   where no gateway did), cost (USD the gateway billed, NULL where it gave no price), file, line (where the
+--   row was read: ties in arrival keep file order), block_hashes (prefix-chained block ids, where the source
+--   gives them).
 with
 
 requests as (
@@ -99,7 +101,10 @@ final as (
         t_first,
         t_end,
         gateway_source,
-        cost
+        cost,
+        file,
+        line,
+        block_hashes
     from grouped
     where ($since::timestamptz is null or coalesce(t_end, t_arrival, epoch_us(ts_ref)) >= epoch_us($since::timestamptz))
       and ($until::timestamptz is null or coalesce(t_arrival, epoch_us(ts_ref)) < epoch_us($until::timestamptz))

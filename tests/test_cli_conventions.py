@@ -87,6 +87,7 @@ RUNS = {
     "changes": ([], ("table", "csv", "json")),
     "health": ([], ("table", "csv", "json")),
     "metrics": ([], ("table", "csv", "json")),
+    "arrivals": ([], ("table", "csv", "json")),
     "status": ([], ("table", "json")),
     "query": (["select label, count(*) n from requests group by 1 order by 1"], ("table", "csv", "json")),
 }

@@ -28,7 +28,8 @@ from attribution.simulate.output import simulate_to_dir
 from attribution.store import Store
 
 APP = REPO / "dashboards" / "app.py"
-PAGES = ["overview", "lengths", "concurrency", "latency", "capacity", "thresholds", "memsplit", "compare", "changes", "health"]
+PAGES = ["overview", "lengths", "concurrency", "arrivals", "latency", "capacity", "thresholds", "memsplit", "compare",
+         "changes", "health"]
 TRUTH = json.loads((SAMPLE / "ground_truth.json").read_text())
 
 
@@ -161,7 +162,8 @@ def page(name: str, store: Path, monkeypatch, **state) -> AppTest:
 
 
 PAGE_TITLES = {"Overview": "overview", "Workloads and lengths": "lengths", "Concurrency and live tokens": "concurrency",
-               "Latency and goodput": "latency", "Capacity and cost": "capacity", "Feature thresholds": "thresholds", "Memory split": "memsplit",
+               "Arrivals and burstiness": "arrivals", "Latency and goodput": "latency", "Capacity and cost": "capacity",
+               "Feature thresholds": "thresholds", "Memory split": "memsplit",
                "Compare two cohorts": "compare", "What changed": "changes", "Ingest health": "health"}
 
 
@@ -217,6 +219,19 @@ def test_lengths_equal_the_library_and_the_ground_truth(store, monkeypatch):
         assert r["p99"] == pytest.approx(w["prompt_tokens"]["p99"], rel=1e-9)
     (fig,) = charts(at)
     assert {t["name"] for t in fig["data"]} == {w["key_alias"] for w in TRUTH["workloads"]} | {"key-agents-dev"}
+
+
+def test_arrivals_equal_the_library(store, monkeypatch):
+    at = page("arrivals", store, monkeypatch, arrivals_by="workload", arrivals_tz="Europe/Berlin")
+    lib = analyses.arrivals(analyses.select(Store.open(store).connect(), by="workload"), tz="Europe/Berlin")
+    got = shown(at)[_heading(lib.titles["rates"])]
+    assert_frame_equal(got, lib.tables["rates"], check_dtypes=False)
+    assert set(got["workload"]) == {w["key_alias"] for w in TRUTH["workloads"]} | {"key-agents-dev", "(all)"}
+    per_minute, hours, bursts = charts(at)
+    assert {t["name"] for t in per_minute["data"]} == set(got["workload"]) - {"(all)"}
+    assert "Europe/Berlin" in hours["layout"]["title"]["text"] and len(bursts["data"]) == 4
+    bad = page("arrivals", store, monkeypatch, arrivals_tz="Mars/Olympus")
+    assert "time zone" in bad.info[0].value
 
 
 def test_the_by_setting_is_where_the_group_by_box_starts(store, tmp_path, monkeypatch):

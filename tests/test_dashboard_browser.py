@@ -28,6 +28,7 @@ PAGES = {  # url path -> heading
     "": "Overview",
     "lengths": "Workloads and lengths",
     "concurrency": "Concurrency and live tokens",
+    "arrivals": "Arrivals and burstiness",
     "latency": "Latency and goodput",
     "capacity": "Capacity and cost",
     "thresholds": "Feature thresholds",

@@ -34,6 +34,7 @@ def _commands() -> dict[str, tuple[str, ...]]:
         cmds[f"lengths_hist.{fmt}"] = ("lengths", *f, "--table", "histogram")
         for name in ("concurrency", "latency", "capacity", "thresholds", "memsplit", "status", "metrics"):
             cmds[f"{name}.{fmt}"] = (name, *f)
+        cmds[f"arrivals.{fmt}"] = ("arrivals", *f)
         cmds[f"thresholds_all.{fmt}"] = ("thresholds", *f, "--all")
         cmds[f"compare.{fmt}"] = ("compare", *f, "--cohort-by", "version", "--before", "0.15.1",
                                   "--after", "0.20.1")

@@ -149,6 +149,7 @@ def test_the_by_setting_groups_every_command_the_report_and_the_dashboard(store,
     ({"ATTRIBUTION_GPU_HOUR_COST": "cheap"}, ["capacity"], "$ATTRIBUTION_GPU_HOUR_COST: gpu_hour_cost"),
     ({"ATTRIBUTION_CEILING_SHARE": "x"}, ["analyze"], "$ATTRIBUTION_CEILING_SHARE: ceiling_share"),
     ({"ATTRIBUTION_BY": "pod"}, ["lengths"], "$ATTRIBUTION_BY: by = 'pod' is not valid (one of workload"),
+    ({"ATTRIBUTION_TZ": "Mars/Olympus"}, ["arrivals"], "$ATTRIBUTION_TZ: tz = 'Mars/Olympus' is not valid (an IANA"),
 ])
 def test_a_bad_environment_value_is_a_one_line_usage_error(store, tmp_path, env, args, needle):
     logs = tmp_path / "logs"

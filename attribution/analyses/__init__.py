@@ -8,6 +8,7 @@ render these; they never compute numbers of their own.
     lengths(sel).tables["stats"]
 """
 
+from attribution.analyses.arrivals import arrivals
 from attribution.analyses.capacity import capacity
 from attribution.analyses.common import (
     Analysis,
@@ -25,6 +26,7 @@ from attribution.analyses.overview import analyze
 from attribution.choices import GroupBy
 
 __all__ = [
-    "Analysis", "GroupBy", "Score", "Selection", "Slo", "Window", "analyze", "capacity", "concurrency", "latency",
+    "Analysis", "GroupBy", "Score", "Selection", "Slo", "Window", "analyze", "arrivals", "capacity", "concurrency",
+    "latency",
     "lengths", "load_presets", "parse_slo", "parse_when", "release", "resolve_window", "score_presets", "select",
 ]

@@ -14,11 +14,13 @@ says so, never an error.
     compare.attribution(a, metric="ttft_s")                memsplit.pools(a)     memsplit.whatif(a)
     changes.drift(a)                                       changes.ratios(a, which="upgrade"|"week")
     spend.billed_vs_gpu(a)
+    arrivals.per_minute(a)    arrivals.burstiness(a)       arrivals.hour_profile(a)
 
 Every builder also takes `title=` (keyword) to replace its default title.
 """
 
 from attribution.charts import (
+    arrivals,
     capacity,
     changes,
     compare,
@@ -31,5 +33,5 @@ from attribution.charts import (
 )
 from attribution.charts.common import colours, layout, message
 
-__all__ = ["capacity", "changes", "colours", "compare", "concurrency", "latency", "layout", "lengths", "memsplit",
-           "message", "spend", "thresholds"]
+__all__ = ["arrivals", "capacity", "changes", "colours", "compare", "concurrency", "latency", "layout", "lengths",
+           "memsplit", "message", "spend", "thresholds"]

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from attribution.db import as_time
+from attribution.report.arrivals_section import burstiness_actions
 from attribution.report.drift import ALARMS as DRIFT_ALARMS
 from attribution.report.fmt import num, pct
 from attribution.report.health import UNMATCHED_SHARE, gap_text
@@ -34,6 +35,7 @@ def pick_actions(inp: Inputs) -> list[Action]:
         found.append(Action("act", "empty", "traffic", "No requests in this window: check that the logs are "
                             "still being collected and ingested."))
     found += _changes(inp)
+    found += burstiness_actions(inp)
     if inp.findings is not None:
         for kind, text in inp.findings.iter_rows():
             if kind in FINDING_SEVERITY:

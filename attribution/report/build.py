@@ -17,6 +17,7 @@ from attribution.analyses import (
     GroupBy,
     Slo,
     Window,
+    arrivals,
     capacity,
     concurrency,
     latency,
@@ -25,6 +26,7 @@ from attribution.analyses import (
     resolve_window,
     select,
 )
+from attribution.analyses.arrival_change import ChangeRule, burstiness_change
 from attribution.analyses.overview import cohort_latency, findings
 from attribution.config import Settings, connect_settings
 from attribution.errors import InputError, UsageError
@@ -64,6 +66,9 @@ class Inputs:
     memsplit: Analysis | None = None
     health: Analysis | None = None
     metrics: Analysis | None = None  # Prometheus histograms and counters (attribution.histograms)
+    arrivals: Analysis | None = None
+    burstiness: pl.DataFrame | None = None  # inter-arrival CV now against the previous window, per group
+    burstiness_rule: str = ""
     skipped: dict[str, str] = field(default_factory=dict)  # analysis -> why it is missing
 
 
@@ -136,6 +141,8 @@ def run_analyses(store: Store, settings: Settings, *, since: Any = None, until: 
         say("changes against the previous window")
         inp.changes = window_changes(con, window, settings, sel=everything, now_lengths=inp.lengths,
                                      catalogue=catalogue)
+        say("arrivals")
+        run_arrivals(inp, con)
     else:
         inp.skipped["requests"] = "no requests in this window"
     say("memory split")
@@ -149,6 +156,16 @@ def run_analyses(store: Store, settings: Settings, *, since: Any = None, until: 
     say("ingest health")
     inp.health = window_health(store, con, window, settings, ingest=ingest)
     return inp
+
+
+def run_arrivals(inp: Inputs, con: Any) -> None:
+    """The arrivals analysis of the window and the burstiness change against the previous one (each replaces
+    the connection's selection: run after the analyses that read it)."""
+    inp.arrivals = arrivals(select(con, since=inp.window, by=inp.by), tz=inp.settings.tz, timeseries=True)
+    prev = previous_window(inp.window)
+    if prev is not None:
+        rule = ChangeRule(alpha=inp.settings.alpha)
+        inp.burstiness, inp.burstiness_rule = burstiness_change(con, inp.window, prev, inp.by, rule), rule.text()
 
 
 def window_changes(con: Any, window: Window, settings: Settings, *, sel: Any = None,

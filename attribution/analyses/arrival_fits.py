@@ -1,0 +1,82 @@
+"""Inter-arrival distribution fits: exponential, Gamma and Weibull by maximum likelihood (location fixed at 0),
+each with its Kolmogorov-Smirnov distance to the gaps, as the BurstGPT paper reports them. NumPy and SciPy over
+one group's gaps; the gaps come from queries/arrival_gaps_by_group.sql."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+MIN_GAPS = 20  # fewer positive gaps than this: no fit (a KS distance on a handful of points says little)
+MAX_GAPS = 20_000  # a larger group is fitted on a seeded random sample of this many gaps (fits take ~1 s/100k)
+DISTRIBUTIONS = ("exponential", "gamma", "weibull")
+
+
+def sample(gaps: np.ndarray, limit: int = MAX_GAPS, seed: int = 0) -> np.ndarray:
+    """`gaps`, or `limit` of them drawn without replacement with a fixed seed (the same answer every run)."""
+    if len(gaps) <= limit:
+        return gaps
+    return np.random.default_rng(seed).choice(gaps, size=limit, replace=False)
+
+
+def weibull_mle(x: np.ndarray) -> tuple[float, float]:
+    """Weibull shape and scale by maximum likelihood with location 0. The shape solves the profile-likelihood
+    equation sum(x^c ln x) / sum(x^c) - 1/c = mean(ln x) (one root, found by bracketing); the scale follows in
+    closed form. Same answer as scipy.stats.weibull_min.fit(x, floc=0) (checked in the tests), 10-50x faster."""
+    from scipy import optimize
+    from scipy.special import logsumexp
+
+    lx = np.log(x)
+    if np.ptp(lx) == 0:  # all gaps equal: the likelihood grows without bound in the shape
+        return float("inf"), float(x[0])
+    top = lx.max()
+
+    def score(c: float) -> float:
+        w = np.exp(c * (lx - top))  # x^c scaled by the largest term: no overflow at large shapes
+        return float((w * lx).sum() / w.sum() - 1 / c - lx.mean())
+
+    lo, hi = 1e-3, 1.0
+    while score(hi) < 0 and hi < 1e6:
+        hi *= 10
+    # nearly equal gaps: the root lies beyond 1e6 (a spike, not a spread); report the bound
+    if score(hi) < 0:  # nearly equal gaps: no finite maximum worth reporting
+        return float("inf"), float(np.exp(lx.mean()))
+    c = optimize.brentq(score, lo, hi, xtol=1e-12, rtol=1e-10)
+    lam = np.exp((logsumexp(c * lx) - np.log(len(x))) / c)
+    return float(c), float(lam)
+
+
+def fit_gaps(gaps: np.ndarray) -> list[dict[str, Any]]:
+    """One row per distribution: shape (exponential: 1; Gamma k; Weibull kappa), scale (seconds), mean_s (the
+    fitted mean), ks (sup |empirical CDF - fitted CDF|) and best (the smallest ks). Empty below MIN_GAPS gaps;
+    a distribution without a finite maximum (gaps all equal) has nulls."""
+    from scipy import stats
+
+    x = np.asarray(gaps, dtype=float)
+    x = x[x > 0]
+    if len(x) < MIN_GAPS:
+        return []
+    fitted: dict[str, tuple[float, float, object] | None] = {
+        "exponential": (1.0, float(x.mean()), stats.expon(scale=x.mean())),
+    }
+    try:
+        with np.errstate(all="ignore"):  # nearly equal gaps: scipy's start value divides by ~0 before it fails
+            k, _, theta = stats.gamma.fit(x, floc=0)
+        fitted["gamma"] = (float(k), float(theta), stats.gamma(k, scale=theta))
+    except (ValueError, RuntimeError, FloatingPointError):  # all gaps equal: the shape has no finite maximum
+        fitted["gamma"] = None
+    c, lam = weibull_mle(x)
+    fitted["weibull"] = (c, lam, stats.weibull_min(c, scale=lam)) if np.isfinite(c) else None
+    rows = []
+    for name, fit in fitted.items():
+        if fit is None:
+            rows.append({"distribution": name, "shape": None, "scale_s": None, "mean_s": None, "ks": None})
+            continue
+        shape, scale, dist = fit
+        rows.append({"distribution": name, "shape": shape, "scale_s": scale, "mean_s": float(dist.mean()),
+                     "ks": float(stats.kstest(x, dist.cdf).statistic)})
+    best = min((r for r in rows if r["ks"] is not None), key=lambda r: r["ks"])["distribution"]
+    for r in rows:
+        r["best"] = r["distribution"] == best
+    return rows
