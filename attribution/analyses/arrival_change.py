@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from attribution.analyses.common import GroupBy, Window, select
+from attribution.analyses.common import Window, select
+from attribution.choices import GroupBy
 
 BLOCKS = 20  # consecutive blocks of gaps per window for the jackknife
 

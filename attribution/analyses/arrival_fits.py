@@ -57,7 +57,7 @@ def fit_gaps(gaps: np.ndarray) -> list[dict[str, Any]]:
     x = x[x > 0]
     if len(x) < MIN_GAPS:
         return []
-    fitted: dict[str, tuple[float, float, object] | None] = {
+    fitted: dict[str, tuple[float, float, Any] | None] = {
         "exponential": (1.0, float(x.mean()), stats.expon(scale=x.mean())),
     }
     try:
@@ -68,7 +68,7 @@ def fit_gaps(gaps: np.ndarray) -> list[dict[str, Any]]:
         fitted["gamma"] = None
     c, lam = weibull_mle(x)
     fitted["weibull"] = (c, lam, stats.weibull_min(c, scale=lam)) if np.isfinite(c) else None
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name, fit in fitted.items():
         if fit is None:
             rows.append({"distribution": name, "shape": None, "scale_s": None, "mean_s": None, "ks": None})

@@ -10,7 +10,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import polars as pl
 
 from attribution.analyses.arrival_fits import MAX_GAPS, MIN_GAPS, fit_gaps, sample
-from attribution.analyses.common import Analysis, GroupBy, Selection, base_params, name_groups
+from attribution.analyses.common import Analysis, Selection, base_params, name_groups
+from attribution.choices import GroupBy
 from attribution.errors import UsageError
 
 OVERALL = "(all)"
@@ -73,7 +74,8 @@ def arrivals(sel: Selection, *, tz: str = "UTC", timeseries: bool = False, bucke
     }
     if timeseries:
         if bucket_minutes is None:
-            most = int(rates.filter(pl.col("grp") != OVERALL)["minutes"].max() or 1) if rates.height else 1
+            most = int(rates.filter(pl.col("grp") != OVERALL).select(pl.col("minutes").max()).item() or 1) \
+                if rates.height else 1
             bucket_minutes = max(1, -(-most // TIMESERIES_BUCKETS))
         if bucket_minutes < 1:
             raise UsageError("the bucket must be at least 1 minute")

@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 import polars as pl
 
 from attribution.analyses import Analysis
-from attribution.charts.common import colours, group_column, layout, message, table
+from attribution.charts.common import colours, grouped_by, layout, message, table
 
 OVERALL = "(all)"
 
@@ -22,7 +22,7 @@ def per_minute(a: Analysis, *, title: str | None = None, overall: bool = False) 
     ts = table(a, "per_minute")
     if ts is None:
         return message("no per-minute series: run arrivals(sel, timeseries=True)", title)
-    g = group_column(ts)
+    g = grouped_by(ts)
     if g is None:
         return message("no group column in the per-minute series", title)
     if not overall and ts[g].n_unique() > 1:
@@ -45,7 +45,7 @@ def burstiness(a: Analysis, *, title: str | None = None) -> go.Figure:
     rates = table(a, "rates")
     if rates is None:
         return message("no arrivals in this window", title)
-    g = group_column(rates)
+    g = grouped_by(rates)
     names = [str(x) for x in rates[g].to_list()]
     fig = go.Figure()
     for col, text, colour in (("gap_cv", "gap CV", "#0072B2"), ("idc_1s", "IDC 1 s", "#56B4E9"),
@@ -65,12 +65,12 @@ def hour_profile(a: Analysis, *, title: str | None = None) -> go.Figure:
     prof = table(a, "diurnal")
     if prof is None:
         return message("no arrivals in this window", title)
-    g = group_column(prof)
+    g = grouped_by(prof)
     if prof[g].n_unique() > 1:
         prof = prof.filter(pl.col(g) != OVERALL)
     cmap = colours(prof[g].unique())
     fig = go.Figure()
-    for (name,), part in sorted(prof.partition_by(g, as_dict=True).items()):
+    for (name,), part in sorted(prof.partition_by([g], as_dict=True).items()):
         part = part.sort("hour")
         fig.add_trace(go.Scatter(x=part["hour"].to_list(), y=part["mean"].to_list(), mode="lines+markers",
                                  name=str(name), line={"color": cmap[str(name)]},

@@ -11,7 +11,7 @@ import polars as pl
 
 from attribution import charts
 from attribution.analyses.arrivals import OVERALL
-from attribution.charts.common import group_column
+from attribution.charts.common import grouped_by
 from attribution.columns import view
 from attribution.report.fmt import num, pct
 from attribution.report.model import Action, Section
@@ -29,7 +29,7 @@ def arrivals_section(inp: Inputs) -> Section:
         s.lines.append("No arrivals in this window.")
         return s
     rates = a.tables["rates"]
-    g = group_column(rates)
+    g = grouped_by(rates)
     fits = a.tables["fits"]
     best = fits.filter(pl.col("best")).select(g, pl.col("distribution").alias("best_fit"),
                                               pl.col("ks").alias("best_fit_ks"))
