@@ -9,11 +9,10 @@ from typing import Annotated
 import typer
 
 from attribution import render
+from attribution.choices import Sessions, TraceFormat
 from attribution.cli.analyses import SinceOpt, UntilOpt
 from attribution.cli.app import ConfigOpt, StoreOpt, app, connect, resolve
 from attribution.errors import UsageError
-from attribution.replay.formats import TraceFormat
-from attribution.replay.selection import Sessions
 
 
 def _many(help_text: str) -> object:

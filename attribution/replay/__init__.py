@@ -4,8 +4,9 @@ line of each generator; and the reader that turns such a trace (or a public one)
 selection.py picks and orders the requests, formats.py writes them, read.py reads traces back.
 """
 
-from attribution.replay.formats import FORMATS, TraceFormat, commands, write
+from attribution.choices import Sessions, TraceFormat
+from attribution.replay.formats import FORMATS, commands, write
 from attribution.replay.read import read_trace
-from attribution.replay.selection import Replay, Sessions, replay_requests
+from attribution.replay.selection import Replay, replay_requests
 
 __all__ = ["FORMATS", "Replay", "Sessions", "TraceFormat", "commands", "read_trace", "replay_requests", "write"]

@@ -19,22 +19,12 @@ the generators' own time knobs are printed for an export made at --speed 1.
 
 from __future__ import annotations
 
-from enum import StrEnum
 from pathlib import Path
 
 import polars as pl
 
+from attribution.choices import TraceFormat
 from attribution.replay.selection import BLOCK_TOKENS, Replay
-
-
-class TraceFormat(StrEnum):
-    mooncake = "mooncake"
-    aiperf = "aiperf"
-    sglang = "sglang"
-    vllm = "vllm"
-    burstgpt = "burstgpt"
-    csv = "csv"
-
 
 FORMATS = tuple(f.value for f in TraceFormat)
 AIPERF_CONTEXT_MODE = "message_array_with_responses"

@@ -6,7 +6,6 @@ divided by the speed-up, prefix block ids renumbered densely, and sessions where
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 import duckdb
@@ -14,20 +13,10 @@ import polars as pl
 
 from attribution import queries
 from attribution.analyses.common import Window, resolve_window
+from attribution.choices import Sessions
 from attribution.errors import UsageError
 
 BLOCK_TOKENS = 512  # Mooncake's block: the only source of block_hashes in the store (sources/mooncake.py)
-
-
-class Sessions(StrEnum):
-    """What groups requests into conversations. The schema has no session or conversation id; the columns that
-    name a client are `user` (LiteLLM's user_api_key_user_id: the key's user), `key_hash` / `key_alias` and
-    `team`, coarser still. `user` is a conversation only where each conversation gets its own user id; `none`
-    makes every request its own session. (Mooncake traces chain prefix blocks across turns but name no
-    session; BurstGPT's `Session ID` is not kept by the ingest.)"""
-
-    none = "none"
-    user = "user"
 
 
 @dataclass

@@ -55,7 +55,7 @@ class PrometheusApi(Source):
         return merged(self.parse_document([data], ctx))
 
     def parse_document(self, pieces: Iterable[bytes], ctx: ParseContext) -> Iterator[ParseResult]:
-        from attribution.wrappers._platforms import DocumentError, iter_items
+        from attribution.wrappers import DocumentError, iter_items
 
         first, it = document_start(pieces)
         prefix = "item" if first.lstrip()[:1] == b"[" else "data.result.item"
