@@ -1,0 +1,156 @@
+"""Exact LRU simulation over prefix-block hashes, at every capacity at once (stack distances).
+
+A block is in an LRU cache of C blocks iff fewer than C other distinct blocks were touched since its last use
+(the inclusion property), so one pass computing each block's recency rank at its request's arrival gives the
+prefix hit of every request at every capacity. The ranks are counted with NumPy, not a per-block loop (see
+`_ranks`). Semantics follow ../shared/formats/replay-arrivals-cache.md §3.2: a request hits the longest prefix
+of its blocks present on arrival, then touches all its blocks in order; capacity is floor(C_tokens / B) blocks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+NEVER = np.iinfo(np.int64).max  # the rank of a block never seen before (a miss at any capacity)
+# The four hit-ratio definitions (formats doc §3.2), always labelled: no single one reproduces both published
+# Mooncake "Cache Ratio" figures.
+DEFINITIONS = {
+    "block_weighted": "D1: hit blocks / blocks (sum over requests)",
+    "token_weighted": "D2: hit tokens min(k*B, L) / prompt tokens (sum over requests); what vLLM and SGLang count",
+    "mean_request_blocks": "D3: mean over requests of hit blocks / blocks (aiperf analyze-trace)",
+    "mean_request_tokens": "D4: mean over requests of hit tokens / prompt tokens",
+}
+
+
+@dataclass
+class Trace:
+    """Requests in arrival order: `ids` the blocks of all requests concatenated, `counts` blocks per request,
+    `lengths` prompt tokens, `groups` the cache a request goes to (0 for one global cache)."""
+
+    ids: np.ndarray
+    counts: np.ndarray
+    lengths: np.ndarray
+    groups: np.ndarray | None = None
+    block: int = 512
+
+    @classmethod
+    def from_lists(cls, hashes: list[list[int]], lengths, groups=None, block: int = 512) -> Trace:
+        counts = np.fromiter((len(h) for h in hashes), np.int64, len(hashes))
+        ids = np.fromiter((x for h in hashes for x in h), np.int64, int(counts.sum()))
+        g = None if groups is None else np.asarray(groups, np.int64)
+        return cls(ids, counts, np.asarray(lengths, np.int64), g, block)
+
+
+@dataclass
+class Profile:
+    """Per block access: the largest recency rank among the request's blocks up to this one (`m`: the block
+    hits at capacity C iff m < C) and its weight in each definition; plus each definition's denominator."""
+
+    m: np.ndarray
+    weights: dict[str, np.ndarray]
+    totals: dict[str, float]
+    requests: int
+
+    def ratios(self, capacities) -> dict[str, np.ndarray]:
+        """Hit ratio in each definition at each capacity (blocks; np.inf for an unbounded cache)."""
+        order = np.argsort(self.m, kind="stable")
+        ms = self.m[order]
+        caps = np.asarray(capacities, dtype=float)
+        # capacity in blocks is whole: floor (a 10^4-token cache holds 19 blocks of 512)
+        at = np.searchsorted(ms, np.floor(np.minimum(caps, 2.0**62)).astype(np.int64), side="left")
+        out = {}
+        for name, w in self.weights.items():
+            cum = np.concatenate([[0.0], np.cumsum(w[order])])
+            out[name] = cum[at] / self.totals[name] if self.totals[name] else np.full(len(caps), np.nan)
+        return out
+
+
+def _prev_next(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each position: the previous and next position with the same key (-1 / len when none)."""
+    n = len(key)
+    order = np.argsort(key, kind="stable")
+    same = key[order][1:] == key[order][:-1]
+    prev = np.full(n, -1, np.int64)
+    nxt = np.full(n, n, np.int64)
+    prev[order[1:][same]] = order[:-1][same]
+    nxt[order[:-1][same]] = order[1:][same]
+    return prev, nxt
+
+
+def _count_nested(s: np.ndarray, v: np.ndarray, p: np.ndarray, t: np.ndarray, n: int) -> np.ndarray:
+    """For each query (p, t): how many points (s, v) have s > p and v < t. Positions are < n. Offline
+    dominance counting by bit levels: at level k a query in the left half of a 2^(k+1) block counts the
+    points of the right half with v < t (one sort and two binary searches per level, all in NumPy); every
+    pair s > p is counted at exactly one level, the highest bit where s and p differ."""
+    out = np.zeros(len(p), np.int64)
+    mult = np.int64(n + 1)
+    for k in range(max(1, int(n).bit_length())):
+        rs = ((s >> k) & 1) == 1
+        lq = ((p >> k) & 1) == 0
+        if not rs.any() or not lq.any():
+            continue
+        keys = np.sort((s[rs] >> (k + 1)) * mult + v[rs])
+        base = (p[lq] >> (k + 1)) * mult
+        out[lq] += np.searchsorted(keys, base + t[lq], "left") - np.searchsorted(keys, base, "left")
+    return out
+
+
+def profile(tr: Trace) -> Profile:
+    """The stack-distance profile of a trace (see the module docstring); requests without blocks are left out."""
+    keep = tr.counts > 0
+    counts, lengths = tr.counts[keep], tr.lengths[keep]
+    groups = None if tr.groups is None else tr.groups[keep]
+    ids = tr.ids[np.repeat(keep, tr.counts)]
+    req = np.repeat(np.arange(len(counts)), counts)
+    if groups is not None:  # one cache per group: concatenate the groups' sequences, keys made distinct
+        order = np.argsort(groups[req], kind="stable")
+        ids, req = ids[order], req[order]
+        _, key = np.unique(np.stack([groups[req], ids]), axis=1, return_inverse=True)
+        key = key.ravel()
+    else:
+        key = ids
+    n = len(key)
+    pos = np.arange(n, dtype=np.int64)
+    # each request's first position (its blocks are contiguous, also after grouping)
+    start = np.zeros(len(counts), np.int64)
+    first = np.r_[True, req[1:] != req[:-1]] if n else np.zeros(0, bool)
+    start[req[first]] = pos[first]
+    t0 = start[req]
+    prev, nxt = _prev_next(key)
+    rank = np.full(n, NEVER, np.int64)
+    q = (prev >= 0) & (prev < t0)  # seen before this request: rank at the request's arrival
+    pt = nxt < n
+    nested = _count_nested(pos[pt], nxt[pt], prev[q], t0[q], n)
+    rank[q] = (t0[q] - prev[q] - 1) - nested
+    dup = prev >= t0  # a block repeated within its request: same status as its first occurrence there
+    if dup.any():
+        src = np.where(dup, -1, pos)
+        for _ in range(64):  # chains of repeats within one request; each step halves nothing, but short
+            idx = np.where(src < 0)[0]
+            if not len(idx):
+                break
+            src[idx] = np.where(dup[prev[idx]], -1, prev[idx])
+            prev[idx] = prev[prev[idx]]
+        rank = rank[src]
+    big = np.int64(n + 2)
+    capped = np.minimum(rank, big - 1)
+    run = np.cumsum(first) - 1  # the request's index in access order (grouping reorders requests)
+    seg = np.maximum.accumulate(run * big + capped) - run * big  # prefix max within each request
+    m = np.where(seg >= big - 1, NEVER, seg)
+    j = pos - t0
+    L = lengths[req].astype(np.float64)
+    b = tr.block
+    tok = np.clip(np.minimum((j + 1) * b, L) - np.minimum(j * b, L), 0, None)
+    nreq = len(counts)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        weights = {
+            "block_weighted": np.ones(n),
+            "token_weighted": tok,
+            "mean_request_blocks": 1.0 / counts[req],
+            "mean_request_tokens": np.where(L > 0, tok / L, 0.0),
+        }
+    totals = {"block_weighted": float(n), "token_weighted": float(lengths.sum()),
+              "mean_request_blocks": float(nreq), "mean_request_tokens": float(nreq)}
+    return Profile(m, weights, totals, nreq)
