@@ -9,6 +9,7 @@ import sys
 from attribution import render
 from attribution.cli import (
     analyses,  # noqa: F401
+    cache_cmd,  # noqa: F401
     dashboard_cmd,  # noqa: F401
     memsplit_cmd,  # noqa: F401
     report_cmd,  # noqa: F401
