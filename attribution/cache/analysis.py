@@ -172,4 +172,5 @@ def _savings_input(tables: dict[str, pl.DataFrame], capacity_blocks: int | None)
             pl.lit("unbounded"))).alias("measure"), "workload", pl.lit("(all)").alias("deployment"),
             pl.col("prompt_tokens").cast(pl.Float64).alias("queried_tokens"),
             (pl.col("token_weighted") * pl.col("prompt_tokens")).alias("cached_tokens")))
-    return pl.concat(rows, how="vertical_relaxed") if rows else pl.DataFrame()
+    return pl.concat(rows, how="vertical_relaxed").sort("measure", "workload", "deployment") if rows \
+        else pl.DataFrame()
