@@ -30,6 +30,7 @@ PAGES = {  # url path -> heading
     "concurrency": "Concurrency and live tokens",
     "latency": "Latency and goodput",
     "thresholds": "Feature thresholds",
+    "cache": "Prompt cache",
     "memsplit": "Memory split",
     "compare": "Compare two cohorts",
     "changes": "What changed",

@@ -37,6 +37,12 @@ class Economics:
     input_price: float | None = None  # USD per million input tokens
     pricing: str | None = None  # a prices.toml preset or a read ratio
 
+    @classmethod
+    def from_settings(cls, st: Any) -> Economics:
+        """The settings' economics (attribution.config.Settings); an input price without a pricing: openai."""
+        return cls(st.prefill_tokens_per_s, st.gpu_hour_cost, st.gpus_per_pod or 1, st.input_price,
+                   st.cache_pricing or ("openai" if st.input_price is not None else None))
+
 
 def curve_capacities(unique_blocks: int) -> list[float]:
     """1, 2, 5, 10, ... blocks up to the first capacity that holds every distinct block, then unbounded."""
@@ -57,7 +63,7 @@ def _ratio_rows(p, caps: list[float], block: int, **keys: Any) -> list[dict]:
              **{d: float(r[d][i]) for d in RATIOS}} for i, c in enumerate(caps)]
 
 
-def potential(blocks: pl.DataFrame, capacity_blocks: int | None, block: int) -> dict[str, pl.DataFrame]:
+def reuse(blocks: pl.DataFrame, capacity_blocks: int | None, block: int) -> dict[str, pl.DataFrame]:
     """The prefix-reuse tables of requests with block hashes (cache_block_requests rows, arrival order)."""
     ids = blocks["block_hashes"].explode().to_numpy().astype(np.int64)
     counts = blocks["block_hashes"].list.len().to_numpy().astype(np.int64)
@@ -97,16 +103,17 @@ def measured_tables(df: pl.DataFrame) -> dict[str, pl.DataFrame]:
 
 def cache(con: duckdb.DuckDBPyConnection, window: Window, *, workload: str | None = None,
           deployment: str | None = None, capacity_blocks: int | None = None, block: int = 512,
-          econ: Economics = Economics()) -> Analysis:
+          econ: Economics = Economics(), potential: bool = True) -> Analysis:
+    """The cache analysis of `window` (`potential=False`: the measured shares only, no LRU simulation)."""
     params = {"since": window.since, "until": window.until, "workload": workload, "deployment": deployment}
     measured = measured_tables(queries.run(con, "cache_measured_by_source", **params))
-    blocks = queries.run(con, "cache_block_requests", **params)
+    blocks = queries.run(con, "cache_block_requests", **params) if potential else pl.DataFrame()
     tput = queries.run(con, "cache_prefill_throughput", since=window.since, until=window.until)
     tables: dict[str, pl.DataFrame] = dict(measured)
     notes: list[str] = []
     if blocks.height:
-        tables.update(potential(blocks, capacity_blocks, block))
-    else:
+        tables.update(reuse(blocks, capacity_blocks, block))
+    elif potential:
         notes.append("no request in the window carries block hashes (Mooncake traces, replay exports): "
                      "no prefix-reuse curve")
     if measured["measured"].height == 0:

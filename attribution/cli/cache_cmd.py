@@ -53,10 +53,8 @@ def cache_cmd(
     st = resolve(config, store=store, gpu_hour_cost=gpu_hour_cost, gpus_per_pod=gpus_per_pod,
                  prefill_tokens_per_s=prefill_tokens_per_s, input_price=input_price, cache_pricing=cache_pricing)
     con = connect(st)
-    pricing = st.cache_pricing or ("openai" if st.input_price is not None else None)
-    econ = Economics(st.prefill_tokens_per_s, st.gpu_hour_cost, st.gpus_per_pod or 1, st.input_price, pricing)
     res = cache(con, resolve_window(con, since, until), workload=workload, deployment=deployment,
-                capacity_blocks=capacity_blocks, block=block_tokens, econ=econ)
+                capacity_blocks=capacity_blocks, block=block_tokens, econ=Economics.from_settings(st))
     with_settings(res, st, ("gpu_hour_cost", "gpus_per_pod", "prefill_tokens_per_s", "input_price",
                             "cache_pricing", "workloads"))
     show(res, fmt, table, hide=("measured_by_day",))

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from attribution.report.cache_section import cache_actions
 from attribution.report.drift import ALARMS as DRIFT_ALARMS
 from attribution.report.fmt import num, pct
 from attribution.report.health import UNMATCHED_SHARE, gap_text
@@ -39,6 +40,7 @@ def pick_actions(inp: Inputs) -> list[Action]:
                 found.append(Action(FINDING_SEVERITY[kind], kind, FINDING_SECTION[kind], text
                                     + "."))
     found += _memsplit(inp)
+    found += cache_actions(inp)
     found += _health(inp)
     rank = {s: i for i, s in enumerate(SEVERITIES)}
     # stable: within one severity the order above (changes, findings, memory, health) stands

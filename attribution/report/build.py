@@ -31,6 +31,7 @@ from attribution.errors import InputError, UsageError
 from attribution.memsplit import memsplit
 from attribution.report import sections
 from attribution.report.actions import MAX_ACTIONS, pick_actions
+from attribution.report.cache_section import report_cache
 from attribution.report.changes import changes, iso_week, previous_window, window_end
 from attribution.report.drift import DriftSettings
 from attribution.report.health import health
@@ -61,6 +62,8 @@ class Inputs:
     changes: Analysis | None = None
     memsplit: Analysis | None = None
     health: Analysis | None = None
+    cache: Analysis | None = None
+    cache_changes: pl.DataFrame | None = None  # workloads whose measured cache reuse moved materially
     skipped: dict[str, str] = field(default_factory=dict)  # analysis -> why it is missing
 
 
@@ -129,6 +132,8 @@ def run_analyses(store: Store, settings: Settings, *, since: Any = None, until: 
         say("changes against the previous window")
         inp.changes = window_changes(con, window, settings, sel=everything, now_lengths=inp.lengths,
                                      catalogue=catalogue)
+        say("prompt cache")
+        inp.cache, inp.cache_changes = report_cache(con, window, settings)
     else:
         inp.skipped["requests"] = "no requests in this window"
     say("memory split")

@@ -12,6 +12,7 @@ from attribution import charts
 from attribution.analyses.common import percentile_columns
 from attribution.charts.common import group_column
 from attribution.columns import view
+from attribution.report.cache_section import cache_section
 from attribution.report.fmt import num, pct
 from attribution.report.model import Section
 from attribution.report.review_sections import (
@@ -30,8 +31,8 @@ def all_sections(inp: Inputs) -> list[Section]:
         empty = Section("traffic", "Traffic and workloads", [f"No requests in this window ({inp.skipped['requests']})."])
         return [empty, memsplit_section(inp), health_section(inp)]
     return [changes_section(inp), traffic_section(inp), lengths_section(inp), concurrency_section(inp),
-            latency_section(inp), capacity_section(inp), thresholds_section(inp), memsplit_section(inp),
-            health_section(inp)]
+            latency_section(inp), capacity_section(inp), cache_section(inp), thresholds_section(inp),
+            memsplit_section(inp), health_section(inp)]
 
 
 def traffic_section(inp: Inputs) -> Section:
