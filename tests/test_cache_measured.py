@@ -158,3 +158,21 @@ def test_cli_on_a_mooncake_trace(tmp_path, capsys):
     assert res["params"]["capacity_blocks"] == 10
     code, out, err = run_cli(capsys, "cache", "--store", str(store), "--capacity-blocks", "0")
     assert code == 2 and "--capacity-blocks" in err
+
+
+def test_report_names_a_workload_whose_reuse_moved_materially():
+    """The at-a-glance rule: >= 10 points with >= 100 samples and >= 100k queried tokens in both windows."""
+    from attribution.report.cache_section import reuse_changes
+
+    def rows(share_a, share_b, samples_b=500):
+        return pl.DataFrame({
+            "measure": ["requests.cached_tokens"] * 2, "source": ["litellm"] * 2, "workload": ["a", "b"],
+            "deployment": ["d", "d"], "queried_tokens": [1e6, 1e6],
+            "cached_tokens": [1e6 * share_a, 1e6 * share_b], "samples": [500, samples_b]})
+
+    ch = reuse_changes(rows(0.50, 0.40), rows(0.30, 0.10))
+    assert ch.select("workload", "share_before", "share").rows() == [("b", pytest.approx(0.1), pytest.approx(0.4)),
+                                                                      ("a", pytest.approx(0.3), pytest.approx(0.5))]
+    assert reuse_changes(rows(0.35, 0.40), rows(0.30, 0.35)).height == 0  # 5 points: not material
+    assert reuse_changes(rows(0.30, 0.90, samples_b=50), rows(0.30, 0.10)).height == 0  # too few samples
+    assert reuse_changes(rows(0.5, 0.5), pl.DataFrame()).height == 0
