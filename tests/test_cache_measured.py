@@ -21,7 +21,7 @@ from attribution.schema import conform
 T0 = datetime(2026, 5, 4, 10, tzinfo=UTC)
 
 
-def connection(requests=None, steps=None, counters=None) -> duckdb.DuckDBPyConnection:
+def connection(requests=None, steps=None, counters=None, joined=None) -> duckdb.DuckDBPyConnection:
     """A connection with the relations the cache queries read, over in-memory rows."""
     con = duckdb.connect(":memory:")
     con.execute("set TimeZone = 'UTC'")
@@ -32,8 +32,9 @@ def connection(requests=None, steps=None, counters=None) -> duckdb.DuckDBPyConne
         frame = df if isinstance(df, pl.DataFrame) else conform(table, pl.DataFrame(df or []))
         con.register(f"_{view}", frame.to_arrow())
         con.execute(f"create view {view} as select * from _{view}")
-    j = req.with_columns(pl.col("source").alias("engine_source"), pl.lit(None, pl.Utf8).alias("gateway_source"),
-                         pl.lit("engine_only").alias("matched"))
+    j = joined if joined is not None else req.with_columns(
+        pl.col("source").alias("engine_source"), pl.lit(None, pl.Utf8).alias("gateway_source"),
+        pl.lit("engine_only").alias("matched"))
     con.register("_joined", j.to_arrow())
     con.execute("create view joined_requests as select * from _joined")
     return con
@@ -176,3 +177,20 @@ def test_report_names_a_workload_whose_reuse_moved_materially():
     assert reuse_changes(rows(0.35, 0.40), rows(0.30, 0.35)).height == 0  # 5 points: not material
     assert reuse_changes(rows(0.30, 0.90, samples_b=50), rows(0.30, 0.10)).height == 0  # too few samples
     assert reuse_changes(rows(0.5, 0.5), pl.DataFrame()).height == 0
+
+
+def test_a_matched_request_names_the_source_that_reported_its_cached_tokens():
+    """Engine and gateway rows joined: vLLM logs no cached tokens, so the joined value is the gateway's
+    (litellm); SGLang reports them, so the value is the engine's."""
+    raw = [{"request_id": f"{e}-{k}", "request_key": k, "source": src, "source_kind": kind, "cached_tokens": c}
+           for e, k in (("v", "k1"), ("s", "k2"))
+           for src, kind, c in ((("vllm_log" if e == "v" else "sglang_log"), "engine", None if e == "v" else 7),
+                                ("litellm", "gateway", 5))]
+    joined = conform("requests", pl.DataFrame([
+        {"request_id": k, "request_key": k, "source": eng, "source_kind": "engine", "workload": "w",
+         "deployment": "d", "arrival": T0, "prompt_tokens": 100, "cached_tokens": c}
+        for k, eng, c in (("k1", "vllm_log", 5), ("k2", "sglang_log", 7))])).with_columns(
+        pl.Series("engine_source", ["vllm_log", "sglang_log"]), pl.lit("litellm").alias("gateway_source"),
+        pl.lit("both").alias("matched"))
+    m = measured(connection(raw, joined=joined))
+    assert m.select("source", "cached_tokens").sort("source").rows() == [("litellm", 5.0), ("sglang_log", 7.0)]
