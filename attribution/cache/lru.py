@@ -135,8 +135,9 @@ def profile(tr: Trace) -> Profile:
     if groups is not None:  # one cache per group: concatenate the groups' sequences, keys made distinct
         order = np.argsort(groups[req], kind="stable")
         ids, req = ids[order], req[order]
-        _, key = np.unique(np.stack([groups[req], ids]), axis=1, return_inverse=True)
-        key = key.ravel()
+        g = groups[req]
+        codes = np.unique(ids, return_inverse=True)[1].ravel()  # dense, so (code, group) fits one int64
+        key = codes * (int(g.max()) - int(g.min()) + 1) + (g - g.min())
     else:
         key = ids
     n = len(key)
