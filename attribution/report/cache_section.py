@@ -69,7 +69,8 @@ def cache_section(inp: Inputs) -> Section:
     m = a.tables["measured"]
     if m.height:
         for r in (m.group_by("measure", "source").agg(pl.col("queried_tokens", "cached_tokens").sum())
-                  .sort("queried_tokens", descending=True).iter_rows(named=True)):
+                  .sort(["queried_tokens", "measure", "source"], descending=[True, False, False])
+                  .iter_rows(named=True)):
             s.lines.append(f"{r['measure']} ({r['source']}): {pct(r['cached_tokens'] / r['queried_tokens'])} of "
                            f"{num(r['queried_tokens'])} prompt tokens served from the cache.")
         s.table("measured", a.titles["measured"], view(m, ["measure", "source", "workload", "deployment",
