@@ -38,6 +38,9 @@ class Settings:
     slo_preset: str | None = None       # else a named SLO from presets.toml (default: chat)
     gpu_hour_cost: float | None = None  # price of one GPU-hour, for cost per million tokens
     gpus_per_pod: int | None = None     # default: the engine's tensor-parallel size, else 1
+    prefill_tokens_per_s: float | None = None  # cache economics: prefill rate (default: measured per deployment)
+    input_price: float | None = None    # cache economics: API input price, USD per million tokens
+    cache_pricing: str | None = None    # cached-input price: a preset of cache/prices.toml or a read ratio (0.1)
     model: str | None = None            # model profile for memsplit (preset or config.json path)
     workloads: dict[str, str] | str | None = None  # key hash / alias / team -> name, or a workloads.toml
     window: str = "7d"                  # report window when no --since/--from is given
@@ -144,7 +147,7 @@ def _coerce(key: str, value: Any, where: str, base: Path | None) -> Any:
             if str(value).strip() not in GROUPINGS:
                 raise ValueError(f"one of {', '.join(GROUPINGS)}")
             return str(value).strip()
-        if key in ("gpu_hour_cost", "tolerance", "drift_threshold", "gap_minutes", "drift_share",
+        if key in ("gpu_hour_cost", "prefill_tokens_per_s", "input_price", "tolerance", "drift_threshold", "gap_minutes", "drift_share",
                    "drift_share_change", "drift_rate", "ceiling_share"):
             v = float(value)
             if v < 0 or v != v:

@@ -318,6 +318,13 @@ class View:
 
         return self._locked(lambda: window_changes(self.con, self._window(), self.settings))
 
+    def cache(self, *, capacity_blocks: int | None = None) -> Analysis | Empty:
+        """`attribution cache` on the filtered rows of the filters' window, with the settings' economics."""
+        from attribution.cache.analysis import Economics, cache
+
+        econ = Economics.from_settings(self.settings)
+        return self._locked(lambda: cache(self.con, self._window(), capacity_blocks=capacity_blocks, econ=econ))
+
     def health(self) -> Analysis | Empty:
         """`attribution health`: files, ingest problems and join coverage (whole store), log gaps in the window."""
         from attribution.report.build import window_health

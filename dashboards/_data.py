@@ -167,6 +167,10 @@ def health(**kw: Any) -> Analysis | Empty:
     return _call("health", **kw)
 
 
+def cache(**kw: Any) -> Analysis | Empty:
+    return _call("cache", **kw)
+
+
 def empty(res: Analysis | Empty) -> bool:
     """The page's guard: show why there is nothing (and say so to the caller)."""
     if isinstance(res, Empty):

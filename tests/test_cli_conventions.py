@@ -80,6 +80,7 @@ RUNS = {
     "concurrency": ([], ("table", "csv", "json")),
     "latency": ([], ("table", "csv", "json")),
     "capacity": ([], ("table", "csv", "json")),
+    "cache": ([], ("table", "csv", "json")),
     "analyze": ([], ("table", "csv", "json")),
     "thresholds": ([], ("table", "csv", "json")),
     "compare": (["--before", "before", "--after", "after", "--resamples", "20"], ("table", "csv", "json")),

@@ -29,7 +29,7 @@ from attribution.store import Store
 
 APP = REPO / "dashboards" / "app.py"
 PAGES = ["overview", "lengths", "concurrency", "arrivals", "latency", "capacity", "thresholds", "memsplit", "compare",
-         "changes", "health"]
+         "changes", "health", "cache"]
 TRUTH = json.loads((SAMPLE / "ground_truth.json").read_text())
 
 
@@ -164,7 +164,8 @@ def page(name: str, store: Path, monkeypatch, **state) -> AppTest:
 PAGE_TITLES = {"Overview": "overview", "Workloads and lengths": "lengths", "Concurrency and live tokens": "concurrency",
                "Arrivals and burstiness": "arrivals", "Latency and goodput": "latency", "Capacity and cost": "capacity",
                "Feature thresholds": "thresholds", "Memory split": "memsplit",
-               "Compare two cohorts": "compare", "What changed": "changes", "Ingest health": "health"}
+               "Compare two cohorts": "compare", "What changed": "changes", "Ingest health": "health",
+               "Prompt cache": "cache"}
 
 
 def shown(at: AppTest) -> dict[str, pl.DataFrame]:
@@ -326,6 +327,21 @@ def test_changes_and_health_pages_equal_the_library(store, monkeypatch):
             # (as the dashboard lists it: p-values in the report's notation)
             assert_frame_equal(got[_heading(lib.titles[table])], dashboard.shown(lib.tables[table]),
                                check_dtypes=False)
+
+
+def test_cache_page_equals_the_library(store, monkeypatch):
+    """The page shows what `attribution cache` prints for the report's default window, and both charts."""
+    from attribution.cache.analysis import Economics, cache
+    from attribution.config import load_settings
+    from attribution.report.build import report_window
+
+    con = Store.open(store).connect()
+    st_ = load_settings()
+    lib = cache(con, report_window(con, default=st_.window), econ=Economics.from_settings(st_))
+    at = page("cache", store, monkeypatch)
+    for table in ("measured", "savings"):
+        assert_frame_equal(shown(at)[_heading(lib.titles[table])], lib.tables[table], check_dtypes=False)
+    assert len(charts(at)) == 2
 
 
 def test_thresholds_of_one_workload(store, monkeypatch):

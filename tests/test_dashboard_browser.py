@@ -32,6 +32,7 @@ PAGES = {  # url path -> heading
     "latency": "Latency and goodput",
     "capacity": "Capacity and cost",
     "thresholds": "Feature thresholds",
+    "cache": "Prompt cache",
     "memsplit": "Memory split",
     "compare": "Compare two cohorts",
     "changes": "What changed",

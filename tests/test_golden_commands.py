@@ -36,6 +36,8 @@ def _commands() -> dict[str, tuple[str, ...]]:
             cmds[f"{name}.{fmt}"] = (name, *f)
         cmds[f"arrivals.{fmt}"] = ("arrivals", *f)
         cmds[f"thresholds_all.{fmt}"] = ("thresholds", *f, "--all")
+        cmds[f"cache.{fmt}"] = ("cache", *f, "--gpu-hour-cost", "2.0", "--input-price", "3", "--cache-pricing",
+                                "anthropic-5m")
         cmds[f"compare.{fmt}"] = ("compare", *f, "--cohort-by", "version", "--before", "0.15.1",
                                   "--after", "0.20.1")
         cmds[f"query.{fmt}"] = ("query", *f, "select deployment, kind, count(*) n, sum(line) s from engine_steps "

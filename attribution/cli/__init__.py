@@ -10,6 +10,7 @@ from attribution import render
 from attribution.cli import (
     analyses,  # noqa: F401
     arrivals_cmd,  # noqa: F401
+    cache_cmd,  # noqa: F401
     dashboard_cmd,  # noqa: F401
     memsplit_cmd,  # noqa: F401
     metrics_cmd,  # noqa: F401  (registers metrics: Prometheus histograms and counters)

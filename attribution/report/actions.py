@@ -10,6 +10,7 @@ import polars as pl
 
 from attribution.db import as_time
 from attribution.report.arrivals_section import burstiness_actions
+from attribution.report.cache_section import cache_actions
 from attribution.report.drift import ALARMS as DRIFT_ALARMS
 from attribution.report.fmt import num, pct
 from attribution.report.health import UNMATCHED_SHARE, gap_text
@@ -42,6 +43,7 @@ def pick_actions(inp: Inputs) -> list[Action]:
                 found.append(Action(FINDING_SEVERITY[kind], kind, FINDING_SECTION[kind], text
                                     + "."))
     found += _memsplit(inp)
+    found += cache_actions(inp)
     found += _health(inp)
     rank = {s: i for i, s in enumerate(SEVERITIES)}
     # stable: within one severity the order above (changes, findings, memory, health) stands

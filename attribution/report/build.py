@@ -35,6 +35,7 @@ from attribution.histograms import metrics as histogram_metrics
 from attribution.memsplit import memsplit
 from attribution.report import sections
 from attribution.report.actions import MAX_ACTIONS, pick_actions
+from attribution.report.cache_section import report_cache
 from attribution.report.changes import changes, iso_week, previous_window, window_end
 from attribution.report.drift import DriftSettings
 from attribution.report.health import health
@@ -69,6 +70,8 @@ class Inputs:
     arrivals: Analysis | None = None
     burstiness: pl.DataFrame | None = None  # inter-arrival CV now against the previous window, per group
     burstiness_rule: str = ""
+    cache: Analysis | None = None
+    cache_changes: pl.DataFrame | None = None  # workloads whose measured cache reuse moved materially
     skipped: dict[str, str] = field(default_factory=dict)  # analysis -> why it is missing
 
 
@@ -143,6 +146,8 @@ def run_analyses(store: Store, settings: Settings, *, since: Any = None, until: 
                                      catalogue=catalogue)
         say("arrivals")
         run_arrivals(inp, con)
+        say("prompt cache")
+        inp.cache, inp.cache_changes = report_cache(con, window, settings)
     else:
         inp.skipped["requests"] = "no requests in this window"
     say("memory split")

@@ -13,6 +13,7 @@ from attribution.analyses.common import percentile_columns
 from attribution.charts.common import grouped_by
 from attribution.columns import view
 from attribution.report.arrivals_section import arrivals_section
+from attribution.report.cache_section import cache_section
 from attribution.report.fmt import num, pct
 from attribution.report.metrics_section import metrics_sections
 from attribution.report.model import Section, present
@@ -34,7 +35,7 @@ def all_sections(inp: Inputs) -> list[Section]:
         return [empty, *metrics_sections(inp), memsplit_section(inp), health_section(inp)]
     return [changes_section(inp), traffic_section(inp), lengths_section(inp), arrivals_section(inp),
             concurrency_section(inp), latency_section(inp), *metrics_sections(inp), capacity_section(inp),
-            thresholds_section(inp), memsplit_section(inp), health_section(inp)]
+            cache_section(inp), thresholds_section(inp), memsplit_section(inp), health_section(inp)]
 
 
 def traffic_section(inp: Inputs) -> Section:
