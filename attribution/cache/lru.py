@@ -10,6 +10,7 @@ of its blocks present on arrival, then touches all its blocks in order; capacity
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -90,7 +91,7 @@ def _count_nested(s: np.ndarray, v: np.ndarray, p: np.ndarray, t: np.ndarray, n:
     out = np.zeros(nq, np.int64)
     if nq == 0 or len(s) == 0:
         return out
-    it = np.int32 if 2 * n + 2 < 2**31 else np.int64  # half the memory traffic on any realistic trace
+    it: Any = np.int32 if 2 * n + 2 < 2**31 else np.int64  # half the memory traffic on any realistic trace
     order = np.argsort(np.concatenate([v * 2 + 1, t * 2]), kind="stable")
     pos = np.concatenate([s, p]).astype(it)[order]
     qid = (order - len(s)).astype(it)  # a query's index, negative for a point
