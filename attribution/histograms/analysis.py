@@ -72,9 +72,13 @@ def metrics(con: duckdb.DuckDBPyConnection, *, since: Any = None, until: Any = N
         tables["goodput"] = goodput_rows(histograms(incr, LATENCY), slo)
     notes = [] if incr.height else ["no Prometheus histogram samples in this window (ingest /metrics snapshots or "
                                     "query_range exports of vLLM or SGLang)"]
-    resets = int(incr["resets"].sum()) if incr.height else 0
-    if resets:
-        notes.append(f"{resets} counter resets (a restarted engine) in the window: the value after each counts whole")
+    # a restart resets every series of the engine at once: count restarts per deployment, not series
+    per_dep = incr.group_by("deployment").agg(pl.col("resets").max()).filter(pl.col("resets") > 0) \
+        if incr.height else incr
+    if per_dep.height:
+        restarts = ", ".join(f"{d} {n}" for d, n in per_dep.sort("deployment").iter_rows())
+        notes.append(f"counters reset in the window (a restarted engine: {restarts}); the increase after a reset "
+                     "counts from zero, as PromQL increase() does")
     slo_text = " and ".join(f"{m} <= {v:g} s" for m, v in slo)
     return Analysis(
         name="metrics",
