@@ -20,6 +20,17 @@ if not os.environ.get("ATTRIBUTION_HYPOTHESIS_RANDOM"):
     settings.load_profile("suite")
 
 
+# Tests that run for many seconds whatever the machine: started first, so that under `-n 2` (xdist hands out
+# tests in collection order) neither worker is left alone with one of them at the end of the run.
+LONG = ("test_types.py::", "test_soak.py::")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    first = [i for i in items if i.get_closest_marker("slow") or any(k in i.nodeid for k in LONG)]
+    ids = {id(i) for i in first}
+    items[:] = first + [i for i in items if id(i) not in ids]
+
+
 @pytest.fixture(autouse=True)
 def _isolated(tmp_path, monkeypatch):
     monkeypatch.setenv("ATTRIBUTION_STORE", str(tmp_path / "store"))

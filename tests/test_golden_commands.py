@@ -10,6 +10,8 @@ and the diff of tests/golden/commands/ reviewed in the commit. Paths of the run 
 
 from __future__ import annotations
 
+import copy
+import importlib
 import os
 import re
 from pathlib import Path
@@ -95,6 +97,35 @@ def check(name: str, got: str) -> None:
     assert len(g) == len(w), f"{name}: {len(g)} lines, {path.relative_to(REPO)} has {len(w)}"
 
 
+# The library calls that take seconds each (bootstrap, what-if replay, the whole report): the forms of one
+# command line (json, table, csv; the report's json and md) compute them once and render that one result (a
+# copy) each time; the command's parsing, settings, progress lines and rendering still run every time. Keyed
+# by the command line without its --format and --out.
+ONCE = {"compare": ("attribution.compare", "compare"), "memsplit": ("attribution.memsplit", "memsplit"),
+        "report": ("attribution.report", "build_report")}
+_RESULTS: dict[tuple[str, ...], tuple[object, list]] = {}
+
+
+def _once(key: tuple[str, ...], fn):
+    def call(*args, **kwargs):
+        shown = kwargs.get("progress")
+        if key not in _RESULTS:
+            steps: list = []
+            if shown is not None:
+                kwargs["progress"] = lambda step: (steps.append(step), shown(step))
+            _RESULTS[key] = (fn(*args, **kwargs), steps)
+        elif shown is not None:
+            for step in _RESULTS[key][1]:
+                shown(step)
+        return copy.deepcopy(_RESULTS[key][0])
+    return call
+
+
+def _form_free(args: list[str]) -> tuple[str, ...]:
+    return tuple(a for i, a in enumerate(args) if a not in ("--format", "--out")
+                 and (i == 0 or args[i - 1] not in ("--format", "--out")))
+
+
 @pytest.mark.parametrize("name", list(COMMANDS))
 def test_command_output_equals_the_golden_file(name, sample_store, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(render, "out", Console(soft_wrap=True, width=WIDTH))
@@ -102,6 +133,9 @@ def test_command_output_equals_the_golden_file(name, sample_store, tmp_path, cap
     monkeypatch.setenv("NO_COLOR", "1")
     cmd, *rest = COMMANDS[name]
     args = [cmd, "--store", str(sample_store), *(a.replace("<OUT>", str(tmp_path)) for a in rest)]
+    if cmd in ONCE:
+        module, fn = importlib.import_module(ONCE[cmd][0]), ONCE[cmd][1]
+        monkeypatch.setattr(module, fn, _once((str(sample_store), *_form_free([cmd, *rest])), getattr(module, fn)))
     code, out, err = run_cli(capsys, *args)
     check(f"{name}.out", normalise(f"exit {code}\n--- stdout\n{out}--- stderr\n{err}", sample_store, tmp_path))
     for written in sorted(tmp_path.glob("report*.*")):
