@@ -86,13 +86,13 @@ def settings_ok() -> bool:
 
 
 @st.cache_resource(max_entries=2, show_spinner="Opening the store ...")
-def _view(path: str, commit: int, flt: Filters) -> dashboard.View:
+def _view(path: str, commit: int, flt: Filters, settings_key: str) -> dashboard.View:
     return dashboard.View(path, flt, _snapshot(path, commit), settings())
 
 
 @st.cache_data(max_entries=4, show_spinner="Reading the filter values ...")
 def _choices(path: str, commit: int) -> Choices:
-    return _view(path, commit, Filters()).choices()
+    return _view(path, commit, Filters(), repr(settings())).choices()
 
 
 def choices() -> Choices:
@@ -105,9 +105,11 @@ def filters() -> Filters:
 
 
 @st.cache_data(max_entries=64, show_spinner="Running the analysis ...")
-def _run(path: str, commit: int, flt: Filters, page: str, kwargs: tuple[tuple[str, Any], ...]
-         ) -> Analysis | Empty:
-    return getattr(_view(path, commit, flt), page)(**dict(kwargs))
+def _run(path: str, commit: int, flt: Filters, page: str, kwargs: tuple[tuple[str, Any], ...],
+         settings_key: str) -> Analysis | Empty:
+    # settings_key: the settings in force (attribution.toml, $ATTRIBUTION_*), so an edited setting (a GPU-hour
+    # cost, an SLO) runs the analysis again instead of showing the cached answer of the old one
+    return getattr(_view(path, commit, flt, settings_key), page)(**dict(kwargs))
 
 
 def _call(page: str, **kwargs: Any) -> Analysis | Empty:
@@ -117,10 +119,10 @@ def _call(page: str, **kwargs: Any) -> Analysis | Empty:
         return Empty(f"No store at {path} yet. Ingest logs into it, e.g. `attribution ingest sample_logs/ "
                      f"--store {path} --year 2026 --tz UTC`, or start the dashboard with `--store DIR`.")
     try:
-        settings()
+        now = settings()
     except AttributionError as exc:  # a bad attribution.toml or $ATTRIBUTION_<KEY>: say so on the page
         return Empty(f"settings: {exc}")
-    return _run(path, commit, filters(), page, tuple(sorted(kwargs.items())))
+    return _run(path, commit, filters(), page, tuple(sorted(kwargs.items())), repr(now))
 
 
 def overview(**kw: Any) -> Analysis | Empty:

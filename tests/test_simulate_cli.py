@@ -41,6 +41,7 @@ def test_writes_one_log_per_pod_and_engine_start(small):
         "vllm/before/qwen35-vllm-0/vllm.log.gz", "vllm/before/qwen35-vllm-1/vllm.log.gz",
         "vllm/after/qwen35-vllm-0/vllm.log.gz", "vllm/after/qwen35-vllm-1/vllm.log.gz",
         "sglang/agents/qwen35-sglang-0/sglang.log.gz", "gateway/litellm.jsonl.gz", "ground_truth.json",
+        "prometheus/qwen35-vllm-0.json.gz", "prometheus/qwen35-vllm-1.json.gz",  # the vLLM pods' metrics
     }  # fmt: skip
     assert sorted(f["path"] for f in truth["files"]) == sorted(set(files_of(out)) - {"ground_truth.json"})
     for f in truth["files"]:
@@ -48,6 +49,10 @@ def test_writes_one_log_per_pod_and_engine_start(small):
             lines = fh.read().splitlines()
         if f["format"] == "litellm":
             assert len(lines) == f["requests"] == truth["totals"]["requests"]
+        elif f["format"] == "prometheus_api":  # one JSON document: a query_range matrix of the pod's series
+            doc = json.loads("\n".join(lines))
+            assert doc["data"]["resultType"] == "matrix" and f["engine"] == "vllm"
+            assert {s["metric"]["pod"] for s in doc["data"]["result"]} == {f["deployment"]}
         else:
             assert default_deployment(out / f["path"]) == f["deployment"]
             first = {"vllm_log": "vLLM API server version", "sglang_log": "server_args=ServerArgs("}[f["format"]]
