@@ -150,7 +150,12 @@ def store(tmp_path_factory) -> Path:
 
 def page(name: str, store: Path, monkeypatch, **state) -> AppTest:
     """Run one page; `state` presets widgets (sidebar filters, page options) by key before the first run."""
+    import streamlit as st
+
     monkeypatch.setenv("ATTRIBUTION_STORE", str(store))
+    # the app keeps its settings for 15 s (_data.REFRESH_S) across sessions: each test's page starts from the
+    # settings its own environment gives, as a dashboard does once those 15 s have passed
+    st.cache_resource.clear()
     at = AppTest.from_file(str(APP), default_timeout=240)
     at.switch_page(f"app_pages/{name}.py")
     for key, value in state.items():
