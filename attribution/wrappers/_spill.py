@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import duckdb
 import polars as pl
 
-from attribution.wrappers._platforms import error_record, iter_line_chunks
+from attribution.wrappers._platforms import DocumentError, error_record, iter_line_chunks
 from attribution.wrappers.base import RECORD_SCHEMA, records_frame
 
 if TYPE_CHECKING:
@@ -151,3 +151,19 @@ def sorted_lines(
         for chunk in iter_line_chunks(pieces):
             sp.add(wrapper.decode(chunk, state))
         yield from sp.sorted()
+
+
+def sorted_records(batches: Iterator[pl.DataFrame], empty: str, newest_first: bool = False
+                   ) -> Iterator[pl.DataFrame]:
+    """Mode "document" for an export read in batches of records (`batches` yields RECORD_SCHEMA frames): all
+    records back in time order; where the export stops being readable (DocumentError), one not-ok record
+    after the last good one stands for the rest."""
+    n = 0
+    with Spill(newest_first=newest_first) as sp:
+        try:
+            for df in batches:
+                sp.add(df)
+                n = max(n, int(df.select(pl.col("line").max()).item() or 0)) if df.height else n
+        except DocumentError as exc:
+            sp.add(error_record(n + 1, str(exc)))
+        yield from sp.sorted(empty=empty)

@@ -14,16 +14,14 @@ import polars as pl
 
 from attribution.wrappers._platforms import (
     DocumentError,
-    error_record,
     iso_ts,
-    iter_csv_batches,
     iter_items,
     split_message_lines,
     table_records,
 )
-from attribution.wrappers._spill import Spill
+from attribution.wrappers._spill import sorted_records
 from attribution.wrappers.base import TS, Wrapper, records_frame
-from attribution.wrappers.kibana import header_names
+from attribution.wrappers.kibana import csv_records, header_names
 
 # record column -> the table's column names (ContainerLogV2 first, then the legacy ContainerLog's)
 COLUMNS: dict[str, tuple[str, ...]] = {
@@ -76,28 +74,30 @@ class AzureJson(Wrapper):
         return 0.98 if ROW.search(s[:65536]) and TEXT_KEY.search(s[:65536]) else 0.0
 
     def records(self, pieces: Iterable[bytes], state: dict) -> Iterator[pl.DataFrame]:
-        n = 0
-        buf: list[dict] = []
-        with Spill() as sp:
-            try:
-                for rows in iter_items(pieces, "item"):
-                    buf.extend(r if isinstance(r, dict) else {} for r in rows)
-                    if len(buf) >= BATCH:
-                        n = self._add(sp, buf, n)
-            except DocumentError as exc:
-                n = self._add(sp, buf, n)
-                sp.add(error_record(n + 1, str(exc)))
-            self._add(sp, buf, n)
-            yield from sp.sorted(empty="no ContainerLogV2 rows in this JSON document")
+        yield from sorted_records(self._batches(pieces), "no ContainerLogV2 rows in this JSON document")
 
     @staticmethod
-    def _add(sp: Spill, buf: list[dict], n: int) -> int:
-        if buf:
+    def _batches(pieces: Iterable[bytes]) -> Iterator[pl.DataFrame]:
+        """Row objects in batches of BATCH -> records; a DocumentError comes after the rows before it."""
+        n = 0
+        buf: list[dict] = []
+
+        def flush() -> pl.DataFrame:
             cols = {c: [_text(r.get(c)) for r in buf] for c in NAMES}
-            sp.add(azure_records(pl.DataFrame(cols, schema=dict.fromkeys(NAMES, pl.Utf8)), n + 1))
-            n += len(buf)
-            buf.clear()
-        return n
+            return azure_records(pl.DataFrame(cols, schema=dict.fromkeys(NAMES, pl.Utf8)), n + 1)
+
+        try:
+            for rows in iter_items(pieces, "item"):
+                buf.extend(r if isinstance(r, dict) else {} for r in rows)
+                if len(buf) >= BATCH:
+                    yield flush()
+                    n, buf = n + len(buf), []
+        except DocumentError:
+            if buf:  # the rows before a cut-off document are kept
+                yield flush()
+            raise
+        if buf:
+            yield flush()
 
 
 class AzureCsv(Wrapper):
@@ -110,15 +110,7 @@ class AzureCsv(Wrapper):
         return 0.98 if "TimeGenerated" in names and names & {"LogMessage", "LogEntry"} else 0.0
 
     def records(self, pieces: Iterable[bytes], state: dict) -> Iterator[pl.DataFrame]:
-        n = 0
-        with Spill() as sp:
-            try:
-                for df in iter_csv_batches(pieces):
-                    sp.add(azure_records(df, n + 1))
-                    n += df.height
-            except DocumentError as exc:
-                sp.add(error_record(n + 1, str(exc)))
-            yield from sp.sorted(empty="no rows in this ContainerLogV2 CSV export")
+        yield from sorted_records(csv_records(pieces, azure_records), "no rows in this ContainerLogV2 CSV export")
 
 
 WRAPPERS = [AzureJson(), AzureCsv()]

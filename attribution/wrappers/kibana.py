@@ -7,19 +7,17 @@ its zone, newest first by default. The text and identity columns are the shipper
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import polars as pl
 
 from attribution.wrappers._platforms import (
-    DocumentError,
-    error_record,
     iso_ts,
     iter_csv_batches,
     split_message_lines,
     table_records,
 )
-from attribution.wrappers._spill import Spill
+from attribution.wrappers._spill import sorted_records
 from attribution.wrappers.base import TS, Wrapper, records_frame
 from attribution.wrappers.elastic import FIELDS, path_identity
 
@@ -40,6 +38,15 @@ def header_names(head: str) -> list[str]:
     if not HEADER.match(first):
         return []
     return [n.strip().strip('"') for n in first.split(",")]
+
+
+def csv_records(pieces: Iterable[bytes], to_records: Callable[[pl.DataFrame, int], pl.DataFrame]
+                ) -> Iterator[pl.DataFrame]:
+    """A CSV export's batches of rows -> records (`to_records(rows, first record number)`)."""
+    n = 0
+    for df in iter_csv_batches(pieces):
+        yield to_records(df, n + 1)
+        n += df.height
 
 
 def kibana_time(text: pl.Expr, tz: str) -> pl.Expr:
@@ -65,15 +72,8 @@ class KibanaCsv(Wrapper):
 
     def records(self, pieces: Iterable[bytes], state: dict) -> Iterator[pl.DataFrame]:
         tz = state.get("tz") or "UTC"
-        n = 0
-        with Spill(newest_first=True) as sp:
-            try:
-                for df in iter_csv_batches(pieces):
-                    sp.add(self._records(df, n + 1, tz))
-                    n += df.height
-            except DocumentError as exc:
-                sp.add(error_record(n + 1, str(exc)))
-            yield from sp.sorted(empty="no rows in this Kibana CSV export")
+        yield from sorted_records(csv_records(pieces, lambda df, first: self._records(df, first, tz)),
+                                  "no rows in this Kibana CSV export", newest_first=True)
 
     @staticmethod
     def _records(df: pl.DataFrame, first_line: int, tz: str) -> pl.DataFrame:
