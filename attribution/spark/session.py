@@ -1,0 +1,53 @@
+"""The one place a SparkSession is made: master and `k=v` settings from the caller, quiet and small by default
+(no UI, few shuffle partitions), reused for the life of the process. A missing pyspark or Java is a usage
+error naming what to install, never a traceback."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from attribution.errors import UsageError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+DEFAULT_MASTER = "local[*]"
+DEFAULT_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "8",
+    "spark.sql.session.timeZone": "UTC",  # our timestamps are UTC instants; never the JVM's zone
+}
+
+
+def parse_conf(pairs: Iterable[str]) -> dict[str, str]:
+    """`--spark-conf k=v` strings as a dict; a pair without `=` is a usage error."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--spark-conf {pair!r}: expected key=value")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def get_session(master: str | None = None, conf: dict[str, str] | None = None) -> SparkSession:
+    """The process's SparkSession (created on first use; a later call with other settings gets the same one,
+    as Spark itself does)."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as e:
+        raise UsageError("--engine spark needs pyspark: pip install 'attribution[spark]'") from e
+    if shutil.which("java") is None:
+        import os
+
+        if not os.environ.get("JAVA_HOME"):
+            raise UsageError("--engine spark needs a Java runtime (17 or later) on PATH or in JAVA_HOME")
+    builder = SparkSession.builder.master(master or DEFAULT_MASTER).appName("attribution")
+    for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
