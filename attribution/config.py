@@ -25,6 +25,7 @@ ENV_PREFIX = "ATTRIBUTION_"
 CONFIG_NAME = "attribution.toml"
 _SPLIT_RE = re.compile(r"[,\s]+")
 DEFAULT_PERCENTILES = (50.0, 90.0, 95.0, 99.0, 99.9)
+ENGINES = ("duckdb", "spark")  # where analyses run (--engine, $ATTRIBUTION_ENGINE)
 GROUPINGS = ("workload", "model", "deployment", "label", "day", "version", "all")  # analyses.GroupBy's values
 
 
@@ -63,6 +64,9 @@ class Settings:
     deployment_labels: tuple[str, ...] = ("pod", "instance")
     catalogue: tuple[str, ...] = ()     # more feature catalogue TOML files
     thresholds: tuple[str, ...] = ()    # more or changed feature thresholds ("name: quantity > N")
+    engine: str = "duckdb"              # where analyses (and `ingest --engine spark`) run: duckdb or spark
+    spark_master: str | None = None     # Spark master URL for --engine spark (default local[*])
+    spark_conf: tuple[str, ...] = ()    # Spark settings for --engine spark, "key=value" each
     config_file: str | None = None      # the file the settings were read from, if any
     sources: dict[str, str] = field(default_factory=dict, compare=False)  # key -> flag / env / file / default
 
@@ -128,8 +132,17 @@ def read_config(path: Path) -> dict[str, Any]:
 def _coerce(key: str, value: Any, where: str, base: Path | None) -> Any:
     """Check and convert one value to the type of the Settings field; resolve relative paths against `base`."""
     try:
-        if key in ("slo", "catalogue", "thresholds") and not isinstance(value, (str, list, tuple)):
+        if key in ("slo", "catalogue", "thresholds", "spark_conf") and not isinstance(value, (str, list, tuple)):
             raise ValueError("a string or a list of strings")
+        if key == "spark_conf":
+            pairs = [value] if isinstance(value, str) else [str(x) for x in value]
+            if not all("=" in x and x.partition("=")[0].strip() for x in pairs):
+                raise ValueError("key=value strings, e.g. [\"spark.executor.memory=8g\"]")
+            return tuple(x.strip() for x in pairs)
+        if key == "engine":
+            if str(value).strip().lower() not in ENGINES:
+                raise ValueError(f"one of {', '.join(ENGINES)}")
+            return str(value).strip().lower()
         if key in ("slo", "catalogue", "thresholds"):
             items = _SPLIT_RE.split(value.strip()) if isinstance(value, str) and key == "slo" else (
                 [value] if isinstance(value, str) else list(value))
