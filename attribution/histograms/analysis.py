@@ -16,6 +16,7 @@ from attribution.analyses.common import Analysis, Selection, Window, parse_when,
 from attribution.errors import UsageError
 from attribution.histograms.catalogue import DEFINITIONS, LABEL, LATENCY, LENGTHS
 from attribution.histograms.tables import (
+    bucket_rows,
     goodput_rows,
     histograms,
     percentile_rows,
@@ -134,7 +135,7 @@ def latency_tables(sel: Selection, percentiles: Iterable[float]) -> dict[str, pl
     return tables
 
 
-def _has_histograms(con: duckdb.DuckDBPyConnection) -> bool:
+def has_histograms(con: duckdb.DuckDBPyConnection) -> bool:
     """A store connection (frames_connection has no metric tables)."""
     has = con.execute("select count(*) from duckdb_views() where view_name = 'metric_histograms'").fetchall()
     return bool(has[0][0])
@@ -143,7 +144,7 @@ def _has_histograms(con: duckdb.DuckDBPyConnection) -> bool:
 def add_to_latency(res: Analysis, sel: Selection, percentiles: Iterable[float]) -> Analysis:
     """`res` (the latency analysis) with the histogram tables when the window has latency histograms, titled
     and defined apart from the exact tables; unchanged otherwise (or on a connection without the tables)."""
-    if not _has_histograms(sel.con):
+    if not has_histograms(sel.con):
         return res
     tables = latency_tables(sel, percentiles)
     res.tables.update(tables)
@@ -159,11 +160,22 @@ def add_to_latency(res: Analysis, sel: Selection, percentiles: Iterable[float]) 
 def add_to_lengths(res: Analysis, sel: Selection, percentiles: Iterable[float]) -> Analysis:
     """`res` (the lengths analysis) with `histogram_lengths`, the prompt and output length percentiles of the
     engines' token histograms, when the window has them (the answer where no per-request rows exist)."""
-    if not _has_histograms(sel.con):
+    if not has_histograms(sel.con):
         return res
-    rows = percentile_rows(histograms(increases(sel.con, sel.window), LENGTHS), percentiles, kind_column="counts")
+    hists = histograms(increases(sel.con, sel.window), LENGTHS)
+    rows = percentile_rows(hists, percentiles, kind_column="counts")
     if rows.height:
         res.tables["histogram_lengths"] = rows
         res.titles["histogram_lengths"] = f"prompt and output tokens from Prometheus histograms ({LABEL})"
         res.definitions = {**res.definitions, **{f"histogram {k}": v for k, v in DEFINITIONS.items()}}
+    if rows.height and sel.requests == 0:
+        # nothing exact to stand beside: say where the answer comes from, and give the buckets' own counts
+        res.tables["histogram_buckets"] = bucket_rows(hists)
+        res.titles["histogram_buckets"] = "requests per bucket of the engines' token histograms (exact per bucket)"
+        res.definitions["histogram_buckets"] = (
+            "requests whose count lies in the bucket (lo, hi], from the increase of the engine's cumulative "
+            "buckets over the window: exact per bucket, nothing is known of where inside it a request lies")
+        res.notes.append("no per-request rows in this window: the lengths come from the engines' Prometheus token "
+                         f"histograms alone (histogram_lengths, {LABEL}; histogram_buckets, whole counts per "
+                         "bucket), per deployment and model; stats and histogram stay empty")
     return res

@@ -81,6 +81,27 @@ def percentile_rows(hists: Iterable[Hist], percentiles: Iterable[float], kind_co
     return pl.DataFrame(rows, schema=PERCENTILE_SCHEMA, orient="row").rename({"phase": kind_column})
 
 
+def bucket_rows(hists: Iterable[Hist]) -> pl.DataFrame:
+    """One row per histogram bucket: the observations in (lo, hi] (the difference of the cumulative counts)
+    and their share of the histogram's observations."""
+    frames = []
+    for h in hists:
+        if not h.counts.size or h.observations == 0:
+            continue
+        cum = np.maximum.accumulate(h.counts)  # a scrape caught mid-update can dip: as histogram_quantile does
+        frames.append(pl.DataFrame({
+            "deployment": h.deployment, "model": h.model, "engine": h.engine, "counts": h.kind, "metric": h.metric,
+            "lo": np.concatenate([[0.0], h.les[:-1]]), "hi": h.les, "observations": np.diff(cum, prepend=0.0),
+        }, schema_overrides={"deployment": pl.Utf8, "model": pl.Utf8, "engine": pl.Utf8}))
+    if not frames:
+        return pl.DataFrame(schema={"deployment": pl.Utf8, "model": pl.Utf8, "engine": pl.Utf8, "counts": pl.Utf8,
+                                    "metric": pl.Utf8, "lo": pl.Float64, "hi": pl.Float64,
+                                    "observations": pl.Float64, "share": pl.Float64})
+    out = pl.concat(frames)
+    return out.with_columns((pl.col("observations") / pl.col("observations").sum()
+                             .over("deployment", "model", "engine", "metric")).alias("share"))
+
+
 def _bound_text(b_least: float, b_most: float, below: float, above: float, t: float) -> str:
     if b_least == b_most:
         return f"exactly {b_least:g} ({t:g} is a bucket edge)"

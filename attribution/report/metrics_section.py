@@ -61,3 +61,20 @@ def metrics_sections(inp: Inputs) -> list[Section]:
         s.table("goodput", a.titles["goodput"], a.tables["goodput"].drop("label"))
     s.notes += a.notes
     return [s]
+
+
+def bucket_thresholds_sections(inp: Inputs) -> list[Section]:
+    """[the thresholds section] of a window without per-request rows whose token histograms count
+    request-scoped features (bucket-derived: exact on an edge, else a bound), else []."""
+    a = inp.thresholds
+    if a is None or "histogram_requests" not in a.tables:
+        return []
+    s = Section("thresholds", "Feature-threshold crossings (bucket-derived, from token histograms)",
+                definitions=a.definitions)
+    rows = a.tables["histogram_requests"]
+    for r in rows.iter_rows(named=True):
+        s.lines.append(f"{r['feature']} on {r['deployment']} ({r['model']}), {r['quantity']} {r['op']} "
+                       f"{num(r['threshold'])}: {r['answer']}; {num(r['requests'])} requests in all.")
+    s.table("histogram_requests", a.titles["histogram_requests"], rows.drop("title", "label"))
+    s.notes += a.notes
+    return [s]

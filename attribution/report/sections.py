@@ -15,7 +15,7 @@ from attribution.columns import view
 from attribution.report.arrivals_section import arrivals_section
 from attribution.report.cache_section import cache_section
 from attribution.report.fmt import num, pct
-from attribution.report.metrics_section import metrics_sections
+from attribution.report.metrics_section import bucket_thresholds_sections, metrics_sections
 from attribution.report.model import Section, present
 from attribution.report.review_sections import (
     changes_section,
@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 def all_sections(inp: Inputs) -> list[Section]:
     if not inp.requests:
         empty = Section("traffic", "Traffic and workloads", [f"No requests in this window ({inp.skipped['requests']})."])
-        return [empty, *metrics_sections(inp), memsplit_section(inp), health_section(inp)]
+        return [empty, *metrics_sections(inp), *bucket_thresholds_sections(inp), memsplit_section(inp),
+                health_section(inp)]
     return [changes_section(inp), traffic_section(inp), lengths_section(inp), arrivals_section(inp),
             concurrency_section(inp), latency_section(inp), *metrics_sections(inp), capacity_section(inp),
             cache_section(inp), thresholds_section(inp), memsplit_section(inp), health_section(inp)]

@@ -16,6 +16,8 @@ from attribution import queries
 from attribution.analyses.common import Analysis, Selection
 from attribution.queries import materialize
 from attribution.thresholds import steps as step_kernel
+from attribution.thresholds.buckets import DEFINITIONS as BUCKET_DEFINITIONS
+from attribution.thresholds.buckets import bucket_crossings
 from attribution.thresholds.catalogue import QUANTITIES, Catalogue, load_catalogue
 from attribution.thresholds.settings import effective_settings, engine_starts
 from attribution.views import scrapes_stored
@@ -64,10 +66,16 @@ def _method(count_from: str, scope: str, estimated: int = 0, unknown: int = 0) -
 def prepare(con: duckdb.DuckDBPyConnection, catalogue: Catalogue, *, gpu_mem_gib: float | None = None,
             tp_size: int | None = None) -> pl.DataFrame:
     """Register the engine starts (`thr_starts`) and their effective settings (`thr_settings`) on `con`."""
+    return prepare_starts(con, catalogue, gpu_mem_gib=gpu_mem_gib, tp_size=tp_size)[1]
+
+
+def prepare_starts(con: duckdb.DuckDBPyConnection, catalogue: Catalogue, *, gpu_mem_gib: float | None = None,
+                   tp_size: int | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """`prepare`, returning the engine starts too."""
     starts = engine_starts(con)
     settings = effective_settings(starts, catalogue, gpu_mem_gib=gpu_mem_gib, tp_size=tp_size)
     register(con, starts, settings)
-    return settings
+    return starts, settings
 
 
 def register(con: duckdb.DuckDBPyConnection, starts: pl.DataFrame, settings: pl.DataFrame) -> None:
@@ -115,7 +123,7 @@ def thresholds(sel: Selection, catalogue: Catalogue | None = None, *, features: 
     feature, workload and day; step-scoped ones per deployment and day; the effective settings per start."""
     cat = (catalogue or load_catalogue()).select(features)
     con = sel.con
-    settings = prepare(con, cat, gpu_mem_gib=gpu_mem_gib, tp_size=tp_size)
+    starts, settings = prepare_starts(con, cat, gpu_mem_gib=gpu_mem_gib, tp_size=tp_size)
     mark_requests(con)
     used_req = set(queries.run(con, "threshold_config_use")["config_id"].to_list())
     # step-scoped features: how often, how long and in how many episodes (attribution.thresholds.steps)
@@ -153,6 +161,9 @@ def thresholds(sel: Selection, catalogue: Catalogue | None = None, *, features: 
                  for d, i in scrapes.select("deployment", "interval_s").rows()]
         notes.append("step rows of " + ", ".join(every) + " are Prometheus scrapes, sampled at the scrape interval "
                      "where the logs print no step lines: a crossing between two scrapes is missed")
+    # without per-request rows the engines' token histograms answer, in a table of their own
+    from_buckets, bucket_notes = bucket_crossings(sel, settings, starts) if sel.requests == 0 else (None, [])
+    notes += bucket_notes
     tables = {
         "requests": requests,
         "by_workload": per["workload"],
@@ -173,9 +184,14 @@ def thresholds(sel: Selection, catalogue: Catalogue | None = None, *, features: 
         "settings": "effective settings per engine start",
         "not_counted": "features not counted (off, not applicable, or not in these logs)",
     }
+    if from_buckets is not None and from_buckets.height:
+        tables["histogram_requests"] = from_buckets
+        titles["histogram_requests"] = ("request-scoped features from the engines' token histograms (bucket-derived: "
+                                        "exact on a bucket edge, else a bound), per deployment and model")
     params = {**sel.window.to_dict(), "requests": sel.requests, "features": len(cat),
               "catalogues": cat.files, "gpu_mem_gib": gpu_mem_gib, "max_gap_s": max_gap_s}
-    return Analysis("thresholds", params, tables, titles, {**DEFINITIONS, **_quantity_defs(cat)}, notes)
+    return Analysis("thresholds", params, tables, titles, {**DEFINITIONS, **_quantity_defs(cat), **(
+        BUCKET_DEFINITIONS if "histogram_requests" in tables else {})}, notes)
 
 
 def _quantity_defs(cat: Catalogue) -> dict[str, str]:

@@ -19,4 +19,4 @@ if data.empty(res):
 
 data.scope(res)
 data.chart(charts.histogram(res, metric=metric, weight=weight))
-data.tables(res, ["stats", "histogram_lengths"], more=["histogram"])  # histogram_lengths: Prometheus, when present
+data.tables(res, ["stats", "histogram_lengths"], more=["histogram", "histogram_buckets"])  # histogram_lengths: Prometheus, when present

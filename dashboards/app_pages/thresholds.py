@@ -18,4 +18,5 @@ if data.empty(res):
 
 data.scope(res)
 data.chart(charts.crossings(res, only_crossed=only_crossed))
-data.tables(res, ["requests", "by_workload", "steps"], more=["by_day", "steps_by_day", "settings", "not_counted"])
+data.tables(res, ["requests", "histogram_requests", "by_workload", "steps"],  # histogram_requests: no request rows
+            more=["by_day", "steps_by_day", "settings", "not_counted"])
