@@ -28,6 +28,7 @@ from attribution.compare import CohortBy, compare
 from attribution.config import Settings, connect_settings, load_settings
 from attribution.db import as_time
 from attribution.errors import AttributionError, InputError
+from attribution.histograms.analysis import has_histograms
 from attribution.memsplit import memsplit
 from attribution.status import store_status
 from attribution.store import Snapshot, Store
@@ -206,9 +207,11 @@ class View:
         with self.lock:
             return choices(self.con)
 
-    def _select(self, by: GroupBy | str) -> Selection | Empty:
+    def _select(self, by: GroupBy | str, from_histograms: bool = False) -> Selection | Empty:
+        """The filtered selection, or why the page is empty; `from_histograms`: the analysis answers from the
+        engines' Prometheus histograms too (lengths, thresholds), so a store of those alone is not empty."""
         sel = analyses.select(self.con, since=self.filters.since, until=self.filters.until, by=by)
-        return sel if sel.requests else Empty(self._nothing())
+        return sel if sel.requests or (from_histograms and has_histograms(self.con)) else Empty(self._nothing())
 
     def _nothing(self) -> str:
         """Why a page has no requests to show: an empty store, or filters that leave none."""
@@ -216,10 +219,11 @@ class View:
             return "The store holds no requests yet: ingest logs with `attribution ingest PATH`."
         return f"No requests match the filters ({self.filters.describe()}): widen them in the sidebar."
 
-    def _run(self, by: GroupBy | str, fn: Callable[..., Analysis], /, **kw: Any) -> Analysis | Empty:
+    def _run(self, by: GroupBy | str, fn: Callable[..., Analysis], /, from_histograms: bool = False,
+             **kw: Any) -> Analysis | Empty:
         with self.lock:
             try:
-                sel = self._select(by)
+                sel = self._select(by, from_histograms)
                 if isinstance(sel, Empty):
                     return sel
                 return fn(sel, **kw)
@@ -246,7 +250,8 @@ class View:
         return self._run(by, run)
 
     def lengths(self, *, by: str | None = None, bins_per_decade: int = 10) -> Analysis | Empty:
-        return self._run(by or self.settings.by, analyses.lengths, bins_per_decade=bins_per_decade, percentiles=self.settings.percentiles)
+        return self._run(by or self.settings.by, analyses.lengths, from_histograms=True,
+                         bins_per_decade=bins_per_decade, percentiles=self.settings.percentiles)
 
     def concurrency(self, *, by: str | None = None, per_group: bool = True, bucket_s: int | None = None
                     ) -> Analysis | Empty:
@@ -280,7 +285,7 @@ class View:
             cat = thresholds.load_catalogue(list(self.settings.catalogue), [*self.settings.thresholds, *specs])
         except AttributionError as exc:
             return Empty(str(exc))
-        return self._run("all", thresholds.thresholds, catalogue=cat)
+        return self._run("all", thresholds.thresholds, from_histograms=True, catalogue=cat)
 
     def compare(self, *, cohort_by: str = "version", before: str | None = None, after: str | None = None,
                 resamples: int = 1000) -> Analysis | Empty:

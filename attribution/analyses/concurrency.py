@@ -6,10 +6,12 @@ that the tests compare with."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import duckdb
 import polars as pl
 
+from attribution import queries
 from attribution.analyses import limits, sweep
 from attribution.analyses.common import (
     PERCENTILE_METHOD,
@@ -85,16 +87,23 @@ def step_line_frames(sel: Selection, deployments: list[str], *, max_gap_s: float
 def scrape_notes(sel: Selection, deployments: list[str]) -> list[str]:
     """What the step figures of `deployments` that come from Prometheus scrapes are: samples at the scrape
     interval, not the engine's own step lines (queries/scrape_intervals_by_deployment.sql)."""
-    if not deployments or not scrapes_stored(sel.con):
+    return [n for _, n in scrape_sampling(sel.con, sel.window.since, sel.window.until, deployments)]
+
+
+def scrape_sampling(con: duckdb.DuckDBPyConnection, since: Any, until: Any, deployments: list[str]
+                    ) -> list[tuple[dict[str, Any], str]]:
+    """Per deployment of `deployments` whose step rows in [since, until) include Prometheus scrapes: the
+    scrape_intervals_by_deployment row and the note saying so (a peak seen at the scrapes is a lower bound)."""
+    if not deployments or not scrapes_stored(con):
         return []
     out = []
-    for row in sel.run("scrape_intervals_by_deployment").filter(
+    for row in queries.run(con, "scrape_intervals_by_deployment", since=since, until=until).filter(
             pl.col("deployment").is_in(deployments)).iter_rows(named=True):
         every = f"{row['interval_s']:g} s" if row["interval_s"] is not None else "a single scrape"
         where = " where its logs have no step lines" if row["log_lines"] else ""
-        out.append(f"{row['deployment']}: running/waiting/KV sampled at the scrape interval ({every}) from "
-                   f"{row['scrapes']:,} Prometheus scrape{'s' if row['scrapes'] != 1 else ''}{where}; a peak "
-                   "between scrapes is missed")
+        out.append((row, f"{row['deployment']}: running/waiting/KV sampled at the scrape interval ({every}) from "
+                         f"{row['scrapes']:,} Prometheus scrape{'s' if row['scrapes'] != 1 else ''}{where}; a peak "
+                         "between scrapes is missed: a peak seen at the scrapes is a lower bound of the true peak"))
     return out
 
 

@@ -11,6 +11,7 @@ import duckdb
 import polars as pl
 
 from attribution.analyses.common import Analysis, resolve_window
+from attribution.analyses.concurrency import scrape_sampling
 from attribution.errors import UsageError
 from attribution.labels import version_label
 from attribution.memory.profile import GiB
@@ -28,6 +29,9 @@ from attribution.memsplit.recommend import STATUS, Recommendation, recommend
 from attribution.memsplit.whatif import whatif
 
 DEFINITIONS = {
+    "scrape_interval_s": "present when a deployment's step rows include Prometheus scrapes (engine_steps kind "
+    "`scrape`, where its logs print no step lines): running, waiting and KV usage sampled at the scrape interval "
+    "(median seconds between scrapes), so the demand peak and percentiles are lower bounds of the true ones",
     "R (cache_bytes)": "memory per GPU the engine gave its caches: --cache-gib; else SGLang's KV + Mamba "
     "allocation "
     "lines, vLLM's `Available KV cache memory`; else an estimate from the pool sizes (cache_source says "
@@ -225,8 +229,15 @@ def memsplit(
             notes += more
         what += rows
         summary.append(_summary(c, b, limit, rec, rows))
+    summary_df = pl.DataFrame(summary, infer_schema_length=None)
+    sampled = scrape_sampling(con, window.since, window.until, sorted({c.deployment for c in splits}))
+    if sampled:  # demand from Prometheus gauges: its peak and percentiles are at most the true ones
+        notes += [n for _, n in sampled]
+        every = {r["deployment"]: r["interval_s"] for r, _ in sampled}
+        summary_df = summary_df.with_columns(pl.col("deployment").replace_strict(
+            every, default=None, return_dtype=pl.Float64).alias("scrape_interval_s"))
     tables = {
-        "summary": pl.DataFrame(summary, infer_schema_length=None),
+        "summary": summary_df,
         "current": pl.DataFrame([c.row() for c in splits], infer_schema_length=None),
         "diagnosis": pl.DataFrame(diag, infer_schema_length=None),
         "episodes": frames["episodes"],
