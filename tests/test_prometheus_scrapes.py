@@ -99,3 +99,61 @@ def test_two_exports_of_one_series_are_one_scrape(tmp_path):
     assert fetch(con, "select count(*) from raw_engine_steps where deployment = 'vllm-a'").item() == 6
     df = fetch(con, "select running, waiting, kv_usage from engine_steps where deployment = 'vllm-a' order by ts")
     assert df.rows() == [(0, 0, 0.0), (4, 1, 0.125), (7, None, 0.5)]
+
+
+# An SGLang start (the sample SGLang pod's, as in tests/test_memsplit_logged.py) whose logs print no step line:
+# its running / queued / KV figures come from /metrics scrapes every 15 s (names as in sglang's
+# python/sglang/srt/metrics/collector.py: num_running_reqs, num_queue_reqs, token_usage).
+SGLANG_START = [
+    "[2026-05-07 23:59:00] server_args=ServerArgs(model_path='Qwen/Qwen3.5-35B-A3B', tp_size=1, "
+    "disable_radix_cache=False, mamba_full_memory_ratio=0.9)",
+    "[2026-05-07 23:59:03] Mamba Cache is allocated. max_mamba_cache_size: 18, conv_state size: 0.03GB, "
+    "ssm_state size: 1.11GB ",
+    "[2026-05-07 23:59:04] KV Cache is allocated. #tokens: 65478, K size: 0.62 GB, V size: 0.62 GB",
+    "[2026-05-07 23:59:06] max_total_num_tokens=65478, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+    "max_running_requests=6, context_len=32768, available_gpu_mem=7.40 GB",
+]
+MAY8 = 1778198400  # 2026-05-08T00:00:00Z
+
+
+def test_memsplit_on_scrape_gauges_says_sampled_at_the_scrape_interval(tmp_path):
+    from attribution.memsplit import memsplit
+
+    pod = tmp_path / "pod"
+    pod.mkdir()
+    (pod / "sglang.log").write_text("\n".join(SGLANG_START) + "\n")
+    for i in range(8):
+        (pod / f"metrics-{MAY8 + 15 * i}.prom").write_text(
+            "# TYPE sglang:num_running_reqs gauge\n"
+            f'sglang:num_running_reqs{{model_name="Qwen/Qwen3.5-35B-A3B",pod="pod"}} {6 if i % 2 else 4}\n'
+            "# TYPE sglang:num_queue_reqs gauge\n"
+            f'sglang:num_queue_reqs{{model_name="Qwen/Qwen3.5-35B-A3B",pod="pod"}} {i}\n'
+            "# TYPE sglang:token_usage gauge\n"
+            'sglang:token_usage{model_name="Qwen/Qwen3.5-35B-A3B",pod="pod"} 0.2\n')
+    ingest([str(pod)], tmp_path / "store", tz="UTC", deployment="pod", jobs=1)
+    res = memsplit(Store.open(tmp_path / "store").connect(), "qwen3.5-35b-a3b", run_whatif=False)
+    (summary,) = res.tables["summary"].to_dicts()
+    assert summary["scrape_interval_s"] == 15
+    assert res.tables["demand"].row(0, named=True)["running_peak"] == 6  # the scrapes are the demand here
+    notes = " | ".join(res.notes)
+    assert "pod: running/waiting/KV sampled at the scrape interval (15 s) from 8 Prometheus scrapes" in notes
+    assert "a lower bound of the true peak" in notes
+    assert "scrape_interval_s" in res.definitions
+
+
+def test_report_memsplit_line_says_sampled_at_the_scrape_interval():
+    from datetime import UTC, datetime
+
+    from attribution.analyses.common import Analysis
+    from attribution.report.review_sections import memsplit_section
+
+    row = {"deployment": "pod", "engine": "sglang", "started": datetime(2026, 5, 7, 23, 59, tzinfo=UTC),
+           "status": "ok", "limit": "none", "scrape_interval_s": 15.0}
+
+    class Inp:
+        memsplit = Analysis("memsplit", {}, {"summary": pl.DataFrame([row]), "flags": pl.DataFrame(
+            schema={"deployment": pl.Utf8, "flag": pl.Utf8, "value": pl.Utf8, "meaning": pl.Utf8}),
+            "whatif": pl.DataFrame()}, {"summary": "s", "flags": "f", "whatif": "w"}, {}, [])
+
+    (line,) = memsplit_section(Inp()).lines  # type: ignore[arg-type]
+    assert "demand sampled at the scrape interval (15 s): its peak is a lower bound of the true peak" in line

@@ -157,6 +157,9 @@ def memsplit_section(inp: Inputs) -> Section:
             text += f"; now {r['current']}, recommended {r['recommended']}"
         if r["limit"] and r["limit"] != "none":
             text += f"; queueing limited by {r['limit'].replace('_', ' ')}"
+        if r.get("scrape_interval_s") is not None:  # demand from Prometheus gauges, not the engine's step lines
+            text += (f"; demand sampled at the scrape interval ({r['scrape_interval_s']:g} s): its peak is a lower "
+                     "bound of the true peak")
         s.lines.append(text + ".")
     s.table("summary", a.titles["summary"], summary)
     s.table("flags", a.titles["flags"], view(a.tables["flags"], ["deployment", "flag", "value", "meaning"]))
