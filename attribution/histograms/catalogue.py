@@ -1,6 +1,7 @@
 """Which engine histogram answers which question: the latency phases (TTFT, TPOT per request, ITL per
-token, e2e, queue) and the length histograms of vLLM and SGLang, with what each engine measures. Names as
-in ../shared/formats/engine-logs.md §V-5 (vLLM) and §S-4 (SGLang)."""
+token, e2e, queue) and the length histograms of vLLM and SGLang, with what each engine measures. Names read
+from the engines' source (vllm/v1/metrics/loggers.py, vllm/engine/metrics.py, sglang's metrics/collector.py;
+the table with versions and sources is tests/test_prometheus_names.py)."""
 
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ LENGTHS: dict[str, str] = {
 }
 
 # prefix-cache counters per engine: (hit tokens, looked-up tokens), preferred name first. vLLM V1 counts
-# both in tokens (the deprecated gpu_* aliases carry the same counts: never added to the new ones).
+# both in tokens (the deprecated gpu_* aliases carry the same counts: never added to the new ones; in 0.8,
+# where only gpu_* exist, their help text says blocks: the ratio is still the hit rate).
 # SGLang counts cached prompt tokens against every prompt token of its requests.
 PREFIX_CACHE: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "vllm": (("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),

@@ -21,8 +21,8 @@ SAMPLES_SCHEMA: dict[str, PolarsType] = {"line": pl.Int64, "ts": pl.Datetime("us
                   "labels": pl.List(LABEL), "value": pl.Float64}
 ENGINE_INDEX_LABELS = ("engine", "dp_rank")  # vLLM V1 `engine="0"`, SGLang `dp_rank` under data parallelism
 
-# Gauges with an engine_steps column (names checked against engine-logs.md V-5 and S-4: vLLM
-# vllm/engine/metrics.py (V0) and vllm/v1/metrics/loggers.py (V1); SGLang metrics/collector.py). vLLM's usages
+# Gauges with an engine_steps column (names read from source: vLLM vllm/engine/metrics.py (V0) and
+# vllm/v1/metrics/loggers.py (V1); SGLang metrics/collector.py; versions in tests/test_prometheus_names.py). vLLM's usages
 # and hit rates are fractions ("1 means 100 percent"), SGLang's token_usage is used/total, also a fraction.
 GAUGES: dict[str, str] = {
     "vllm:num_requests_running": "running",
@@ -70,6 +70,22 @@ def family_of(names: pl.Expr) -> pl.Expr:
     return names.str.replace(r"_(?:bucket|sum|count)$", "")
 
 
+def one_tp_rank(df: pl.DataFrame) -> pl.DataFrame:
+    """The samples of the lowest `tp_rank` among series that differ in nothing else. SGLang exports its
+    scheduler metrics from attention-TP rank 0 only, unless `--enable-metrics-for-all-schedulers`: then every
+    TP rank of a scheduler group exports the same requests' gauges and histograms (labels model_name,
+    engine_type, tp_rank, pp_rank, dp_rank; python/sglang/srt/managers/scheduler.py), which summed would
+    count each request once per rank. Data-parallel ranks keep their own series (dp_rank differs)."""
+    if df["_l_tp_rank"].is_null().all():
+        return df
+    tp = pl.col("_l_tp_rank").cast(pl.Int64, strict=False)
+    others = pl.col("series").str.replace_all(r"(?:^|,)tp_rank=[^,]*", "")
+    group = ["ts", "deployment", "name", "_l_le", "_others"]
+    return (df.with_columns(others.alias("_others"))
+            .filter(tp.is_null() | (tp == tp.min().over(group)))
+            .drop("_others"))
+
+
 def _errors(df: pl.DataFrame, reason: pl.Expr) -> pl.DataFrame:
     return df.select(pl.col("line"), reason.alias("reason"),
                      pl.concat_str(pl.col("name"), pl.lit(" "), pl.col("value").cast(pl.Utf8)).alias("sample"))
@@ -114,6 +130,7 @@ def samples_to_rows(samples: pl.DataFrame, dep_labels: tuple[str, ...], res: Par
               .sort("_r", "k")
               .group_by("_r").agg(pl.concat_str(pl.col("k"), pl.lit("="), pl.col("v")).str.join(",").alias("series")))
     df = df.join(series, on="_r", how="left").with_columns(pl.col("series").fill_null(""))
+    df = one_tp_rank(df if "tp_rank" in dep_cols else df.join(label("tp_rank"), on="_r", how="left"))
     common = ["ts", "line", "deployment", "engine", "model", "series"]
 
     hist = df.filter(pl.col("ftype") == "histogram").with_columns(
