@@ -28,7 +28,7 @@ from attribution.compare import CohortBy, compare
 from attribution.config import Settings, connect_settings, load_settings
 from attribution.db import as_time
 from attribution.errors import AttributionError, InputError
-from attribution.histograms.analysis import has_histograms
+from attribution.histograms.analysis import histograms_stored
 from attribution.memsplit import memsplit
 from attribution.status import store_status
 from attribution.store import Snapshot, Store
@@ -211,7 +211,7 @@ class View:
         """The filtered selection, or why the page is empty; `from_histograms`: the analysis answers from the
         engines' Prometheus histograms too (lengths, thresholds), so a store of those alone is not empty."""
         sel = analyses.select(self.con, since=self.filters.since, until=self.filters.until, by=by)
-        return sel if sel.requests or (from_histograms and has_histograms(self.con)) else Empty(self._nothing())
+        return sel if sel.requests or (from_histograms and histograms_stored(self.con)) else Empty(self._nothing())
 
     def _nothing(self) -> str:
         """Why a page has no requests to show: an empty store, or filters that leave none."""

@@ -141,6 +141,11 @@ def has_histograms(con: duckdb.DuckDBPyConnection) -> bool:
     return bool(has[0][0])
 
 
+def histograms_stored(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the store behind `con` holds any Prometheus histogram sample (an empty store has the view)."""
+    return has_histograms(con) and bool(con.execute("select exists (select 1 from metric_histograms)").fetchall()[0][0])
+
+
 def add_to_latency(res: Analysis, sel: Selection, percentiles: Iterable[float]) -> Analysis:
     """`res` (the latency analysis) with the histogram tables when the window has latency histograms, titled
     and defined apart from the exact tables; unchanged otherwise (or on a connection without the tables)."""

@@ -32,7 +32,7 @@ from attribution.config import Settings, connect_settings
 from attribution.errors import InputError, UsageError
 from attribution.histograms import metric_window
 from attribution.histograms import metrics as histogram_metrics
-from attribution.histograms.analysis import has_histograms
+from attribution.histograms.analysis import histograms_stored
 from attribution.memsplit import memsplit
 from attribution.report import sections
 from attribution.report.actions import MAX_ACTIONS, pick_actions
@@ -151,7 +151,7 @@ def run_analyses(store: Store, settings: Settings, *, since: Any = None, until: 
         inp.cache, inp.cache_changes = report_cache(con, window, settings)
     else:
         inp.skipped["requests"] = "no requests in this window"
-        if has_histograms(con):  # the engines' token histograms still count request-scoped thresholds
+        if histograms_stored(con):  # the engines' token histograms still count request-scoped thresholds
             say("thresholds")
             inp.thresholds = thresholds(select(con, since=window, by=GroupBy.all), catalogue)
     say("memory split")
