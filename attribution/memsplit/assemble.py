@@ -28,10 +28,12 @@ from attribution.memsplit.diagnosis import (
 from attribution.memsplit.recommend import STATUS, Recommendation, recommend
 from attribution.memsplit.whatif import whatif
 
-DEFINITIONS = {
+SCRAPE_DEFINITION = {
     "scrape_interval_s": "present when a deployment's step rows include Prometheus scrapes (engine_steps kind "
     "`scrape`, where its logs print no step lines): running, waiting and KV usage sampled at the scrape interval "
     "(median seconds between scrapes), so the demand peak and percentiles are lower bounds of the true ones",
+}
+DEFINITIONS = {
     "R (cache_bytes)": "memory per GPU the engine gave its caches: --cache-gib; else SGLang's KV + Mamba "
     "allocation "
     "lines, vLLM's `Available KV cache memory`; else an estimate from the pool sizes (cache_source says "
@@ -283,4 +285,5 @@ def memsplit(
         "service_model": service_model,
         "whatif": run_whatif,
     }
-    return Analysis("memsplit", params, tables, titles, DEFINITIONS, list(dict.fromkeys(notes)))
+    definitions = {**DEFINITIONS, **SCRAPE_DEFINITION} if sampled else DEFINITIONS
+    return Analysis("memsplit", params, tables, titles, definitions, list(dict.fromkeys(notes)))
