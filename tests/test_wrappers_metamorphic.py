@@ -182,7 +182,7 @@ def test_the_slow_product_gives_every_case_file_its_wrappers():
     per_case = Counter(p for p, _ in quick + slow)
     assert set(per_case) == {str(p) for p, _ in LINE_CASES}
     assert set(per_case.values()) == {min(WRAPPERS_PER_CASE, len(WRAP))}
-    assert Counter(p for name in WRAP for p, _ in _cases_for(name, first=0)) == per_case
+    assert Counter(str(p) for name in WRAP for p, _ in _cases_for(name, first=0)) == per_case
 
 
 @pytest.mark.slow
