@@ -50,7 +50,7 @@ def _sorted(frames: list[pl.DataFrame], spill_rows: int, newest_first: bool, det
         return list(sp.sorted(labels=labels, out_rows=out_rows, empty="nothing"))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), newest_first=st.booleans(), detect=st.booleans(), with_sid=st.booleans(),
        out_rows=st.integers(1, 40))
 def test_in_memory_order_is_the_spilled_order(data, newest_first, detect, with_sid, out_rows):
