@@ -2,7 +2,8 @@
 column domains of attribution.schema (extremes included: counts at the domain's top, times in 2015 and a day
 after now, nulls in every column), writes them as a store, and runs every reader through the library API:
 status, the analyses (lengths, concurrency, latency, capacity, analyze), thresholds, memsplit and the
-report (built and rendered in every format). None may raise."""
+report (built for a drawn window and rendered in a drawn format; the extremes store: both windows, every
+format). None may raise."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from attribution.analyses import analyze, capacity, concurrency, latency, lengths, select
+from attribution.choices import ReportFormat
 from attribution.config import load_settings
 from attribution.errors import InputError, UsageError
 from attribution.memsplit import memsplit
@@ -90,7 +92,9 @@ def write_store(root, rows: dict[str, pl.DataFrame]) -> Store:
     return st_
 
 
-def read_everything(store: Store, out_dir) -> None:
+def read_everything(store: Store, out_dir, windows=(None, "7d"), fmt: ReportFormat | None = None) -> None:
+    """Every reader over `store`; the report for each of `windows` (all time, the last 7 days), written in
+    `fmt` (every format when None)."""
     store_status(store)
     con = store.connect()
     try:
@@ -106,7 +110,7 @@ def read_everything(store: Store, out_dir) -> None:
         pass
     cfg = out_dir / "attribution.toml"
     cfg.write_text("")
-    for since in (None, "7d"):
+    for since in windows:
         try:
             inp = run_analyses(store, load_settings({}, config=cfg, env={}), since=since)
         except UsageError:  # an empty window: the report says so (exit 2)
@@ -114,16 +118,18 @@ def read_everything(store: Store, out_dir) -> None:
         except InputError as exc:  # a store without requests: nothing to report (exit 3)
             assert "holds no requests" in str(exc)
             continue
-        write(assemble(inp, store), out_dir=out_dir)
+        write(assemble(inp, store), out_dir=out_dir, fmt=fmt)
 
 
 @pytest.mark.slow
 @settings(max_examples=int(os.environ.get("ATTRIBUTION_HYPOTHESIS_EXAMPLES", "6")), deadline=None,
           suppress_health_check=list(HealthCheck))
-@given(rows=tables())
-def test_readers_tolerate_every_admissible_store(rows, tmp_path_factory):
+@given(rows=tables(), since=st.sampled_from([None, "7d"]), fmt=st.sampled_from(list(ReportFormat)))
+def test_readers_tolerate_every_admissible_store(rows, since, fmt, tmp_path_factory):
+    # one report window and one format per example (each costs as much as all the other readers together):
+    # hypothesis draws them like the rows; test_extremes_at_once writes both windows in every format
     root = tmp_path_factory.mktemp("adm")
-    read_everything(write_store(root / "store", rows), root)
+    read_everything(write_store(root / "store", rows), root, windows=(since,), fmt=fmt)
 
 
 def test_extremes_at_once(tmp_path):

@@ -134,10 +134,15 @@ def test_every_case_file_wrapped(i):
     check_parse(plain, names[i % len(names)], opts, chunk_bytes=700)
 
 
-@pytest.mark.parametrize("name", sorted(WRAP))
-@pytest.mark.parametrize("log", ["vllm_repo-2215860382-VedioSifter.log", "sglang_repo-sostrowsk-dgx-spark-local-llm.log"])
-def test_real_logs_wrapped(name, log):
-    check_parse(shared("traces", "real_logs", log), name, {}, chunk_bytes=4096)
+# Each wrapper reads one of two real logs (a vLLM and an SGLang one, in turn) in small chunks; every wrapper
+# reads every real log in test_every_real_log_every_wrapper_into_a_store.
+REAL_PAIR = ("vllm_repo-2215860382-VedioSifter.log", "sglang_repo-sostrowsk-dgx-spark-local-llm.log")
+
+
+@pytest.mark.parametrize("i,name", list(enumerate(sorted(WRAP))),
+                         ids=[f"{REAL_PAIR[i % 2].split('-')[0]}-{n}" for i, n in enumerate(sorted(WRAP))])
+def test_real_logs_wrapped(i, name):
+    check_parse(shared("traces", "real_logs", REAL_PAIR[i % 2]), name, {}, chunk_bytes=4096)
 
 
 # Pairs that once failed (issue 14's known gaps), one per cause, in the unmarked suite: a JSON line behind a
@@ -155,30 +160,37 @@ def test_once_known_gaps(name, case):
     check_parse(plain, name, dict((str(p), o) for p, o in LINE_CASES).get(str(plain), {}), chunk_bytes=900)
 
 
-# Wrappers per case file in the slow product: each case file under WRAPPERS_PER_CASE wrappers spread over the
-# list (every wrapper reads about len(LINE_CASES) * WRAPPERS_PER_CASE / len(WRAP) of them). Every pair costs a
-# parse (about 0.1 s of CPU each); ATTRIBUTION_WRAPPERS_PER_CASE=0 runs the whole product (2,300 pairs).
+# Wrappers per case file: each case file under WRAPPERS_PER_CASE wrappers spread over the list (every wrapper
+# reads about len(LINE_CASES) * WRAPPERS_PER_CASE / len(WRAP) of them): the first in small chunks in
+# test_every_case_file_wrapped (k = 0), the others in the slow product. Every pair costs a parse (about 0.1 s
+# of CPU each); ATTRIBUTION_WRAPPERS_PER_CASE=0 runs the whole product (2,500 pairs).
 WRAPPERS_PER_CASE = int(os.environ.get("ATTRIBUTION_WRAPPERS_PER_CASE", "3")) or len(WRAP)
 
 
-def _cases_for(name: str) -> list[tuple[Path, dict]]:
+def _cases_for(name: str, first: int = 1) -> list[tuple[Path, dict]]:
     names, step = sorted(WRAP), len(WRAP) / WRAPPERS_PER_CASE
     w = names.index(name)
     return [c for i, c in enumerate(LINE_CASES)
-            if any((i + round(k * step)) % len(names) == w for k in range(WRAPPERS_PER_CASE))]
+            if any((i + round(k * step)) % len(names) == w for k in range(first, WRAPPERS_PER_CASE))]
 
 
 def test_the_slow_product_gives_every_case_file_its_wrappers():
-    per_case = Counter(str(p) for name in WRAP for p, _ in _cases_for(name))
+    names = sorted(WRAP)
+    quick = Counter((str(p), names[i % len(names)]) for i, (p, _) in enumerate(LINE_CASES))  # k = 0
+    slow = Counter((str(p), name) for name in WRAP for p, _ in _cases_for(name))
+    assert not quick & slow  # no pair read twice
+    per_case = Counter(p for p, _ in quick + slow)
     assert set(per_case) == {str(p) for p, _ in LINE_CASES}
     assert set(per_case.values()) == {min(WRAPPERS_PER_CASE, len(WRAP))}
+    assert Counter(str(p) for name in WRAP for p, _ in _cases_for(name, first=0)) == per_case
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(WRAP))
 def test_every_case_and_real_log_every_wrapper(name):
-    # Case files in the ingest's default chunk (test_every_case_file_wrapped reads each once, in small chunks),
-    # each under WRAPPERS_PER_CASE wrappers; every one gives the plain file's rows. Every real log under every
+    # Case files in the ingest's default chunk (test_every_case_file_wrapped reads each once, in small chunks,
+    # under its first wrapper), each under its other WRAPPERS_PER_CASE - 1 wrappers; every one gives the plain
+    # file's rows. Every real log under every
     # wrapper, in the default chunk, is test_every_real_log_every_wrapper_into_a_store (through an ingest).
     failing = set()
     for plain, opts in _cases_for(name):
@@ -280,7 +292,7 @@ def test_fuzz_wrapped_split_and_mutated_lines(data):
         got = parse_path(f, fmt, year=2025, tz="UTC", chunk_bytes=chunk)
         recs, _ = layer_records(f, chunk_bytes=chunk, fmt=fmt)
         assert recs["span"].sum() == len(physical)  # every physical line counted once
-    want = parse_path(FUZZ_PLAIN, year=2025, tz="UTC")
+    want = _plain_parse(FUZZ_PLAIN, 2025, "UTC")
     key = ["ts", "running", "waiting", "kv_usage"]
     have = set(got.tables["engine_steps"].select(key).rows())
     assert set(want.tables["engine_steps"].select(key).rows()) <= have
