@@ -25,8 +25,8 @@ from attribution.store import Store
 HERE = Path(__file__).resolve().parent
 COMMANDS = ("lengths", "concurrency", "thresholds", "latency", "capacity")
 CLI = "import sys; from attribution.cli import main; sys.argv[0] = 'attribution'; main()"
-DUCKDB = ("import sys, duckdb; con = duckdb.connect(); con.execute(\"set timezone = 'UTC'\"); con.execute('set enable_progress_bar = false'); "
-          "print(len(con.sql(sys.stdin.read()).fetchall()))")
+DUCKDB = ("import sys, duckdb; con = duckdb.connect(); con.execute(\"set timezone = 'UTC'\"); "
+          "con.execute('set enable_progress_bar = false'); print(len(con.sql(sys.stdin.read()).fetchall()))")
 
 
 def baselines(store: Path) -> dict[str, str]:
@@ -91,7 +91,7 @@ def bench(store: Path, commands: list[str], repeat: int, extra: list[str], profi
         if profile:
             profile.mkdir(parents=True, exist_ok=True)
             out = profile / f"{cmd}.prof"
-            subprocess.run([py, "-m", "cProfile", "-o", str(out), "-c", CLI, cmd, "--store", str(store),
+            subprocess.run([py, "-m", "cProfile", "-o", str(out), "-m", "bench.analyses.cli", cmd, "--store", str(store),
                             "--format", "json", *extra], capture_output=True, env=env, check=True)
             row["profile"] = str(out)
         rows.append(row)

@@ -140,6 +140,12 @@ _PARSE_STRS = [
 ]
 
 
+_JSON_NUMS = ("$.startTime", "$.endTime", "$.completionStartTime", "$.prompt_tokens", "$.completion_tokens",
+              "$.response_cost", "$.model_parameters.max_tokens")
+_JSON_STRS = ("$.id", "$.status", "$.model", "$.api_base", "$.model_group", "$.metadata.user_api_key_hash",
+              "$.metadata.user_api_key_alias", "$.metadata.user_api_key_team_alias", "$.stream", "$.cache_hit")
+
+
 def _parse_sql(paths: str) -> str:
     cols = []
     for name, (guard, expr) in _PARSE_FIELDS.items():
@@ -150,8 +156,18 @@ def _parse_sql(paths: str) -> str:
     for i, (guard, pat) in enumerate(_PARSE_STRS):
         pat = pat.replace("'", "''")
         cols.append(f"sum(case when {guard} then length(regexp_extract(line, '{pat}', 1)) end) as s{i}")
-    return (f"select count(*) as lines, {', '.join(cols)} from read_csv({paths}, columns={{'line': 'VARCHAR'}}, "
-            "delim='\x01', quote='', escape='', header=false, auto_detect=false)")
+    # gateway JSON lines (LiteLLM StandardLoggingPayload): the fields of the requests table, one JSON parse per
+    # line for all paths (the list form of json_extract_string); times as epoch seconds, counts as numbers
+    js = "starts_with(line, '{')"
+    cols.append(f"count(case when {js} then v end) as json_lines")
+    for i in range(len(_JSON_NUMS)):
+        cols.append(f"sum(try_cast(v[{i + 1}] as double)) as j{i}")
+    for i in range(len(_JSON_STRS)):
+        cols.append(f"sum(length(v[{len(_JSON_NUMS) + i + 1}])) as js{i}")
+    paths_list = "[" + ", ".join(f"'{p}'" for p in (*_JSON_NUMS, *_JSON_STRS)) + "]"
+    return (f"select count(*) as lines, {', '.join(cols)} from (select line, case when {js} then "
+            f"json_extract_string(line, {paths_list}) end as v from read_csv({paths}, columns={{'line': 'VARCHAR'}}, "
+            "delim='\x01', quote='', escape='', header=false, auto_detect=false))")
 
 
 def _perline(files: list[str]) -> dict:
