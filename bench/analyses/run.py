@@ -91,13 +91,14 @@ def bench(store: Path, commands: list[str], repeat: int, extra: list[str], profi
         if profile:
             profile.mkdir(parents=True, exist_ok=True)
             out = profile / f"{cmd}.prof"
-            subprocess.run([py, "-m", "cProfile", "-o", str(out), "-m", "bench.analyses.cli", cmd, "--store", str(store),
-                            "--format", "json", *extra], capture_output=True, env=env, check=True)
+            subprocess.run([py, "-m", "cProfile", "-o", str(out), "-m", "bench.analyses.cli", cmd, "--store",
+                            str(store), "--format", "json", *extra], capture_output=True, env=env, check=True)
             row["profile"] = str(out)
         rows.append(row)
         print(f"{cmd:12s} ours {o['wall_s']:7.2f} s wall {o['cpu_median_s']:7.2f} s CPU {o['peak_mb']:5d} MB | "
               f"duckdb {b['wall_s']:6.2f} s wall {b['cpu_median_s']:6.2f} s CPU {b['peak_mb']:5d} MB | "
-              f"ratio {row['ratio_wall']:5.2f} wall {row['ratio_cpu']:5.2f} CPU | load {o['loads']}", flush=True)
+              f"ratio {row['ratio_wall']:5.2f} wall {row['ratio_cpu']:5.2f} CPU | load {o['loads']}",
+              flush=True)
     return [{"command": "cold (first lengths: builds the join cache)", "ours": cold}, *rows]
 
 
@@ -109,7 +110,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--json", type=Path, help="also write the figures here")
     ap.add_argument("--profile", type=Path, help="also write one cProfile per command into this directory")
     ap.add_argument("--show-sql", action="store_true", help="print the baseline queries and exit")
-    ap.add_argument("extra", nargs="*", help="arguments passed to every command (after --), e.g. --since 2026-05-08")
+    ap.add_argument("extra", nargs="*",
+                    help="arguments passed to every command (after --), e.g. -- --since 2026-05-08")
     a = ap.parse_args(argv)
     if a.show_sql:
         for k, v in baselines(a.store).items():
