@@ -58,18 +58,38 @@ select deployment, max(n) as peak, sum(n * dur) / sum(dur) as mean,
 from s group by all order by all
 
 -- name: thresholds
--- the threshold counts: requests over each catalogue threshold the sample store shows, per engine
-select engine, count(*) as requests, sum(prompt_tokens) as prompt_tokens,
-       count(*) filter (where prompt_tokens > 0) as over_0,
-       count(*) filter (where prompt_tokens >= 16) as ge_16,
-       count(*) filter (where prompt_tokens >= 256) as ge_256,
-       count(*) filter (where prompt_tokens - coalesce(cached_tokens, 0) > 8192) as uncached_over_8192,
-       count(*) filter (where prompt_tokens - coalesce(cached_tokens, 0) > 16384) as uncached_over_16384,
-       count(*) filter (where prompt_tokens >= 32768) as ge_32768,
-       count(*) filter (where prompt_tokens > 95000) as over_95000,
-       count(*) filter (where prompt_tokens > 131072) as over_131072,
-       sum(prompt_tokens) filter (where prompt_tokens - coalesce(cached_tokens, 0) > 8192) as tokens_over_8192
-from ({joined}) group by all order by all
+-- the threshold counts: requests over each catalogue threshold the sample store shows, per engine, and the
+-- step-scoped counts (lines over a batch-size / batch-token threshold, their time to the next line of the
+-- file capped at 60 s, per deployment), as the command reports both
+with req as (
+    select engine, count(*) as requests, sum(prompt_tokens) as prompt_tokens,
+           count(*) filter (where prompt_tokens > 0) as over_0,
+           count(*) filter (where prompt_tokens >= 16) as ge_16,
+           count(*) filter (where prompt_tokens >= 256) as ge_256,
+           count(*) filter (where prompt_tokens - coalesce(cached_tokens, 0) > 8192) as uncached_over_8192,
+           count(*) filter (where prompt_tokens - coalesce(cached_tokens, 0) > 16384) as uncached_over_16384,
+           count(*) filter (where prompt_tokens >= 32768) as ge_32768,
+           count(*) filter (where prompt_tokens > 95000) as over_95000,
+           count(*) filter (where prompt_tokens > 131072) as over_131072,
+           sum(prompt_tokens) filter (where prompt_tokens - coalesce(cached_tokens, 0) > 8192) as tokens_over_8192
+    from ({joined}) group by all
+),
+lines as (
+    select deployment, kind, running, new_tokens, batch_tokens,
+           least(epoch(lead(ts) over (partition by file order by ts, line) - ts), 60) as dt
+    from read_parquet({engine_steps}) where ts is not null
+),
+steps as (
+    select deployment, count(*) as rows,
+           count(*) filter (where kind = 'decode' and running > 256) as decode_over_256,
+           sum(dt) filter (where kind = 'decode' and running > 256) as decode_over_256_s,
+           count(*) filter (where kind = 'prefill' and new_tokens > 8192) as prefill_over_8192,
+           sum(dt) filter (where kind = 'prefill' and new_tokens > 8192) as prefill_over_8192_s,
+           count(*) filter (where coalesce(batch_tokens, new_tokens) > 16384) as step_over_16384,
+           max(running) as max_running
+    from lines group by all
+)
+select * from req, steps order by all
 
 -- name: capacity
 -- completed requests per day and the busiest hour per deployment, and the median service time

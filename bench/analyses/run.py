@@ -31,15 +31,17 @@ DUCKDB = ("import sys, duckdb; con = duckdb.connect(); con.execute(\"set timezon
 
 def baselines(store: Path) -> dict[str, str]:
     """name -> SQL of baselines.sql, with the store's live requests files and the join filled in."""
-    files = Store.open(store).snapshot().live("requests")
-    paths = "[" + ", ".join(f"'{store / f}'" if not Path(f).is_absolute() else f"'{f}'" for f in files) + "]"
+    snap = Store.open(store).snapshot()
+
+    def paths(table: str) -> str:
+        return "[" + ", ".join(f"'{store / f}'" for f in snap.live(table)) + "]"
     text = (HERE / "baselines.sql").read_text()
     out = {}
     for part in re.split(r"^-- name: ", text, flags=re.M)[1:]:
         name, body = part.split("\n", 1)
         out[name.strip()] = "\n".join(ln for ln in body.splitlines() if not ln.startswith("--")).strip()
-    joined = out.pop("joined").replace("{requests}", paths)
-    return {k: v.replace("{joined}", joined) for k, v in out.items()}
+    joined = out.pop("joined").replace("{requests}", paths("requests"))
+    return {k: v.replace("{joined}", joined).replace("{engine_steps}", paths("engine_steps")) for k, v in out.items()}
 
 
 def load() -> float:
