@@ -41,7 +41,8 @@ def baselines(store: Path) -> dict[str, str]:
         name, body = part.split("\n", 1)
         out[name.strip()] = "\n".join(ln for ln in body.splitlines() if not ln.startswith("--")).strip()
     joined = out.pop("joined").replace("{requests}", paths("requests"))
-    return {k: v.replace("{joined}", joined).replace("{engine_steps}", paths("engine_steps")) for k, v in out.items()}
+    steps = paths("engine_steps")
+    return {k: v.replace("{joined}", joined).replace("{engine_steps}", steps) for k, v in out.items()}
 
 
 def load() -> float:
@@ -97,7 +98,8 @@ def bench(store: Path, commands: list[str], repeat: int, extra: list[str], profi
                             str(store), "--format", "json", *extra], capture_output=True, env=env, check=True)
             row["profile"] = str(out)
         rows.append(row)
-        print(f"{cmd:12s} ours {o['wall_s']:7.2f} s wall {o['cpu_median_s']:7.2f} s CPU {o['peak_mb']:5d} MB | "
+        print(f"{cmd:12s} ours {o['wall_s']:7.2f} s wall {o['cpu_median_s']:7.2f} s CPU "
+              f"{o['peak_mb']:5d} MB | "
               f"duckdb {b['wall_s']:6.2f} s wall {b['cpu_median_s']:6.2f} s CPU {b['peak_mb']:5d} MB | "
               f"ratio {row['ratio_wall']:5.2f} wall {row['ratio_cpu']:5.2f} CPU | load {o['loads']}",
               flush=True)
