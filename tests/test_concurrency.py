@@ -299,3 +299,31 @@ def test_a_request_longer_than_any_model_is_not_replayed_and_said():
     assert f"1 arrivals longer than {MAX_REPLAY_TOKENS:,} tokens (beyond any model's context) were not replayed" \
         in res.notes
     assert _stats(res, "running", "trace")["peak"] >= 1
+
+
+@pytest.mark.parametrize("scale", [1, 10**7])  # 10^7: the total time passes 2^63 / 10^6, Python's integers
+def test_time_weighted_percentiles_are_exact_in_int64_and_beyond(scale):
+    """The smallest value covering q of the time, compared exactly (cum * 10^6 >= q * 10^6 * total), whether
+    the products fit in int64 or not; against a plain Fraction loop."""
+    from fractions import Fraction
+
+    rng = np.random.default_rng(3)
+    value = np.round(rng.lognormal(3, 1, 500), 2)
+    dur = rng.integers(1, 2_000_000, 500) * scale
+    got = sweep._time_weighted(value, dur, (50.0, 90.0, 99.0, 99.9))
+    order = np.argsort(value, kind="stable")
+    vals, durs = [], []
+    for v, d in zip(value[order].tolist(), dur[order].tolist(), strict=True):
+        if vals and vals[-1] == v:
+            durs[-1] += d
+        else:
+            vals.append(v)
+            durs.append(d)
+    total = sum(durs)
+    assert (total * 10**6 >= 1 << 63) == (scale > 1)
+    for p in (50.0, 90.0, 99.0, 99.9):
+        need, cum, i = Fraction(f"{p / 100:.6f}") * total, 0, 0
+        while cum + durs[i] < need:
+            cum += durs[i]
+            i += 1
+        assert got[f"p{p:g}".replace(".", "_")] == vals[i]

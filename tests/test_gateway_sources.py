@@ -258,6 +258,8 @@ def test_user_mapping_file(tmp_path):
     ("[columns]\narrival = '$.t'\nprompt = '$.p'\n", "unknown columns ['prompt']"),
     ("[columns]\narrival = 'start_time'\n", "is not a JSON path"),
     ("[columns]\narrival = '$.a.*.b'\n", "is not a JSON path"),
+    # DuckDB rejects it (the paths are checked in one query): the error names the bad one among good ones
+    ("[columns]\narrival = '$.t'\nfinished = '$.a[b'\nmodel = '$.m'\n", "columns.finished: bad JSON path"),
     ("[columns]\narrival = { paths = ['$.t'], unit = 'hours' }\n", "unit must be one of"),
     ("[columns]\narrival = { path = '$.t' }\n", "unknown keys ['path']"),
 ])

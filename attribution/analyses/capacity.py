@@ -10,6 +10,7 @@ import polars as pl
 from attribution.analyses import sweep
 from attribution.analyses.common import Analysis, Selection, base_params, name_groups
 from attribution.analyses.concurrency import concurrency as concurrency_analysis
+from attribution.analyses.exact import selection_segments, shared_sweeps
 from attribution.analyses.limits import LIMIT_SOURCES
 from attribution.analyses.spend import DEFINITIONS as SPEND_DEFINITIONS
 from attribution.analyses.spend import TITLE as SPEND_TITLE
@@ -74,14 +75,15 @@ def capacity(sel: Selection, *, gpu_hour_cost: float | None = None, gpus_per_pod
     if per_group is None:
         per_group = sel.by not in (GroupBy.all, GroupBy.deployment)
     per_group = per_group and sel.by not in (GroupBy.all, GroupBy.deployment)
-    if conc is None or (per_group and "groups" not in conc.tables):
-        conc = concurrency_analysis(sel, per_group=per_group, estimate=False)
-    keys = ["deployment"] + ([sel.by.value] if per_group else [])
-    base = sel.run("capacity_by_deployment", per_group=per_group)
-    deps = conc.tables["deployments"]
-    limits = deps.select("deployment", "running_limit", "limit_source", "kv_concurrency_at_max_len",
-                         pl.col("gpus").alias("tp_size"))
-    est = _estimates(sel, per_group, limits)
+    with shared_sweeps(sel):  # the concurrency analysis and the estimates read one sweep of the window
+        if conc is None or (per_group and "groups" not in conc.tables):
+            conc = concurrency_analysis(sel, per_group=per_group, estimate=False)
+        keys = ["deployment"] + ([sel.by.value] if per_group else [])
+        base = sel.run("capacity_by_deployment", per_group=per_group)
+        deps = conc.tables["deployments"]
+        limits = deps.select("deployment", "running_limit", "limit_source", "kv_concurrency_at_max_len",
+                             pl.col("gpus").alias("tp_size"))
+        est = _estimates(sel, per_group, limits)
     df = base.join(est, on=["deployment", "grp"], how="left", nulls_equal=True)
     df = (name_groups(df, sel.by) if per_group else df.drop("grp"))
     df = df.join(_peaks(conc.tables["groups" if per_group else "pods"], keys), on=keys, how="left")
@@ -151,7 +153,7 @@ def _peaks(conc_rows: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
 def _estimates(sel: Selection, per_group: bool, limits: pl.DataFrame) -> pl.DataFrame:
     """Per (deployment, grp) of the sweep: service_s, time at the limit, and the capacity estimates."""
     cap = dict(zip(limits["deployment"], limits["running_limit"], strict=True))
-    parts = sweep.segments(sel.con, sel.window.since, sel.window.until, per_group)
+    parts = selection_segments(sel, per_group)
     done = sel.run("capacity_completions", per_group=per_group)
     ends = {k: g["t_end"].sort().to_numpy() for k, g in
             done.partition_by("deployment", "grp", as_dict=True, maintain_order=True).items()}

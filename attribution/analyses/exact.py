@@ -4,6 +4,9 @@ estimate for arrival-only traces, which sweeps the simulator's replayed requests
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import polars as pl
 
 from attribution.analyses import sweep
@@ -20,11 +23,40 @@ def pick_bucket_s(span_s: float, points: int = 500) -> int:
     return NICE_BUCKETS_S[-1]
 
 
+_SHARED: dict[int, dict[tuple, list[sweep.Segments]]] = {}  # id(selection) -> its sweeps, inside shared_sweeps
+
+
+@contextlib.contextmanager
+def shared_sweeps(sel: Selection) -> Iterator[None]:
+    """Inside it, the sweep of `sel` is computed once per `per_group` and given to every caller (capacity sweeps
+    the window for its estimates after its concurrency analysis swept the same window: half its time on a
+    million requests). Only for its duration, so nothing holds the segments after."""
+    outer = id(sel) in _SHARED
+    _SHARED.setdefault(id(sel), {})
+    try:
+        yield
+    finally:
+        if not outer:
+            _SHARED.pop(id(sel), None)
+
+
+def selection_segments(sel: Selection, per_group: bool) -> list[sweep.Segments]:
+    """sweep.segments of the selection's window (shared inside shared_sweeps)."""
+    memo = _SHARED.get(id(sel))
+    key = (sel.serial, sel.window.since, sel.window.until, per_group)
+    if memo is None or key not in memo:
+        parts = sweep.segments(sel.con, sel.window.since, sel.window.until, per_group)
+        if memo is None:
+            return parts
+        memo[key] = parts
+    return memo[key]
+
+
 def exact_frames(sel: Selection, *, per_group: bool, timeseries: bool, bucket_s: int | None,
                  percentiles: list[float] | None = None) -> tuple[pl.DataFrame, pl.DataFrame | None, int | None]:
     """Sweep the intervals of `sel` (its connection's int_analysis_requests): stats and, if asked, a time series
     (attribution.analyses.sweep) and its bucket in seconds (picked from the sweep's span when not given)."""
-    parts = sweep.segments(sel.con, sel.window.since, sel.window.until, per_group)
+    parts = selection_segments(sel, per_group)
     stats = sweep.stats(parts, tuple(percentile_list(percentiles))).with_columns(source=pl.lit("exact"))
     series = None
     if timeseries:

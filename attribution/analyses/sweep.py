@@ -245,12 +245,18 @@ def _time_weighted(value: np.ndarray, dur: np.ndarray, percentiles: tuple[float,
     total = int(cum[-1])
     out: dict[str, Any] = {"mean": float(np.sum(vals * durs.astype(np.float64)) / total) if total else None,
                            "span_s": total / 1e6}
-    # `cum >= q * total` compares exactly in SQL (a DECIMAL(18, 6) times an integer): so here, in Python's
-    # integers (cum * 10^6 may pass 2^63)
-    big = cum.astype(object)
+    # `cum >= q * total` compares exactly in SQL (a DECIMAL(18, 6) times an integer): so here, in integers:
+    # int64 where no product can pass 2^63 (0 <= cum <= total), else Python's (an object array: slow on the
+    # millions of distinct kv_tokens values)
+    big = None
     for p, q in zip(percentiles, quantile_fractions(percentiles), strict=True):
         f = Fraction(f"{q:.6f}")
-        out[percentile_column(p)] = float(vals[np.argmax(big * f.denominator >= f.numerator * total)])
+        if cum.dtype.kind == "i" and total >= 0 and total * f.denominator < 1 << 63:
+            hit = cum * f.denominator >= f.numerator * total
+        else:
+            big = cum.astype(object) if big is None else big
+            hit = big * f.denominator >= f.numerator * total
+        out[percentile_column(p)] = float(vals[np.argmax(hit)])
     return out
 
 
