@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -19,7 +20,7 @@ import polars as pl
 from attribution.errors import AttributionError
 from attribution.ingest.units import Plan, parse_plan
 from attribution.spark.session import get_session, require
-from attribution.store import stage
+from attribution.store import Staged, stage
 
 Message = tuple[Any, ...]
 TASKS_PER_CORE = 3  # tasks per executor core: enough to even out files of unequal size, few enough to schedule
@@ -84,5 +85,15 @@ def run(plans: list[Plan], root: str, handle: Callable[[int, Message], None], *,
     except Exception as exc:  # Py4JJavaError: the job failed after its retries; nothing was committed
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise AttributionError(f"the Spark ingest job failed, nothing was committed: {first}") from exc
+    _drop_retried(Path(root), results)
     for index, msg in results:  # (collect keeps each task's order: a file's messages stay in order)
         handle(index, msg)
+
+
+def _drop_retried(root: Path, results: list[tuple[int, Message]]) -> None:
+    """Delete what failed or speculative attempts of a task staged: only the rows of the attempts whose
+    results came back are adopted (the next writer would delete the rest, this frees the space now)."""
+    kept = {df.name for _i, msg in results if msg[0] == "unit" for df in msg[4].values() if isinstance(df, Staged)}
+    for p in (root / "_tmp").glob("*.parquet"):
+        if p.name not in kept:
+            p.unlink(missing_ok=True)
