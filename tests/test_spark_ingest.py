@@ -55,6 +55,7 @@ def same_store(a: Path, b: Path) -> None:
     assert states[0] == states[1]
 
 
+@pytest.mark.slow  # (265 MB on Spark; the wrapped and growing files below cover the same paths cheaply)
 def test_sample_logs_on_spark_equal_the_local_ingest(spark, tmp_path, sample_store):
     truth = json.loads((SAMPLE / "ground_truth.json").read_text())
     got = ingest([str(SAMPLE)], tmp_path / "s", year=truth["year"], tz=truth["tz"], engine="spark",
