@@ -110,6 +110,13 @@ def ingest_cmd(
     mapping: Annotated[Path | None, typer.Option(help="Field mapping (TOML) for a JSON access-log layout.")] = None,
     jobs: Annotated[int | None, typer.Option(min=1, help="Worker processes parsing files in parallel; default "
                                                         "$ATTRIBUTION_JOBS, else one per CPU (1: none).")] = None,
+    engine: Annotated[str | None, typer.Option(help="--engine spark: run on Spark (needs pyspark and Java); "
+                                                   "default $ATTRIBUTION_ENGINE, else duckdb (here: local "
+                                                   "worker processes).")] = None,
+    spark_master: Annotated[str | None, typer.Option(help="Spark master URL for --engine spark; default "
+                                                         "local[*].")] = None,
+    spark_conf: Annotated[list[str] | None, typer.Option(help="Spark setting key=value for --engine spark "
+                                                             "(repeatable).")] = None,
 ) -> None:
     """Read logs into the store: incremental (grown files are read from where they stopped), idempotent.
 
@@ -117,15 +124,27 @@ def ingest_cmd(
     socket or device, a dangling symlink or loop, an unreadable file or directory) or vanished while read;
     `attribution status` and `ingest_files.reason` say which and why.
 
+    With --engine spark the files are parsed on Spark executors, which write their rows into the store's
+    staging area; the store and the inputs must be at the same path on every node (a shared filesystem).
+
     Example: attribution ingest /var/log/vllm/ --store ./store --year 2026 --tz UTC
     """
+    from attribution.config import load_settings
     from attribution.ingest import ingest
+
+    settings = load_settings({"engine": engine, "spark_master": spark_master, "spark_conf": spark_conf or ()})
+    spark: dict[str, Any] = {}
+    if settings.engine == "spark":
+        from attribution.spark.session import parse_conf
+
+        spark = {"engine": "spark", "spark_master": settings.spark_master,
+                 "spark_conf": parse_conf(settings.spark_conf)}
 
     prog = IngestProgress()
     with prog.p:
         options = {k: v for k, v in {"start": start, "mapping": str(mapping) if mapping else None}.items() if v}
         summary = ingest(paths, default_store_path(store), fmt=fmt, deployment=deployment, label=label,
-                         year=year, tz=tz, options=options, progress=prog, jobs=jobs)
+                         year=year, tz=tz, options=options, progress=prog, jobs=jobs, **spark)
     print_summary(summary)
     if summary.problems:
         raise typer.Exit(EXIT_INPUTS_NOT_READ)

@@ -23,7 +23,9 @@ class Batch:
     """Rows of several units (chunks or whole files) committed together with the file states they lead to."""
 
     def __init__(self, writer: Writer, limit_bytes: int, summary: IngestSummary):
-        self.w, self.limit, self.summary = writer, limit_bytes, summary
+        self.w, self.summary = writer, summary
+        self.limit: float = limit_bytes
+        self.max_files: float = BATCH_MAX_FILES
         self._reset()
 
     def _reset(self) -> None:
@@ -51,7 +53,7 @@ class Batch:
         self.states[key] = state
         self.bytes += nbytes
         # (rows count too: a streamed document's batches carry no input bytes until its last one)
-        if self.bytes >= self.limit or self.held >= self.limit or len(self.states) >= BATCH_MAX_FILES:
+        if self.bytes >= self.limit or self.held >= self.limit or len(self.states) >= self.max_files:
             self.flush()
 
     def flush(self) -> None:

@@ -27,6 +27,7 @@ def ingest(
     label: str | None = None, year: int | None = None, tz: str | None = None,
     options: dict[str, Any] | None = None, chunk_bytes: int | None = None, max_line_bytes: int | None = None,
     progress: Progress | None = None, jobs: int | None = None, max_future: float | None = None,
+    engine: str = "local", spark_master: str | None = None, spark_conf: dict[str, str] | None = None,
 ) -> IngestSummary:
     """Ingest files, directories and globs into the store at `store` (created if needed).
 
@@ -34,7 +35,10 @@ def ingest(
     processes (default: `$ATTRIBUTION_JOBS`, else one per CPU; 1 reads in this process); the rows, offsets and
     commits are the same as a sequential read's, only the order of files in the commits differs.
     A timestamp later than `max_future` seconds after now (default: the `max_future` setting, 1 day) is out
-    of its domain (attribution.domains)."""
+    of its domain (attribution.domains).
+
+    `engine="spark"` parses the planned files on Spark executors instead (attribution.spark.ingest, on
+    `spark_master` with `spark_conf`), and commits their rows in one commit: the same rows and file states."""
     t0 = time.time()
     options = dict(options or {})
     if max_future is None or "deployment_labels" not in options:
@@ -50,14 +54,20 @@ def ingest(
     tz = resolve_tz(tz)
     chunk_bytes = chunk_bytes or env_int("ATTRIBUTION_CHUNK_BYTES") or reader.DEFAULT_CHUNK_BYTES
     max_line_bytes = max_line_bytes or reader.DEFAULT_MAX_LINE_BYTES
+    spark = None
+    if engine == "spark":
+        from attribution.spark import ingest as spark_ingest
+
+        spark_ingest.check(spark_master)
+        spark = dict(master=spark_master, conf=spark_conf)
     files, skipped = discovery.discover_inputs(paths)
-    jobs = jobs or workers.default_jobs()
+    jobs = 1 if spark else jobs or workers.default_jobs()
     # Likely parallel: start the workers now, they import while the files are planned.
     early = jobs > 1 and len(files) > 1 and sum(_size(f) for f in files) >= PARALLEL_MIN_BYTES
     with workers.Pool(min(jobs, len(files)) if early else 0) as pool:
         return _ingest(files, skipped, store, pool, jobs, t0, fmt=fmt, deployment=deployment, label=label,
                        year=year, tz=tz, options=options, chunk_bytes=chunk_bytes, max_line_bytes=max_line_bytes,
-                       progress=progress, max_ts=t0 + max_future)
+                       progress=progress, max_ts=t0 + max_future, spark=spark)
 
 
 def _size(f: Path) -> int:
@@ -71,7 +81,7 @@ def _ingest(files: list[Path], skipped: list[discovery.Skipped], store: str | os
             pool: workers.Pool, jobs: int, t0: float, *,
             fmt: str | None, deployment: str | None, label: str | None, year: int | None, tz: str,
             options: dict[str, Any] | None, chunk_bytes: int, max_line_bytes: int, progress: Progress | None,
-            max_ts: float | None = None) -> IngestSummary:
+            max_ts: float | None = None, spark: dict[str, Any] | None = None) -> IngestSummary:
     st = Store.open(store, create=True)
     summary = IngestSummary(store=str(st.root))
     emit = progress or (lambda _e, _d: None)
@@ -83,6 +93,8 @@ def _ingest(files: list[Path], skipped: list[discovery.Skipped], store: str | os
             if s.get("fp"):
                 by_fp.setdefault(s["fp_len"], {})[s["fp"]] = k
         batch = Batch(w, chunk_bytes, summary)
+        if spark:  # the executors' rows are all staged: the driver holds only their manifests, committed at once
+            batch.limit = batch.max_files = float("inf")
         opts = dict(fmt=fmt, deployment=deployment, label=label, year=year, tz=tz, options=options or {},
                     chunk_bytes=chunk_bytes, max_line_bytes=max_line_bytes, max_ts=max_ts)
         plans: list[Plan] = []
@@ -101,7 +113,11 @@ def _ingest(files: list[Path], skipped: list[discovery.Skipped], store: str | os
                 accounts.append(planned[1])
                 summary.files.append(planned[1].report)
         jobs = min(jobs, len(plans))
-        if jobs > 1 and sum(p.to_read for p in plans) >= PARALLEL_MIN_BYTES:
+        if spark:
+            from attribution.spark import ingest as spark_ingest
+
+            spark_ingest.run(plans, str(st.root), lambda i, msg: accounts[i].handle(msg), **spark)
+        elif jobs > 1 and sum(p.to_read for p in plans) >= PARALLEL_MIN_BYTES:
             for p in plans:
                 p.stage_root, p.stage_min = str(st.root), min(STAGE_MIN_BYTES, chunk_bytes // 2)
             workers.run(plans, jobs, lambda i, msg: accounts[i].handle(msg), weight=lambda p: p.to_read,

@@ -33,18 +33,23 @@ def parse_conf(pairs: Iterable[str]) -> dict[str, str]:
     return out
 
 
+def require() -> None:
+    """A usage error when pyspark or a Java runtime is missing (checked without starting anything)."""
+    import importlib.util
+    import os
+
+    if importlib.util.find_spec("pyspark") is None:
+        raise UsageError("--engine spark needs pyspark: pip install 'attribution[spark]'")
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        raise UsageError("--engine spark needs a Java runtime (17 or later) on PATH or in JAVA_HOME")
+
+
 def get_session(master: str | None = None, conf: dict[str, str] | None = None) -> SparkSession:
     """The process's SparkSession (created on first use; a later call with other settings gets the same one,
     as Spark itself does)."""
-    try:
-        from pyspark.sql import SparkSession
-    except ImportError as e:
-        raise UsageError("--engine spark needs pyspark: pip install 'attribution[spark]'") from e
-    if shutil.which("java") is None:
-        import os
+    require()
+    from pyspark.sql import SparkSession
 
-        if not os.environ.get("JAVA_HOME"):
-            raise UsageError("--engine spark needs a Java runtime (17 or later) on PATH or in JAVA_HOME")
     builder = SparkSession.builder.master(master or DEFAULT_MASTER).appName("attribution")
     for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)
