@@ -93,8 +93,11 @@ class Choices:
 
 
 def choices(con: duckdb.DuckDBPyConnection) -> Choices:
-    """What the filters offer: every value of each dimension among `con`'s requests, and their span."""
-    df = queries.run(con, "dashboard_filter_choices")
+    """What the filters offer: every value of each dimension among `con`'s requests, and their span (kept
+    with the commit's cached join, attribution.joincache, where `con` reads it unnarrowed)."""
+    df = joincache.choices(con)
+    if df is None:
+        df = queries.run(con, "dashboard_filter_choices")
     if df.is_empty():
         return Choices()
 
