@@ -29,7 +29,7 @@ from attribution.config import Settings, connect_settings, load_settings
 from attribution.db import as_time
 from attribution.errors import AttributionError, InputError
 from attribution.memsplit import memsplit
-from attribution.status import store_status
+from attribution.status import store_counts
 from attribution.store import Snapshot, Store
 
 NONE = "(none)"  # what the analyses call a missing group value; the filters use the same word
@@ -161,10 +161,12 @@ def shown(df: pl.DataFrame) -> pl.DataFrame:
 def store_table(root: str, commit: int) -> pl.DataFrame:
     """`attribution status` in two columns: rows per table, files by status, ingest errors, commit. The same
     for every filter set, so computed once per commit (it reads the whole store)."""
-    status = store_status(Store.open(root))
+    status = store_counts(Store.open(root))
+    errors = status["errors"]
     rows = [{"what": f"{t} rows", "value": n} for t, n in status["rows"].items()]
-    rows += [{"what": f"files {f['status']}", "value": f["files"]} for f in status["files"]]
-    rows += [{"what": "ingest errors", "value": status["error_count"]}, {"what": "store commit", "value": commit}]
+    rows += [{"what": f"files {f['status']}", "value": f["files"]} for f in status["files"].iter_rows(named=True)]
+    rows += [{"what": "ingest errors", "value": int(errors["count"].sum()) if errors.height else 0},
+             {"what": "store commit", "value": commit}]
     return pl.DataFrame(rows, schema={"what": pl.Utf8, "value": pl.Int64})
 
 

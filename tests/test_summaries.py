@@ -127,3 +127,16 @@ def test_a_kill_while_preparing_leaves_the_store_readable(tmp_path, monkeypatch,
     path.write_bytes(path.read_bytes()[:4096])
     _same(_answers(store.root, pages=("overview",)), expected)
     assert _prepared(store) == [name]
+
+
+def test_the_overviews_store_table_counts_what_status_counts(tmp_path):
+    """The overview lists the head of `attribution status` (attribution.status.store_counts), not all of it."""
+    from attribution.status import store_status
+
+    store, _ = _store(tmp_path)
+    status = store_status(store)
+    table = dashboard.store_table(str(store.root), status["commit"])
+    want = {**{f"{t} rows": n for t, n in status["rows"].items()},
+            **{f"files {f['status']}": f["files"] for f in status["files"]},
+            "ingest errors": status["error_count"], "store commit": status["commit"]}
+    assert dict(table.iter_rows()) == want and status["rows"]["requests"] == 6
