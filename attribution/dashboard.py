@@ -30,7 +30,7 @@ from attribution.db import as_time
 from attribution.errors import AttributionError, InputError
 from attribution.histograms.analysis import histograms_stored
 from attribution.memsplit import memsplit
-from attribution.status import store_status
+from attribution.status import store_counts
 from attribution.store import Snapshot, Store
 
 NONE = "(none)"  # what the analyses call a missing group value; the filters use the same word
@@ -94,8 +94,11 @@ class Choices:
 
 
 def choices(con: duckdb.DuckDBPyConnection) -> Choices:
-    """What the filters offer: every value of each dimension among `con`'s requests, and their span."""
-    df = queries.run(con, "dashboard_filter_choices")
+    """What the filters offer: every value of each dimension among `con`'s requests, and their span (kept
+    with the commit's cached join, attribution.joincache, where `con` reads it unnarrowed)."""
+    df = joincache.choices(con)
+    if df is None:
+        df = queries.run(con, "dashboard_filter_choices")
     if df.is_empty():
         return Choices()
 
@@ -159,10 +162,12 @@ def shown(df: pl.DataFrame) -> pl.DataFrame:
 def store_table(root: str, commit: int) -> pl.DataFrame:
     """`attribution status` in two columns: rows per table, files by status, ingest errors, commit. The same
     for every filter set, so computed once per commit (it reads the whole store)."""
-    status = store_status(Store.open(root))
+    status = store_counts(Store.open(root))
+    errors = status["errors"]
     rows = [{"what": f"{t} rows", "value": n} for t, n in status["rows"].items()]
-    rows += [{"what": f"files {f['status']}", "value": f["files"]} for f in status["files"]]
-    rows += [{"what": "ingest errors", "value": status["error_count"]}, {"what": "store commit", "value": commit}]
+    rows += [{"what": f"files {f['status']}", "value": f["files"]} for f in status["files"].iter_rows(named=True)]
+    rows += [{"what": "ingest errors", "value": int(errors["count"].sum()) if errors.height else 0},
+             {"what": "store commit", "value": commit}]
     return pl.DataFrame(rows, schema={"what": pl.Utf8, "value": pl.Int64})
 
 

@@ -1,13 +1,14 @@
 """The engine x gateway join (`joined_requests`, queries/stg_joined_requests.sql) kept once per store commit:
 a read-only DuckDB file under the store's cache directory that every reader of that commit attaches instead of
 redoing the join (seconds per million requests) in every analysis. It holds the staged `requests` (request
-events folded in) too, which the join reads and `attribution status` counts.
+events folded in) too, which the join reads and `attribution status` counts, and the values the dashboard's filters offer
+(queries/dashboard_filter_choices.sql over the join, a few hundred rows).
 
     <store>/_cache/joined_requests-<commit:020d>-<key>.duckdb
 
 `key` hashes what else the rows depend on: the staging SQL, the workload mapping the connection uses (a
 report may name workloads its own way) and the DuckDB version (its file format). Readers build the file
-lazily, the first time a connection needs the join: into a private temporary file renamed into place, so a
+after each ingest (attribution.summaries), else lazily, the first time a connection needs the join: into a private temporary file renamed into place, so a
 reader never sees half a file, two readers building at once both succeed (the later rename wins; the files
 are equal), and nothing waits for, or takes, the writer's lock. A reader that attached a file keeps it open,
 so removing it (a newer commit's build removes the files of older commits) never breaks a running reader;
@@ -30,13 +31,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
+import polars as pl
 
 from attribution import queries
 from attribution.db import fetch
 
 CACHE_DIR = "_cache"
 TABLES = ("requests", "joined_requests")  # the staged requests (queries/stg_requests.sql) and their join
-FORMAT = 2  # bump when what the file holds changes
+CHOICES = "filter_choices"  # queries/dashboard_filter_choices.sql over the join (not a view on the connection)
+FORMAT = 3  # bump when what the file holds changes
 STALE_TMP_S = 6 * 3600  # a build's temporary file older than this was left by a killed reader
 _NAME_RE = re.compile(r"^joined_requests-(\d{20})-[0-9a-f]{16}\.duckdb$")
 
@@ -47,6 +50,7 @@ class _Source:
     version: int
     views: dict[str, str]  # the staging views' definitions as made (a changed one is never replaced)
     state: str = "view"  # view: joined_requests is the staging view; attached: it reads the cached table
+    alias: str = ""  # the attached file's name on the connection
 
 
 _CONNECTIONS: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, _Source] = weakref.WeakKeyDictionary()
@@ -77,7 +81,7 @@ def cache_dir(root: Path) -> Path:
 def _key(con: duckdb.DuckDBPyConnection) -> str:
     h = hashlib.sha256()
     h.update(f"{FORMAT}\0{duckdb.__version__}\0{','.join(TABLES)}\0".encode())
-    for name in ("stg_requests", "stg_engine_config", "stg_joined_requests"):
+    for name in ("stg_requests", "stg_engine_config", "stg_joined_requests", "dashboard_filter_choices"):
         h.update(queries.load(name).sql.encode() + b"\0")
     mapping = fetch(con, "select match, name from workload_map order by match, name")
     for match, name in mapping.iter_rows():
@@ -107,8 +111,17 @@ def use(con: duckdb.DuckDBPyConnection, *, fallback_dir: Path | None = None) -> 
     con.execute(f"attach $file as {alias} (read_only)", {"file": str(path)})
     for table in TABLES:
         con.execute(f"create or replace view {table} as select * from {alias}.{table}")
-    src.state = "attached"
+    src.state, src.alias, src.views = "attached", alias, _definitions(con)
     return True
+
+
+def choices(con: duckdb.DuckDBPyConnection) -> pl.DataFrame | None:
+    """queries/dashboard_filter_choices.sql on `con`, as cached with the commit's join; None when `con` does not
+    read a cached join or narrowed its views since (then the caller runs the query)."""
+    src = _CONNECTIONS.get(con)
+    if src is None or src.state != "attached" or _definitions(con) != src.views:
+        return None
+    return fetch(con, f"select * from {src.alias}.{CHOICES}")
 
 
 def _ready(con: duckdb.DuckDBPyConnection, path: Path) -> Path | None:
@@ -128,8 +141,11 @@ def _ready(con: duckdb.DuckDBPyConnection, path: Path) -> Path | None:
             con.execute(f"create table {alias}.requests as select * from requests")
             con.execute(f"create or replace view requests as select * from {alias}.requests")
             con.execute(f"create table {alias}.joined_requests as select * from joined_requests")
+            con.execute(f"create or replace view joined_requests as select * from {alias}.joined_requests")
+            con.execute(f"create table {alias}.{CHOICES} as " + queries.load("dashboard_filter_choices").sql)
         finally:
             queries.create_view(con, "stg_requests", "requests")
+            queries.create_view(con, "stg_joined_requests", "joined_requests")
             con.execute(f"detach {alias}")
         os.replace(tmp, path)
     except (OSError, duckdb.IOException, duckdb.PermissionException):
@@ -151,7 +167,7 @@ def _valid(path: Path) -> bool:
     try:
         with duckdb.connect(str(path), read_only=True) as con:
             names = {r[0] for r in con.execute("select table_name from duckdb_tables()").fetchall()}
-        if set(TABLES) <= names:
+        if {*TABLES, CHOICES} <= names:
             return True
         raise duckdb.Error(f"{path}: incomplete")
     except duckdb.Error:

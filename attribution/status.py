@@ -15,14 +15,21 @@ from attribution.store import Store
 UNKNOWN_SHAPES = 15  # the most frequent unrecognised shapes shown
 
 
-def store_status(store: Store) -> dict[str, Any]:
+def store_counts(store: Store) -> dict[str, Any]:
+    """The head of `store_status`: files by status, rows per table and the count of ingest errors (what the
+    dashboard's overview lists), without the per-deployment, per-file and census questions."""
     snap = store.snapshot()
     con = store.connect(snap)
     joincache.use(con)
-    files = queries.run(con, "store_files_by_status")
-    rows = {t: fetch(con, f"select count(*) as n from {t}").item() for t in [*TABLES, "ingest_files"]}
+    return {"commit": snap.version, "con": con, "files": queries.run(con, "store_files_by_status"),
+            "rows": {t: fetch(con, f"select count(*) as n from {t}").item() for t in [*TABLES, "ingest_files"]},
+            "errors": queries.run(con, "ingest_errors_by_reason")}
+
+
+def store_status(store: Store) -> dict[str, Any]:
+    head = store_counts(store)
+    con, files, rows, errors = head["con"], head["files"], head["rows"], head["errors"]
     coverage = queries.run(con, "store_coverage_by_deployment")
-    errors = queries.run(con, "ingest_errors_by_reason")
     joins = queries.run(con, "join_coverage_by_source")
     versions = queries.run(con, "engine_versions_by_deployment")
     coverage_files = queries.run(con, "store_file_coverage")
@@ -30,7 +37,7 @@ def store_status(store: Store) -> dict[str, Any]:
     census = queries.run(con, "ingest_lines_by_class")
     return {
         "store": str(store.root),
-        "commit": snap.version,
+        "commit": head["commit"],
         "files": files.to_dicts(),
         "rows": rows,
         "deployments": coverage.to_dicts(),

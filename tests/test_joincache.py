@@ -79,6 +79,7 @@ def test_readers_build_it_while_an_ingest_holds_the_lock_and_drop_older_commits(
 
 
 def test_a_store_that_cannot_be_written_gets_a_private_copy(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTRIBUTION_SUMMARIES", "0")  # the ingest prepares nothing: only the reader builds
     store, _ = _store(tmp_path)
     blocked = tmp_path / "not-a-directory"
     blocked.write_text("")

@@ -87,6 +87,7 @@ def _ingest(files: list[Path], skipped: list[discovery.Skipped], store: str | os
     emit = progress or (lambda _e, _d: None)
     emit("start", {"files": len(files) + len(skipped), "bytes": sum(_size(f) for f in files)})
     with st.writer() as w:
+        first = w.snapshot.version
         index = w.snapshot.path_index()
         by_fp: dict[int, dict[str, str]] = {}  # fingerprint length -> fingerprint -> file key
         for k, s in w.snapshot.files.items():
@@ -130,5 +131,10 @@ def _ingest(files: list[Path], skipped: list[discovery.Skipped], store: str | os
         summary.bytes = sum(f.bytes for f in summary.files)
         batch.flush()
         compact(w)
+        landed = w.snapshot.version > first
     summary.seconds = time.time() - t0
+    if landed:  # outside the writer's lock: the readers' prepared inputs for the new commit (not in `seconds`)
+        from attribution import summaries
+
+        emit("prepared", vars(summaries.after_commit(st.root)))
     return summary

@@ -1,0 +1,55 @@
+"""What an ingest prepares for the readers after its last commit, so that a first look at the week it just
+landed reads prepared inputs instead of re-deriving them: today the commit's engine x gateway join with the
+staged requests and the filter values (attribution.joincache). Readers never wait for it: they build what is
+missing themselves, and a kill while building leaves only a temporary file the next build removes.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from attribution import joincache
+from attribution.config import Settings, connect_settings, env, load_settings
+from attribution.errors import AttributionError
+from attribution.store import Store
+
+
+@dataclass(frozen=True)
+class Built:
+    """What `after_commit` did: the commit it prepared, how long it took, and why it did nothing (or failed)."""
+
+    commit: int
+    seconds: float
+    skipped: str = ""
+
+
+def enabled() -> bool:
+    """$ATTRIBUTION_SUMMARIES=0 (or off/no/false) leaves the preparing to the readers."""
+    return (env("ATTRIBUTION_SUMMARIES") or "1").strip().lower() not in ("0", "off", "no", "false")
+
+
+def after_commit(root: str | Path, settings: Settings | None = None) -> Built:
+    """Prepare the newest commit of the store at `root` for its readers, with the workload mapping of
+    `settings` (default: the CLI's settings, those a dashboard or report started here uses). Runs outside
+    the writer's lock: an ingest started meanwhile is not held up, and a reader that gets there first builds
+    the same file (joincache takes whichever rename lands last; they are equal)."""
+    t0 = time.time()
+    store = Store.open(root)
+    snap = store.snapshot()
+    if not enabled():
+        return Built(snap.version, 0.0, "turned off ($ATTRIBUTION_SUMMARIES)")
+    try:
+        con = store.connect(snap)
+        try:
+            connect_settings(con, settings if settings is not None else load_settings())
+            done = joincache.use(con)
+        finally:
+            con.close()
+    except (AttributionError, duckdb.Error, OSError) as exc:
+        # the readers build it themselves; the ingest itself succeeded
+        return Built(snap.version, time.time() - t0, f"failed: {exc}")
+    return Built(snap.version, time.time() - t0, "" if done else "the store cannot be written")

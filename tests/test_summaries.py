@@ -1,0 +1,142 @@
+"""What an ingest prepares for its readers (attribution.summaries): the new commit's join and filter values are
+there when the ingest returns, a reader gets the same answers from them as from the store itself (after a day
+added, a day re-touched and a file rotated), and a kill while preparing leaves the store readable."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_join import _slp, _store, _vllm_line
+
+from attribution import dashboard, joincache, queries, summaries
+from attribution.dashboard import Filters, View
+from attribution.ingest import ingest
+from attribution.store import Store
+
+PAGES = ("overview", "thresholds")  # the overview runs lengths, concurrency, latency, goodput and capacity
+EVERYTHING = Filters()
+BASE = 1739446413.0  # 2025-02-13 11:33:33 UTC, the day test_join's store holds
+
+
+def _prepared(store: Store) -> list[str]:
+    d = joincache.cache_dir(store.root)
+    return sorted(p.name for p in d.glob("*.duckdb")) if d.is_dir() else []
+
+
+def _answers(root: Path, flt: Filters = EVERYTHING, pages: tuple[str, ...] = PAGES) -> dict[str, object]:
+    view = View(root, flt)
+    out: dict[str, object] = {"choices": view.choices()}
+    for page in pages:
+        res = getattr(view, page)()
+        out[page] = res if isinstance(res, dashboard.Empty) else {k: df for k, df in res.tables.items()
+                                                                 if k != "store"}
+    return out
+
+
+def _from_the_store(root: Path, monkeypatch: pytest.MonkeyPatch, flt: Filters = EVERYTHING,
+                    pages: tuple[str, ...] = PAGES) -> dict[str, object]:
+    """The same answers with nothing prepared: every reader derives the join from the staging views."""
+    with monkeypatch.context() as m:
+        m.setattr(joincache, "use", lambda con, **kw: False)
+        m.setattr(joincache, "choices", lambda con: None)
+        return _answers(root, flt, pages)
+
+
+def _same(a: dict[str, object], b: dict[str, object]) -> None:
+    assert a.keys() == b.keys()
+    for page in a:
+        if isinstance(a[page], dict):
+            assert a[page].keys() == b[page].keys(), page
+            for name, df in a[page].items():
+                assert df.equals(b[page][name]), (page, name)
+        else:
+            assert a[page] == b[page], page
+
+
+def test_the_ingest_prepares_its_commit_unless_turned_off(tmp_path, monkeypatch):
+    store, _ = _store(tmp_path / "on")
+    (name,) = _prepared(store)
+    assert name.startswith(f"joined_requests-{store.snapshot().version:020d}-")
+    con = store.connect()
+    assert joincache.use(con)
+    cached = joincache.choices(con)
+    assert cached is not None and cached.sort(cached.columns).equals(
+        queries.run(store.connect(), "dashboard_filter_choices").sort(cached.columns))
+    dashboard.narrow(con, Filters(deployments=("pod-a",)))
+    assert joincache.choices(con) is None  # narrowed: the caller runs the query on its own views
+    monkeypatch.setenv("ATTRIBUTION_SUMMARIES", "0")
+    off, _ = _store(tmp_path / "off")
+    assert _prepared(off) == []
+    assert summaries.after_commit(off.root).skipped.startswith("turned off")
+
+
+def test_answers_are_the_same_with_and_without_prepared_inputs_as_the_store_grows(tmp_path, monkeypatch):
+    store, _ = _store(tmp_path)
+    logs = tmp_path / "logs"
+    vllm = logs / "pod-a" / "vllm.log"
+    day = 86400.0
+    steps = [
+        # a day added: the next day's requests in new files
+        lambda: ((logs / "pod-a" / "vllm-next.log").write_text(_vllm_line("02-14 09:00:00", "e269fdcb7c6ce894")),
+                 (logs / "litellm-next.jsonl").write_text(_slp("e269fdcb7c6ce894", BASE + day - 9213, "batch",
+                                                                None, 64))),
+        # the first day re-touched: lines appended to its files
+        lambda: (vllm.open("a").write(_vllm_line("02-13 12:00:00", "f269fdcb7c6ce895")),
+                 (logs / "litellm.jsonl").open("a").write(_slp("f269fdcb7c6ce895", BASE + 1587, "search-backend",
+                                                               None, 300))),
+        # the engine log rotated: the old file renamed, a new one started
+        lambda: (vllm.rename(vllm.with_name("vllm.log.1")),
+                 vllm.write_text(_vllm_line("02-14 10:00:00", "0369fdcb7c6ce896"))),
+    ]
+    for i, change in enumerate([lambda: None, *steps]):
+        change()
+        if i:
+            ingest([str(logs)], store.root, year=2025, tz="UTC")
+        version = store.snapshot().version
+        assert [n for n in _prepared(store) if f"-{version:020d}-" in n], f"step {i}: not prepared"
+        _same(_answers(store.root), _from_the_store(store.root, monkeypatch))
+    flt = Filters(deployments=("pod-a",))
+    _same(_answers(store.root, flt), _from_the_store(store.root, monkeypatch, flt))
+    assert _answers(store.root)["choices"].requests == 7
+
+
+_PREPARE = "import sys; from attribution import summaries; summaries.after_commit(sys.argv[1])"
+
+
+@pytest.mark.parametrize("delay", [0.5, 2.0])
+def test_a_kill_while_preparing_leaves_the_store_readable(tmp_path, monkeypatch, delay):
+    monkeypatch.setenv("ATTRIBUTION_SUMMARIES", "0")
+    store, _ = _store(tmp_path)
+    monkeypatch.delenv("ATTRIBUTION_SUMMARIES")
+    expected = _from_the_store(store.root, monkeypatch, pages=("overview",))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen([sys.executable, "-c", _PREPARE, str(store.root)], env=env)
+    time.sleep(delay)  # wherever it is (importing, joining, renaming), SIGKILL gives it no chance to tidy up
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    _same(_answers(store.root, pages=("overview",)), expected)
+    # a file torn by a crash is not read: it is removed and built again
+    (name,) = _prepared(store)
+    path = joincache.cache_dir(store.root) / name
+    path.write_bytes(path.read_bytes()[:4096])
+    _same(_answers(store.root, pages=("overview",)), expected)
+    assert _prepared(store) == [name]
+
+
+def test_the_overviews_store_table_counts_what_status_counts(tmp_path):
+    """The overview lists the head of `attribution status` (attribution.status.store_counts), not all of it."""
+    from attribution.status import store_status
+
+    store, _ = _store(tmp_path)
+    status = store_status(store)
+    table = dashboard.store_table(str(store.root), status["commit"])
+    want = {**{f"{t} rows": n for t, n in status["rows"].items()},
+            **{f"files {f['status']}": f["files"] for f in status["files"]},
+            "ingest errors": status["error_count"], "store commit": status["commit"]}
+    assert dict(table.iter_rows()) == want and status["rows"]["requests"] == 6
