@@ -23,7 +23,7 @@ def pick_bucket_s(span_s: float, points: int = 500) -> int:
     return NICE_BUCKETS_S[-1]
 
 
-_SHARED: dict[int, dict[tuple, list[sweep.Segments]]] = {}  # id(selection) -> its sweeps, inside shared_sweeps
+_SHARED: dict[int, dict[tuple[object, ...], list[sweep.Segments]]] = {}  # id(selection) -> its sweeps, inside shared_sweeps
 
 
 @contextlib.contextmanager
