@@ -10,10 +10,8 @@ from pathlib import Path
 
 import duckdb
 import polars as pl
-import pyarrow as pa
-import pyarrow.dataset as pads
 import pytest
-from conftest import litellm_line, run_cli
+from conftest import assert_plain_equals_ours, litellm_line, ours, run_cli
 from synthetic_source import register
 
 from attribution import layout
@@ -34,36 +32,6 @@ def steps(path: Path, start: float, count: int, every: float = 60.0, header: boo
     body = "".join(f"ts={t.strftime('%Y-%m-%dT%H:%M:%S')} n={i}\n" for i, t in enumerate(ts))
     with open(path, "a") as fh:
         fh.write(("SYNTH v1\n" if header else "") + body)
-
-
-def ours(store: Path, table: str) -> pl.DataFrame:
-    df = fetch(Store.open(store).connect(), f"select * from raw_{table}")
-    return df.sort(df.columns) if df.height else df
-
-
-def plain(store: Path, table: str) -> pl.DataFrame:
-    """What Polars reads from the files alone, with no knowledge of the commit log."""
-    files = list((store / "data" / table).glob("**/*.parquet"))
-    if not files:
-        return pl.DataFrame()
-    df = pl.scan_parquet(f"{store}/data/{table}/**/*.parquet", hive_partitioning=True).collect()
-    return df.drop("day").sort(df.columns[:-1])
-
-
-def assert_plain_equals_ours(store: Path) -> None:
-    snap = Store.open(store).snapshot()
-    on_disk = {p.relative_to(store).as_posix() for p in (store / "data").rglob("*.parquet")}
-    assert on_disk == set(snap.data), "data/ holds exactly the live files"
-    for table in {e["table"] for e in snap.data.values()}:
-        a, b = ours(store, table), plain(store, table)
-        assert a.height == b.height and a.equals(b.select(a.columns)), table
-        # pyarrow's dataset reader too (told the key's type: a table of the null partition alone has no value
-        # to infer it from)
-        part = pads.partitioning(pa.schema([("day", pa.string())]), flavor="hive")
-        assert pads.dataset(store / "data" / table, format="parquet", partitioning=part).count_rows() == a.height
-    # each file sits in the partition of its rows' day
-    for rel, e in snap.data.items():
-        assert layout.days(e["table"], pl.read_parquet(store / rel)) in ([layout.day_of(rel)], [])
 
 
 def test_partitions_trash_and_plain_readers_after_growth_tails_and_compaction(tmp_path, monkeypatch):
