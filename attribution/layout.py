@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from datetime import date
 from pathlib import Path
 
 import polars as pl
@@ -32,36 +33,52 @@ PARTITION_TIME: dict[str, tuple[str, ...]] = {
 _DAY_RE = re.compile(r"/day=([^/]+)/")
 
 
-def day_expr(table: str, frame: pl.DataFrame | pl.LazyFrame) -> pl.Expr:
-    """The partition value of each row of `frame` (rows of `table`): its event time's UTC day, NULL_DAY when
-    it has none."""
+def _date(table: str, frame: pl.DataFrame | pl.LazyFrame) -> pl.Expr | None:
+    """The UTC date of each row's event time (a date, not a string: formatting every row would cost the ingest
+    more than the write), or None for a table without one."""
     have = set(frame.collect_schema().names())
     cols = [c for c in PARTITION_TIME.get(table, ()) if c in have]
     if not cols:
-        return pl.lit(NULL_DAY)
+        return None
     t = pl.coalesce([pl.col(c) for c in cols]) if len(cols) > 1 else pl.col(cols[0])
-    # (stored times are UTC already; the conversion keeps a naive or other-zone column honest)
-    return t.dt.convert_time_zone("UTC").dt.strftime("%Y-%m-%d").fill_null(NULL_DAY)
+    # (stored times are UTC already; the conversion keeps a column in another zone honest)
+    return t.dt.convert_time_zone("UTC").dt.date()
+
+
+def _name(d: date | None) -> str:
+    return NULL_DAY if d is None else d.isoformat()
 
 
 def days(table: str, frame: pl.DataFrame | pl.LazyFrame) -> list[str]:
     """The partitions the rows of `frame` fall in, sorted."""
-    out = frame.select(day_expr(table, frame).alias("_day")).unique()
+    d = _date(table, frame)
+    if d is None:
+        return [NULL_DAY] if _height(frame) else []
+    out = frame.select(d.alias("_day").unique())
     got = out.collect() if isinstance(out, pl.LazyFrame) else out
-    return sorted(got["_day"].to_list())
+    return sorted(_name(v) for v in got["_day"].to_list())
+
+
+def _height(frame: pl.DataFrame | pl.LazyFrame) -> int:
+    return frame.height if isinstance(frame, pl.DataFrame) else int(frame.select(pl.len()).collect().item())
 
 
 def split(table: str, df: pl.DataFrame) -> dict[str, pl.DataFrame]:
     """The rows of `df` per partition (one entry, without copying, when they all fall in one)."""
     ds = days(table, df)
-    if len(ds) <= 1:
+    d = _date(table, df)
+    if len(ds) <= 1 or d is None:
         return {ds[0] if ds else NULL_DAY: df}
-    parts = df.with_columns(day_expr(table, df).alias("_day")).partition_by("_day", as_dict=True, include_key=False)
-    return {k[0]: v for k, v in parts.items()}  # type: ignore[index]
+    parts = df.with_columns(d.alias("_day")).partition_by("_day", as_dict=True, include_key=False)
+    return {_name(k[0]): v for k, v in parts.items()}  # type: ignore[arg-type]
 
 
 def only(table: str, frame: pl.LazyFrame, day: str) -> pl.LazyFrame:
-    return frame.filter(day_expr(table, frame) == day)
+    """The rows of `frame` in partition `day`."""
+    d = _date(table, frame)
+    if d is None:
+        return frame
+    return frame.filter(d.is_null() if day == NULL_DAY else d == date.fromisoformat(day))
 
 
 def data_path(table: str, day: str, version: int) -> str:

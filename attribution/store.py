@@ -346,6 +346,9 @@ def stage(root: str | os.PathLike[str], table: str, df: pl.DataFrame | pl.LazyFr
     A staged file no commit adopted is deleted by the next writer (`Writer._clean`)."""
     name = uuid.uuid4().hex + ".parquet"
     tmp = Path(root) / "_tmp" / name
+    if day is None and isinstance(df, pl.DataFrame):  # (a worker's chunk: its day found here, in parallel)
+        ds = layout.days(table, df)
+        day = ds[0] if len(ds) == 1 else None
     if isinstance(df, pl.LazyFrame):
         df.sink_parquet(tmp, compression="zstd", compression_level=PARQUET_ZSTD_LEVEL, statistics=True)
         rows = pl.scan_parquet(tmp).select(pl.len()).collect().item()
