@@ -70,7 +70,7 @@ def split(table: str, df: pl.DataFrame) -> dict[str, pl.DataFrame]:
     if len(ds) <= 1 or d is None:
         return {ds[0] if ds else NULL_DAY: df}
     parts = df.with_columns(d.alias("_day")).partition_by("_day", as_dict=True, include_key=False)
-    return {_name(k[0]): v for k, v in parts.items()}  # type: ignore[arg-type]
+    return {_name(k[0]): v for k, v in parts.items()}
 
 
 def only(table: str, frame: pl.LazyFrame, day: str) -> pl.LazyFrame:
