@@ -29,6 +29,7 @@ import os
 import re
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -300,7 +301,7 @@ class Writer:
 
     def commit(
         self,
-        add: list[dict[str, Any]],
+        add: Sequence[dict[str, Any] | list[dict[str, Any]]],
         remove: list[str],
         files: dict[str, dict[str, Any]],
         *,
@@ -309,10 +310,13 @@ class Writer:
         """Make `add` live and `remove` gone in one atomic step (the log file's rename); the removed files
         then leave `data/` for `_trash/` (a writer killed before that leaves them to the next one's _clean)."""
         n = self.snapshot.version + 1
-        commit = {"id": n, "ts": time.time(), "add": add, "remove": remove, "files": files}
+        # (an entry list as `write`/`adopt` return it may stand for an entry: callers from before partitions
+        # collect `[w.write(...) for ...]`)
+        entries = [e for x in add for e in (x if isinstance(x, list) else [x])]
+        commit = {"id": n, "ts": time.time(), "add": entries, "remove": remove, "files": files}
         if purged:
             commit["purged"] = purged
-        for d in {(self.root / e["path"]).parent for e in add}:
+        for d in {(self.root / e["path"]).parent for e in entries}:
             _fsync_dir(d)
         _atomic_write(self.store.log_dir / f"{n:020d}.json", commit, self.root / "_tmp")
         self.snapshot.apply(commit)
