@@ -262,6 +262,13 @@ class Writer:
                 with contextlib.suppress(OSError):
                     d.rmdir()
 
+    def mark_layout(self) -> None:
+        """Say in the marker that the store has this version's layout (attribution.upgrade, after its commit)."""
+        marker = json.loads((self.root / MARKER).read_text())
+        _atomic_write(self.root / MARKER, dict(marker, layout=LAYOUT_VERSION, upgraded=time.time()),
+                      self.root / "_tmp")
+        self.store.layout = LAYOUT_VERSION
+
     def _trash(self, rel: str) -> None:
         dest = self.root / layout.trash_path(rel)
         dest.parent.mkdir(parents=True, exist_ok=True)

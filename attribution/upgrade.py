@@ -10,8 +10,6 @@ left to rewrite and writes the marker.
 
 from __future__ import annotations
 
-import json
-import time
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -24,8 +22,6 @@ if TYPE_CHECKING:
 
 def upgrade(w: Writer) -> int:
     """Bring the writer's store to the current layout; returns how many data files were rewritten."""
-    from attribution.store import LAYOUT_VERSION, MARKER, _atomic_write
-
     flat = sorted(p for p in w.snapshot.data if layout.day_of(p) is None)
     if flat:
         add: list[dict[str, Any]] = []
@@ -47,7 +43,5 @@ def upgrade(w: Writer) -> int:
             if any(p in moved for p in st.get("unsealed_files", [])):
                 files[key] = dict(st, unsealed_files=[q for p in st["unsealed_files"] for q in moved.get(p, [p])])
         w.commit(add, flat, files)
-    marker = json.loads((w.root / MARKER).read_text())
-    _atomic_write(w.root / MARKER, dict(marker, layout=LAYOUT_VERSION, upgraded=time.time()), w.root / "_tmp")
-    w.store.layout = LAYOUT_VERSION
+    w.mark_layout()
     return len(flat)
