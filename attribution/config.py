@@ -276,7 +276,8 @@ def env_float(name: str, default: float) -> float:
 
 def _path(text: str, base: Path | None) -> str:
     """A path relative to the config file's directory; a model preset name (no slash, no .json) stays as is."""
-    if base is None or os.path.isabs(text) or ("/" not in text and not text.endswith((".json", ".toml"))):
+    if (base is None or os.path.isabs(text) or "://" in text  # (an s3:// store)
+            or ("/" not in text and not text.endswith((".json", ".toml")))):
         return text
     return str((base / text).resolve())
 

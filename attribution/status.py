@@ -36,7 +36,7 @@ def store_status(store: Store) -> dict[str, Any]:
     unknown = queries.run(con, "ingest_unrecognised_shapes", limit=UNKNOWN_SHAPES)
     census = queries.run(con, "ingest_lines_by_class")
     return {
-        "store": str(store.root),
+        "store": str(store),
         "commit": head["commit"],
         "files": files.to_dicts(),
         "rows": rows,

@@ -4,7 +4,9 @@ input file has been read.
     <store>/attribution-store.json          marker: layout version
     <store>/_log/<n:020d>.json               commit n (data files added/removed, input-file states)
     <store>/_log/<n:020d>.checkpoint.json    the folded state after commit n, every CHECKPOINT_EVERY commits
-    <store>/data/<table>/<n>-<uuid>.parquet
+    <store>/data/<table>/day=YYYY-MM-DD/<n>-<uuid>.parquet   hive-partitioned (attribution.layout); at rest,
+                                             exactly the last commit's live files
+    <store>/_trash/<table>/day=.../<name>    files commits removed, deleted GRACE_S after their commit
     <store>/_tmp/                            staging (the writer's files, and parse workers' `stage`d ones)
     <store>/_lock                            flock of the single writer
     <store>/_cache/                          readers' caches (attribution.joincache: the engine x gateway
@@ -13,31 +15,35 @@ input file has been read.
 A data file becomes visible only when a commit naming it is renamed into `_log/`, after the file itself was
 fsynced: a writer killed at any moment leaves the previous state, and the next writer deletes its orphans.
 Readers fold the log without a lock, so they never wait for an ingest. Files a commit removes (superseded
-tails, compacted parts) stay on disk for GRACE_S seconds so a reader holding an older snapshot can finish.
+tails, compacted parts) leave `data/` right after it, into `_trash/`, and are deleted GRACE_S seconds later, so
+a reader holding an older snapshot can finish (it reads through `layout.anywhere`/`Store.locate`). Layout 1
+(flat `data/<table>/`, removed files kept in place) is upgraded by the next writer (attribution.upgrade).
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
 import re
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from attribution import reader
+from attribution import layout, reader, remote
 from attribution.config import env, env_float
 from attribution.errors import StoreError, StoreLocked
 
 if TYPE_CHECKING:
     import duckdb
 
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2  # 2: hive-partitioned data files, removed ones in _trash/
 MARKER = reader.STORE_MARKER
 CHECKPOINT_EVERY = 50
 PARQUET_ZSTD_LEVEL = 1  # smaller and ~30% faster to write than the default level on our tables
@@ -46,11 +52,10 @@ _COMMIT_RE = re.compile(r"^(\d{20})\.json$")
 _CKPT_RE = re.compile(r"^(\d{20})\.checkpoint\.json$")
 
 
-def default_store_path(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """`--store`, else $ATTRIBUTION_STORE, else ./attribution-store."""
-    if explicit:
-        return Path(explicit)
-    return Path(env("ATTRIBUTION_STORE") or "attribution-store")
+def default_store_path(explicit: str | os.PathLike[str] | None = None) -> Path | str:
+    """`--store`, else $ATTRIBUTION_STORE, else ./attribution-store: a Path, or an object-store URL as given."""
+    given = os.fspath(explicit) if explicit else env("ATTRIBUTION_STORE") or "attribution-store"
+    return given if remote.url_of(given) else Path(given)
 
 
 @dataclass
@@ -92,21 +97,35 @@ class Snapshot:
 
 class Store:
     def __init__(self, root: str | os.PathLike[str]):
+        self.url = remote.url_of(root)  # an object-store URL (read-only), else None
         self.root = Path(root)
+        self.remote = remote.Remote(self.url) if self.url else None
+        self.layout = LAYOUT_VERSION
+
+    def __str__(self) -> str:
+        return self.url or str(self.root)
 
     # -- opening ---------------------------------------------------------------------------------------
     @classmethod
     def open(cls, root: str | os.PathLike[str], create: bool = False) -> Store:
         store = cls(root)
         marker = store.root / MARKER
-        if marker.exists():
+        text = store.remote.read_text(MARKER) if store.remote else (marker.read_text() if marker.exists() else None)
+        if text is not None:
             try:
-                layout = json.loads(marker.read_text())["layout"]
+                layout_version = json.loads(text)["layout"]
             except (ValueError, KeyError) as exc:
-                raise StoreError(f"{marker}: not a valid store marker ({exc})") from exc
-            if layout > LAYOUT_VERSION:
-                raise StoreError(f"{store.root}: store layout {layout} is newer than this attribution understands")
+                raise StoreError(f"{store}/{MARKER}: not a valid store marker ({exc})") from exc
+            if layout_version > LAYOUT_VERSION:
+                raise StoreError(f"{store}: store layout {layout_version} is newer than this attribution "
+                                 f"understands ({LAYOUT_VERSION}); upgrade attribution to read it")
+            store.layout = layout_version
             return store
+        if store.remote:
+            if create:
+                raise StoreError(f"{store}: writing to an object store is not supported; ingest into a local "
+                                 "directory and copy it there (see the README's store section)")
+            raise StoreError(f"{store}: no attribution store here (no {MARKER})")
         if not create:
             if store.root.exists() and any(store.root.iterdir()):
                 raise StoreError(f"{store.root}: exists but is not an attribution store")
@@ -123,10 +142,21 @@ class Store:
         return self.root / "_log"
 
     # -- reading ---------------------------------------------------------------------------------------
+    def _log_names(self) -> list[str]:
+        return self.remote.listdir("_log") if self.remote else os.listdir(self.log_dir)
+
+    def _log_read(self, name: str) -> Any:
+        if self.remote:
+            text = self.remote.read_text(f"_log/{name}")
+            if text is None:
+                raise StoreError(f"{self}/_log/{name}: listed but gone (a checkpoint or commit removed meanwhile?)")
+            return json.loads(text)
+        return json.loads((self.log_dir / name).read_text())
+
     def snapshot(self) -> Snapshot:
         commits: dict[int, str] = {}
         ckpts: list[int] = []
-        for name in os.listdir(self.log_dir):
+        for name in self._log_names():
             if m := _COMMIT_RE.match(name):
                 commits[int(m.group(1))] = name
             elif m := _CKPT_RE.match(name):
@@ -134,19 +164,35 @@ class Store:
         snap = Snapshot()
         base = max(ckpts, default=0)
         if base:
-            raw = json.loads((self.log_dir / f"{base:020d}.checkpoint.json").read_text())
+            raw = self._log_read(f"{base:020d}.checkpoint.json")
             snap = Snapshot(raw["version"], raw["files"], raw["data"], raw.get("removed", {}))
         for n in sorted(k for k in commits if k > base):
-            snap.apply(json.loads((self.log_dir / commits[n]).read_text()))
+            snap.apply(self._log_read(commits[n]))
         return snap
 
-    def connect(self, snapshot: Snapshot | None = None) -> duckdb.DuckDBPyConnection:
-        """An in-memory DuckDB connection with the store's tables and views (see attribution.views)."""
+    def locate(self, rel: str) -> Path:
+        """A data file of a snapshot (store-relative path), where it is now: `data/` while live, `_trash/`
+        once a later commit removed it (until GRACE_S after that commit). Local stores only."""
+        return layout.locate(self.root, rel)
+
+    def read_paths(self, rels: list[str]) -> list[str]:
+        """What DuckDB reads for these data files of a snapshot (see layout.anywhere; URLs for a remote)."""
+        if self.remote:
+            resolve = self.remote.resolver()
+            return [resolve(r) for r in rels]
+        return [layout.anywhere(self.root, r) for r in rels]
+
+    def connect(self, snapshot: Snapshot | None = None, *, days: tuple[str | None, str | None] | None = None
+                ) -> duckdb.DuckDBPyConnection:
+        """An in-memory DuckDB connection with the store's tables and views (see attribution.views); `days`
+        (first, last UTC day, inclusive) reads only the partitions of those days (and rows without a time)."""
         from attribution.views import connect
 
-        return connect(self, snapshot or self.snapshot())
+        return connect(self, snapshot or self.snapshot(), days=days)
 
     def writer(self) -> Writer:
+        if self.remote:
+            raise StoreError(f"{self}: writing to an object store is not supported; write a local store")
         return Writer(self)
 
 
@@ -177,6 +223,10 @@ class Writer:
         self._lock_fh.flush()
         self.snapshot = self.store.snapshot()
         self._clean()
+        if self.store.layout < LAYOUT_VERSION:
+            from attribution.upgrade import upgrade
+
+            upgrade(self)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -184,55 +234,101 @@ class Writer:
         self._lock_fh.close()
 
     def _clean(self) -> None:
-        """Delete what a killed writer left (staging files, data files no commit names) and removed files whose
-        grace period is over."""
+        """Put `data/` back to exactly the live files: delete what a killed writer left (staging files, data
+        files no commit names), move removed files a killed writer left in `data/` to the trash, and delete
+        trashed files whose grace period is over or that no commit removed."""
         for p in (self.root / "_tmp").iterdir():
             p.unlink(missing_ok=True)
-        known = set(self.snapshot.data) | set(self.snapshot.removed)
-        data_dir = self.root / "data"
+        removed = self.snapshot.removed
+        data_dir, trash = self.root / "data", self.root / layout.TRASH
         for p in data_dir.rglob("*.parquet"):
             rel = p.relative_to(self.root).as_posix()
-            if rel not in known:
+            if rel in removed:
+                self._trash(rel)
+            elif rel not in self.snapshot.data:
+                p.unlink(missing_ok=True)
+        for p in trash.rglob("*.parquet") if trash.exists() else ():
+            if layout.from_trash(p.relative_to(self.root).as_posix()) not in removed:
                 p.unlink(missing_ok=True)
         now = time.time()
-        expired = [p for p, ts in self.snapshot.removed.items() if now - ts >= env_float("ATTRIBUTION_GRACE_S", GRACE_S)]
+        expired = [p for p, ts in removed.items() if now - ts >= env_float("ATTRIBUTION_GRACE_S", GRACE_S)]
         if expired:
             for rel in expired:
+                (self.root / layout.trash_path(rel)).unlink(missing_ok=True)
                 (self.root / rel).unlink(missing_ok=True)
             self.commit([], [], {}, purged=expired)
+        for top in (data_dir, trash):  # partitions emptied by compaction or the trash's purge
+            for d in sorted(top.glob("*/*/"), reverse=True) if top.exists() else ():
+                with contextlib.suppress(OSError):
+                    d.rmdir()
+
+    def mark_layout(self) -> None:
+        """Say in the marker that the store has this version's layout (attribution.upgrade, after its commit)."""
+        marker = json.loads((self.root / MARKER).read_text())
+        _atomic_write(self.root / MARKER, dict(marker, layout=LAYOUT_VERSION, upgraded=time.time()),
+                      self.root / "_tmp")
+        self.store.layout = LAYOUT_VERSION
+
+    def _trash(self, rel: str) -> None:
+        dest = self.root / layout.trash_path(rel)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):  # (moved already by a writer killed after the move)
+            os.rename(self.root / rel, dest)
 
     def write(self, table: str, df: pl.DataFrame | pl.LazyFrame, *, file_key: str | None, sealed: bool
-              ) -> dict[str, Any]:
-        """Write one Parquet data file (invisible until a commit adds the returned entry). A LazyFrame is
-        streamed to disk (compaction), a DataFrame written directly."""
-        staged = stage(self.root, table, df)
-        return self.adopt(staged, file_key=file_key, sealed=sealed)
+              ) -> list[dict[str, Any]]:
+        """Write rows of `table` as Parquet data files, one per day partition (invisible until a commit adds
+        the returned entries). A LazyFrame is streamed to disk (compaction), a DataFrame written directly."""
+        if isinstance(df, pl.LazyFrame):
+            ds = layout.days(table, df)
+            parts = [stage(self.root, table, df if len(ds) == 1 else layout.only(table, df, d), day=d) for d in ds]
+        else:
+            parts = [stage(self.root, table, part, day=d) for d, part in layout.split(table, df).items()]
+        return [e for st in parts for e in self.adopt(st, file_key=file_key, sealed=sealed)]
 
-    def adopt(self, staged: Staged, *, file_key: str | None, sealed: bool) -> dict[str, Any]:
-        """Move a data file staged in `_tmp/` (by this process or a worker, see `stage`) into `data/`;
-        invisible until a commit adds the returned entry."""
-        rel = f"data/{staged.table}/{self.snapshot.version + 1:012d}-{uuid.uuid4().hex[:12]}.parquet"
+    def adopt(self, staged: Staged, *, file_key: str | None, sealed: bool) -> list[dict[str, Any]]:
+        """Move a data file staged in `_tmp/` (by this process or a worker, see `stage`) into its partition
+        of `data/`, split by day first if its rows span several; invisible until a commit adds the returned
+        entries."""
+        src = self.root / "_tmp" / staged.name
+        if staged.day is None:
+            ds = layout.days(staged.table, pl.scan_parquet(src))
+            if len(ds) > 1:
+                parts = layout.split(staged.table, pl.read_parquet(src))
+                src.unlink()
+                return [e for d, part in parts.items()
+                        for e in self.adopt(stage(self.root, staged.table, part, day=d), file_key=file_key,
+                                            sealed=sealed)]
+            staged = Staged(staged.table, staged.name, staged.rows, ds[0] if ds else layout.NULL_DAY)
+        rel = layout.data_path(staged.table, staged.day or layout.NULL_DAY, self.snapshot.version + 1)
         dest = self.root / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
-        os.rename(self.root / "_tmp" / staged.name, dest)
-        return {"path": rel, "table": staged.table, "rows": staged.rows, "file_key": file_key, "sealed": sealed}
+        os.rename(src, dest)
+        return [{"path": rel, "table": staged.table, "rows": staged.rows, "file_key": file_key, "sealed": sealed}]
 
     def commit(
         self,
-        add: list[dict[str, Any]],
+        add: Sequence[dict[str, Any] | list[dict[str, Any]]],
         remove: list[str],
         files: dict[str, dict[str, Any]],
         *,
         purged: list[str] | None = None,
     ) -> int:
+        """Make `add` live and `remove` gone in one atomic step (the log file's rename); the removed files
+        then leave `data/` for `_trash/` (a writer killed before that leaves them to the next one's _clean)."""
         n = self.snapshot.version + 1
-        commit = {"id": n, "ts": time.time(), "add": add, "remove": remove, "files": files}
+        # (an entry list as `write`/`adopt` return it may stand for an entry: callers from before partitions
+        # collect `[w.write(...) for ...]`)
+        entries = [e for x in add for e in (x if isinstance(x, list) else [x])]
+        commit = {"id": n, "ts": time.time(), "add": entries, "remove": remove, "files": files}
         if purged:
             commit["purged"] = purged
-        for d in {(self.root / e["path"]).parent for e in add}:
+        for d in {(self.root / e["path"]).parent for e in entries}:
             _fsync_dir(d)
         _atomic_write(self.store.log_dir / f"{n:020d}.json", commit, self.root / "_tmp")
         self.snapshot.apply(commit)
+        for rel in remove:
+            self._trash(rel)
         if n % CHECKPOINT_EVERY == 0:
             _atomic_write(
                 self.store.log_dir / f"{n:020d}.checkpoint.json", self.snapshot.to_json(), self.root / "_tmp"
@@ -247,18 +343,23 @@ class Staged:
     table: str
     name: str
     rows: int
+    day: str | None = None  # its partition, when the stager knew its rows fall in one (else adopt looks)
 
     @property
     def height(self) -> int:  # counted like the DataFrame it stands for
         return self.rows
 
 
-def stage(root: str | os.PathLike[str], table: str, df: pl.DataFrame | pl.LazyFrame) -> Staged:
+def stage(root: str | os.PathLike[str], table: str, df: pl.DataFrame | pl.LazyFrame, *, day: str | None = None
+          ) -> Staged:
     """Write rows of `table` as a Parquet file in the store's staging directory and sync it. Any process may
     stage (parse workers do, so the ingest process does not serialise their rows); only the writer adopts.
     A staged file no commit adopted is deleted by the next writer (`Writer._clean`)."""
     name = uuid.uuid4().hex + ".parquet"
     tmp = Path(root) / "_tmp" / name
+    if day is None and isinstance(df, pl.DataFrame):  # (a worker's chunk: its day found here, in parallel)
+        ds = layout.days(table, df)
+        day = ds[0] if len(ds) == 1 else None
     if isinstance(df, pl.LazyFrame):
         df.sink_parquet(tmp, compression="zstd", compression_level=PARQUET_ZSTD_LEVEL, statistics=True)
         rows = pl.scan_parquet(tmp).select(pl.len()).collect().item()
@@ -266,7 +367,7 @@ def stage(root: str | os.PathLike[str], table: str, df: pl.DataFrame | pl.LazyFr
         df.write_parquet(tmp, compression="zstd", compression_level=PARQUET_ZSTD_LEVEL, statistics=True)
         rows = df.height
     _fsync_file(tmp)
-    return Staged(table, name, rows)
+    return Staged(table, name, rows, day)
 
 
 def _fsync_file(path: Path) -> None:

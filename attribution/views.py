@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import duckdb
 import polars as pl
 
-from attribution import joincache, queries
+from attribution import joincache, layout, queries
 from attribution.config import env
 from attribution.errors import UsageError
 from attribution.labels import define_macros
@@ -110,19 +110,24 @@ def scrapes_stored(con: duckdb.DuckDBPyConnection) -> bool:
     return bool(rows[0][0])
 
 
-def connect(store: Store, snapshot: Snapshot) -> duckdb.DuckDBPyConnection:
+def connect(store: Store, snapshot: Snapshot, *, days: tuple[str | None, str | None] | None = None
+            ) -> duckdb.DuckDBPyConnection:
+    """`days` (first, last UTC day, inclusive): read only those partitions' files, plus rows without a time."""
     con = duckdb.connect(":memory:")
+    if store.remote:
+        store.remote.register(con)
     con.execute("set TimeZone = 'UTC'")
     define_macros(con)
     # DuckDB draws a progress bar on stdout for a query over 2 s: it would break --format json/csv
     con.execute("set enable_progress_bar = false")
     for table in TABLES:
-        files = [str(store.root / p) for p in sorted(snapshot.live(table))]
+        live = sorted(snapshot.live(table))
+        files = store.read_paths(layout.prune(live, *days) if days else live)
         raw = f"raw_{table}"
         if files:
-            con.execute(
-                f"create view {raw} as select * from read_parquet({_sql_list(files)}, union_by_name = true)"
-            )
+            # (the `day=` directories are the files' location, not a column of our tables)
+            con.execute(f"create view {raw} as select * from read_parquet({_sql_list(files)}, union_by_name = true, "
+                        "hive_partitioning = false)")
         else:
             con.register(f"_{raw}_empty", empty(table).to_arrow())
             con.execute(f"create view {raw} as select * from _{raw}_empty")
@@ -138,13 +143,15 @@ def connect(store: Store, snapshot: Snapshot) -> duckdb.DuckDBPyConnection:
     con.register("_workload_map", load_workload_map(store).to_arrow())
     con.execute("create view workload_map as select * from _workload_map")
     queries.create_view(con, "stg_joined_requests", "joined_requests")
-    joincache.register(con, store.root, snapshot.version)
+    if not store.remote and not days:  # (the cache holds a whole commit's join, and lives in the store)
+        joincache.register(con, store.root, snapshot.version)
     return con
 
 
 def workloads_file(store: Store) -> Path | None:
     """$ATTRIBUTION_WORKLOADS, else <store>/workloads.toml, else ./workloads.toml."""
-    for cand in (env("ATTRIBUTION_WORKLOADS"), store.root / "workloads.toml", "workloads.toml"):
+    in_store = None if store.remote else store.root / "workloads.toml"  # (a remote store's own is not read)
+    for cand in (env("ATTRIBUTION_WORKLOADS"), in_store, "workloads.toml"):
         if cand and Path(cand).is_file():
             return Path(cand)
     return None

@@ -24,7 +24,8 @@ GROUPS = ["workload", "deployment", "model", "label", "version", "day", "all"]
 
 
 def store() -> str:
-    return str(default_store_path().resolve())
+    path = default_store_path()
+    return path if isinstance(path, str) else str(path.resolve())  # (a URL as given)
 
 
 @st.cache_resource(ttl=REFRESH_S, show_spinner=False)

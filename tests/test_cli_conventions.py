@@ -17,6 +17,7 @@ from importlib.metadata import PackageNotFoundError, version
 import numpy as np
 import polars as pl
 import pytest
+import typer
 from conftest import REPO, litellm_line, run_cli
 
 from attribution import render
@@ -183,13 +184,20 @@ def test_piped_thresholds_table_splits_no_word(capsys, small_store):
     assert _words_intact(out, words) == []
 
 
+def _commands() -> list[tuple[str, typer.models.CommandInfo]]:
+    """Every command with its full name: `ingest`, and a group's `store upgrade`."""
+    out = [(c.name or c.callback.__name__, c) for c in app.registered_commands]
+    for g in app.registered_groups:
+        out += [(f"{g.name} {c.name or c.callback.__name__}", c) for c in g.typer_instance.registered_commands]
+    return out
+
+
 def test_every_command_has_an_example_and_a_readme_row():
     readme = (REPO / "README.md").read_text()
     section = readme.split("## Commands", 1)[1].split("\n## ", 1)[0]
-    rows = set(re.findall(r"^\| `attribution ([a-z][a-z-]*)", section, flags=re.M))
+    rows = set(re.findall(r"^\| `attribution ([a-z][a-z-]*(?: [a-z][a-z-]*)*)", section, flags=re.M))
     problems = []
-    for c in app.registered_commands:
-        name = c.name or c.callback.__name__
+    for name, c in _commands():
         doc = c.help or c.callback.__doc__ or ""
         if not doc.strip():
             problems.append(f"`attribution {name}` has no help (a docstring)")
@@ -199,5 +207,5 @@ def test_every_command_has_an_example_and_a_readme_row():
             problems.append(f"`attribution {name}` has no row '| `attribution {name} ...` | ... |' in the README's "
                             "## Commands table")
     assert not problems, "\n".join(problems)
-    assert rows <= {c.name for c in app.registered_commands}, "README rows for commands that do not exist"
+    assert rows <= {name for name, _c in _commands()}, "README rows for commands that do not exist"
 

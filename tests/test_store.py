@@ -12,6 +12,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from conftest import assert_plain_equals_ours
 from synthetic_source import register, write_log
 
 from attribution.db import fetch
@@ -208,6 +209,7 @@ def test_kill_9_at_any_moment_then_rerun_gives_the_uninterrupted_rows(tmp_path):
     final = _worker(src, tmp_path / "s")
     assert final.wait() == 0, final.stderr.read().decode()
     same_tables(tmp_path / "s", tmp_path / "reference")
+    assert_plain_equals_ours(tmp_path / "s")  # and any engine reading data/ alone gets the same rows
 
 
 def test_readers_work_while_an_ingest_runs(tmp_path):

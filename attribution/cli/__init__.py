@@ -18,6 +18,7 @@ from attribution.cli import (
     report_cmd,  # noqa: F401
     simulate_cmd,  # noqa: F401
     store_cmds,  # noqa: F401  (registers ingest, status, query, export)
+    store_upgrade_cmd,  # noqa: F401  (registers store upgrade)
     thresholds_compare_cmds,  # noqa: F401  (registers thresholds, compare)
     window_cmds,  # noqa: F401  (registers changes, health)
 )

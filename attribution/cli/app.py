@@ -23,8 +23,9 @@ app = typer.Typer(
 )
 
 StoreOpt = Annotated[
-    Path | None,
-    typer.Option("--store", help="Store directory (default: $ATTRIBUTION_STORE, else ./attribution-store).",
+    str | None,  # (not a Path: it would make s3://bucket/prefix s3:/bucket/prefix)
+    typer.Option("--store", help="Store directory, or an s3://, gs:// or abfs:// URL for reading (default: "
+                                 "$ATTRIBUTION_STORE, else ./attribution-store).",
                  show_default=False),
 ]
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
@@ -46,7 +47,7 @@ def _options(
     """Answers from LLM-serving logs: ingest vLLM/SGLang/gateway logs and traces, then query them."""
 
 
-def open_store(store: Path | None) -> Store:
+def open_store(store: str | Path | None) -> Store:
     return Store.open(default_store_path(store))
 ConfigOpt = Annotated[
     Path | None,

@@ -9,6 +9,7 @@ import typer
 
 from attribution import dashboard_launch, render
 from attribution.cli.app import ConfigOpt, StoreOpt, app, resolve
+from attribution.errors import UsageError
 from attribution.store import default_store_path
 
 
@@ -29,6 +30,8 @@ def dashboard_cmd(
     """
     st = resolve(config, store=store)  # a bad setting is a usage error here, not a broken page later
     path = default_store_path(st.store)
+    if isinstance(path, str):  # an object-store URL
+        raise UsageError(f"{path}: the dashboard reads local stores only (analyses and report read URLs)")
     if dashboard_launch.store_version(path) is None:
         render.err.print(f"[yellow]note:[/] no store at {path} yet; the pages stay empty until an ingest fills it",
                          highlight=False)

@@ -22,7 +22,7 @@ from attribution.store import Store, default_store_path
 STALE = timedelta(days=1)
 
 
-def _ingest(paths: list[str], store: Path, year: int | None, tz: str | None) -> dict[str, Any] | None:
+def _ingest(paths: list[str], store: Path | str, year: int | None, tz: str | None) -> dict[str, Any] | None:
     """Ingest first; when another ingest holds the store, go on with what it has committed (the report says so)."""
     from attribution.ingest import ingest
 

@@ -61,16 +61,17 @@ class Batch:
             return
         add = []
         for table, dfs in self.sealed.items():
-            add.append(self.w.write(table, pl.concat(dfs), file_key=None, sealed=True))
+            add += self.w.write(table, pl.concat(dfs), file_key=None, sealed=True)
         unsealed: dict[str, list[dict[str, Any]]] = {}
         for key, tables in self.unsealed.items():
-            unsealed[key] = [self.w.write(t, pl.concat(dfs), file_key=key, sealed=False) for t, dfs in tables.items()]
+            unsealed[key] = [e for t, dfs in tables.items()
+                             for e in self.w.write(t, pl.concat(dfs), file_key=key, sealed=False)]
         for key, staged, sealed in self.staged:
-            entry = self.w.adopt(staged, file_key=None if sealed else key, sealed=sealed)
+            entries = self.w.adopt(staged, file_key=None if sealed else key, sealed=sealed)
             if sealed:
-                add.append(entry)
+                add += entries
             else:
-                unsealed.setdefault(key, []).append(entry)
+                unsealed.setdefault(key, []).extend(entries)
         for key, entries in unsealed.items():
             self.states[key]["unsealed_files"] = self.states[key].get("unsealed_files", []) + [
                 e["path"] for e in entries
