@@ -102,6 +102,8 @@ def _has_scrapes(snapshot: Snapshot) -> bool:
 def scrapes_stored(con: duckdb.DuckDBPyConnection) -> bool:
     """Whether the store behind a connection holds Prometheus scrapes (from `ingest_files`: no data is read),
     so an analysis asks about scrape intervals only then."""
+    if (spark := queries.spark_connection(con)) is not None:
+        return bool(spark.scrapes)
     fmts = ", ".join(f"'{f}'" for f in SCRAPE_FORMATS)
     try:
         rows = con.execute(f"select exists (select 1 from ingest_files where format in ({fmts}))").fetchall()

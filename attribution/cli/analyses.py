@@ -15,7 +15,18 @@ from rich.table import Table
 
 from attribution import render
 from attribution.choices import GroupBy
-from attribution.cli.app import ConfigOpt, FormatOpt, StoreOpt, app, connect, resolve
+from attribution.cli.app import (
+    ConfigOpt,
+    EngineOpt,
+    FormatOpt,
+    SparkConfOpt,
+    SparkMasterOpt,
+    StoreOpt,
+    app,
+    connect,
+    engine_flags,
+    resolve,
+)
 from attribution.cli.store_cmds import IngestProgress, print_summary
 from attribution.columns import is_share
 from attribution.config import Settings, describe
@@ -132,7 +143,9 @@ def lengths_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt 
                 by: ByOpt = None, fmt: FormatOpt = Format.table, table: TableOpt = None,
                 config: ConfigOpt = None, percentiles: PercentilesOpt = None,
                 bins_per_decade: Annotated[int, typer.Option(help="Histogram bins per power of ten.")] = 10,
-                histogram: Annotated[bool, typer.Option(help="Also print the histogram table.")] = False) -> None:
+                histogram: Annotated[bool, typer.Option(help="Also print the histogram table.")] = False,
+                engine: EngineOpt = None, spark_master: SparkMasterOpt = None,
+                spark_conf: SparkConfOpt = None) -> None:
     """Prompt, output and cached tokens per group: count, mean, p50/p90/p99/p99.9, max, token-weighted
     percentiles and the token share of the longest 1%; log-binned histogram in JSON/CSV (--table histogram).
 
@@ -140,7 +153,7 @@ def lengths_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt 
     """
     from attribution import analyses
 
-    st = with_by(resolve(config, store=store, percentiles=percentiles), by)
+    st = with_by(resolve(config, **engine_flags(engine, spark_master, spark_conf), store=store, percentiles=percentiles), by)
     res = analyses.lengths(select(st, since, until), bins_per_decade=bins_per_decade,
                            percentiles=st.percentiles)
     with_settings(res, st, ("by", "percentiles", "workloads"))
@@ -158,7 +171,9 @@ def concurrency_cmd(store: StoreOpt = None, since: SinceOpt = None, until: Until
                     estimate: Annotated[bool, typer.Option(help="Estimate arrival-only traces with the "
                                                                 "simulator.")] = True,
                     service_model: Annotated[str, typer.Option(help="Simulator scenario used as the service model "
-                                                                    "for estimates.")] = "vllm-chat-small") -> None:
+                                                                    "for estimates.")] = "vllm-chat-small",
+                    engine: EngineOpt = None, spark_master: SparkMasterOpt = None,
+                    spark_conf: SparkConfOpt = None) -> None:
     """Requests running and waiting at once per deployment (and group): peak, time-weighted mean and
     percentiles (--percentiles), concurrency seen at each arrival, live KV tokens; exact, sampled or estimated (labelled).
 
@@ -166,7 +181,7 @@ def concurrency_cmd(store: StoreOpt = None, since: SinceOpt = None, until: Until
     """
     from attribution import analyses
 
-    st = with_by(resolve(config, store=store, percentiles=percentiles), by)
+    st = with_by(resolve(config, **engine_flags(engine, spark_master, spark_conf), store=store, percentiles=percentiles), by)
     res = analyses.concurrency(select(st, since, until), per_group=per_group, estimate=estimate,
                                service_model=service_model, timeseries=timeseries, bucket_s=bucket,
                                percentiles=st.percentiles)
@@ -182,7 +197,9 @@ def latency_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt 
                 score: Annotated[list[str] | None, typer.Option(help="Score preset (default: all, e.g. ers).",
                                                                 show_default=False)] = None,
                 buckets: Annotated[str, typer.Option(help="Prompt-length bucket edges in tokens.")]
-                = "256,1024,4096,16384,65536") -> None:
+                = "256,1024,4096,16384,65536",
+                engine: EngineOpt = None, spark_master: SparkMasterOpt = None,
+                spark_conf: SparkConfOpt = None) -> None:
     """Queue, TTFT, TPOT and end-to-end percentiles per group and prompt-length bucket; goodput for a joint
     SLO; per-request scores (the contest score ERS).
 
@@ -194,7 +211,7 @@ def latency_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt 
         edges = [int(x) for x in buckets.split(",") if x.strip()]
     except ValueError:
         raise UsageError(f"--buckets {buckets!r}: write token counts separated by commas") from None
-    st = with_by(resolve(config, store=store, slo=slo, slo_preset=preset, percentiles=percentiles), by)
+    st = with_by(resolve(config, **engine_flags(engine, spark_master, spark_conf), store=store, slo=slo, slo_preset=preset, percentiles=percentiles), by)
     sel = select(st, since, until)
     res = analyses.latency(sel, slo=analyses.parse_slo(list(st.slo) or None, st.slo_preset),
                            scores=analyses.score_presets(score), bucket_edges=edges, percentiles=st.percentiles)
@@ -209,7 +226,9 @@ def capacity_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt
                                   "whole, unless $ATTRIBUTION_BY or the config file sets `by`).",
                      show_default=False)] = None,
                  fmt: FormatOpt = Format.table, table: TableOpt = None,
-                 gpu_hour_cost: CostOpt = None, gpus_per_pod: GpusOpt = None, config: ConfigOpt = None) -> None:
+                 gpu_hour_cost: CostOpt = None, gpus_per_pod: GpusOpt = None, config: ConfigOpt = None,
+                 engine: EngineOpt = None, spark_master: SparkMasterOpt = None,
+                 spark_conf: SparkConfOpt = None) -> None:
     """Completed requests per pod per day, the requests per day it could complete at its running limit (measured
     at saturation, else extrapolated from service times, with a 95% interval), and the cost per million
     input and output tokens; where a gateway logged the requests, what it billed (USD) next to the GPU cost.
@@ -218,7 +237,7 @@ def capacity_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt
     """
     from attribution import analyses
 
-    st = with_by(resolve(config, store=store, gpu_hour_cost=gpu_hour_cost, gpus_per_pod=gpus_per_pod), by,
+    st = with_by(resolve(config, **engine_flags(engine, spark_master, spark_conf), store=store, gpu_hour_cost=gpu_hour_cost, gpus_per_pod=gpus_per_pod), by,
                  own_default=GroupBy.all)
     res = analyses.capacity(select(st, since, until), gpu_hour_cost=st.gpu_hour_cost,
                             gpus_per_pod=st.gpus_per_pod)
