@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import sys
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -104,11 +105,24 @@ def spark():
     return get_session("local[1]", {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"})
 
 
-@pytest.fixture(scope="session")
-def both(sample_store, spark):
+@pytest.fixture(scope="module")
+def small_sample(tmp_path_factory) -> Path:
+    """The `sample` scenario simulated small (vLLM before/after, SGLang, the LiteLLM gateway and Prometheus
+    scrapes, 400 requests) and ingested: every source kind the views join, at a size Spark runs quickly."""
+    from attribution.ingest import ingest
+    from attribution.simulate.output import simulate_to_dir
+
+    root = tmp_path_factory.mktemp("spark")
+    truth = simulate_to_dir("sample", root / "logs", requests=400, seed=5)
+    ingest([str(root / "logs")], root / "store", year=truth["year"], tz=truth["tz"])
+    return root / "store"
+
+
+@pytest.fixture(scope="module")
+def both(small_sample, spark):
     from attribution.spark.connection import connect
 
-    store = Store.open(sample_store)
+    store = Store.open(small_sample)
     return store.connect(), connect(store, store.snapshot(), spark)
 
 

@@ -61,6 +61,27 @@ def _rewrite(node: exp.Expression) -> exp.Expression:
     return node
 
 
+def _inline_windows(tree: exp.Expression) -> exp.Expression:
+    """`over (g order by x)` with `window g as (partition by ...)`: Spark refers to a named window only as a
+    whole, so each use gets the definition written out."""
+    for select in list(tree.find_all(exp.Select)):
+        named = {w.this.name: w for w in select.args.get("windows") or []}
+        if not named:
+            continue
+        for use in select.find_all(exp.Window):
+            ref = use.args.get("alias")
+            if ref is None or ref.name not in named:
+                continue
+            base = named[ref.name]
+            for key in ("partition_by", "order", "spec"):
+                if not use.args.get(key) and base.args.get(key):
+                    use.set(key, base.args[key].copy() if isinstance(base.args[key], exp.Expression)
+                            else [e.copy() for e in base.args[key]])
+            use.set("alias", None)
+        select.set("windows", None)
+    return tree
+
+
 def _names(node: exp.Expression) -> list[str]:
     return [s.alias_or_name for s in node.selects]
 
@@ -87,7 +108,10 @@ def to_spark(sql: str, columns: Columns, name: str = "<sql>", dialect: str = "du
     query's Spark form) only has its stars expanded."""
     try:
         tree = sqlglot.parse_one(sql, read=dialect)
-        tree = _pre_unpivot(tree) if dialect == "duckdb" else tree
+        if dialect == "duckdb":
+            tree = _inline_windows(_pre_unpivot(tree))
+            for cte in tree.find_all(exp.CTE):
+                cte.set("materialized", None)  # DuckDB's planner hint; Spark plans each CTE itself
         ctes = {c.alias for c in tree.find_all(exp.CTE)}
         schema = {t.name: dict(columns(t.name)) for t in tree.find_all(exp.Table) if t.name not in ctes}
         tree = qualify(tree, schema=schema, dialect=dialect,
@@ -95,7 +119,7 @@ def to_spark(sql: str, columns: Columns, name: str = "<sql>", dialect: str = "du
         if dialect == "duckdb":
             tree = tree.transform(_rewrite)
         tree = tree.transform(_by_name)
-        return tree.sql("spark")
+        return tree.sql("spark", comments=False)
     except NotPortable as exc:
         raise NotPortable(f"queries/{name}.sql: no Spark form for {exc} (a bug: please report it)") from None
     except sqlglot.errors.SqlglotError as exc:
@@ -103,18 +127,18 @@ def to_spark(sql: str, columns: Columns, name: str = "<sql>", dialect: str = "du
 
 
 def _pre_unpivot(tree: exp.Expression) -> exp.Expression:
-    """A CTE that is one DuckDB `unpivot (subquery) on ... into name m value v` becomes a Spark-shaped
+    """A CTE that is one DuckDB `unpivot (subquery or relation) on ... into name m value v` becomes a Spark-shaped
     `select * from (subquery) unpivot (v for m in (...))` before qualify (which cannot walk DuckDB's form)."""
     for node in list(tree.find_all(exp.Pivot)):
         if not node.args.get("unpivot"):
             continue
         into, sub = node.args.get("into"), node.this
-        if not (isinstance(sub, exp.Subquery) and node.expressions and into is not None
+        if not (isinstance(sub, exp.Subquery | exp.Table) and node.expressions and into is not None
                 and len(into.expressions) == 1):
             raise NotPortable("this unpivot (DuckDB's `unpivot (query) on ... into name m value v` only)")
         names = [c.sql("duckdb") for c in node.expressions]
         metric, value = into.this.name, into.expressions[0].name
-        inner = sub.this.sql("duckdb")
-        text = f"select * from ({inner}) unpivot ({value} for {metric} in ({', '.join(names)}))"
+        inner = f"({sub.this.sql('duckdb')})" if isinstance(sub, exp.Subquery) else sub.sql("duckdb")
+        text = f"select * from {inner} unpivot ({value} for {metric} in ({', '.join(names)}))"
         node.replace(sqlglot.parse_one(text, read="spark"))
     return tree
