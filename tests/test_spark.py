@@ -48,14 +48,39 @@ def duck_schema(con):  # a relation's columns as DuckDB types them (the transpil
 # -- without Spark ----------------------------------------------------------------------------------------
 
 
-def test_the_duckdb_dialect_spark_forms_give_the_files_rows_on_duckdb(sample_store):
-    """stg_engine_steps.spark.sql (window functions for the ASOF joins) is DuckDB SQL too: on the sample store
-    (which holds Prometheus scrapes beside log lines) it gives exactly the file's rows."""
-    con = Store.open(sample_store).connect()
+def _steps_con(rows: list[tuple[str | None, str, int]]):
+    """A DuckDB connection whose raw_engine_steps holds (deployment, kind, seconds) rows."""
+    from datetime import UTC, datetime, timedelta
+
+    import duckdb
+
+    from attribution.schema import conform
+
+    t0 = datetime(2026, 1, 5, tzinfo=UTC)
+    frame = conform("engine_steps", pl.DataFrame(
+        {"deployment": [r[0] for r in rows], "kind": [r[1] for r in rows],
+         "ts": [t0 + timedelta(seconds=r[2]) for r in rows], "file": [f"f{r[1]}" for r in rows],
+         "line": list(range(len(rows))), "running": [i % 3 for i in range(len(rows))]}))
+    con = duckdb.connect()
+    con.register("raw_engine_steps", frame.to_arrow())
+    return con
+
+
+def test_the_window_form_of_the_scrape_asof_keeps_the_same_scrapes():
+    """stg_engine_steps.spark.sql (window functions for the ASOF joins) is DuckDB SQL too, and gives exactly
+    the file's rows: a scrape within 120 s of a log line on either side is dropped, a log line at the same
+    instant counts, a deployment without log lines or without a name keeps its scrapes."""
+    logs = [("d1", "stats", t) for t in (0, 100, 1000)] + [("d3", "stats", 0)]
+    scrapes = [("d1", "scrape", t) for t in (50, 300, 1000, 1110, 1121, 2000)] + [
+        ("d2", "scrape", 10), (None, "scrape", 20), ("d3", "scrape", 121)]
+    con = _steps_con(logs + scrapes)
     want = queries.run(con, "stg_engine_steps")
     got = queries.run(con, "stg_engine_steps.spark")
-    assert want.filter(pl.col("kind") == "scrape").height > 0
-    assert_same(got.sort(got.columns), want.sort(want.columns), "stg_engine_steps")
+    kept = want.filter(pl.col("kind") == "scrape").sort("deployment", "ts")
+    assert [(r["deployment"], r["ts"].timestamp() % 86400) for r in kept.iter_rows(named=True)] == [
+        (None, 20), ("d1", 300), ("d1", 1121), ("d1", 2000), ("d2", 10), ("d3", 121)]
+    assert_same(got.sort(got.columns, nulls_last=True), want.sort(want.columns, nulls_last=True),
+                "stg_engine_steps")
 
 
 def test_every_query_of_the_analyses_transpiles(sample_store):
