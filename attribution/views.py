@@ -92,7 +92,7 @@ def ingest_files_frame(snapshot: Snapshot) -> pl.DataFrame:
 SCRAPE_FORMATS = ("prometheus_text", "prometheus_api")
 
 
-def _has_scrapes(snapshot: Snapshot) -> bool:
+def has_scrapes(snapshot: Snapshot) -> bool:
     """Whether a file of the store was read by a Prometheus source (the snapshot says, no data is read): only
     then does `engine_steps` need the staging query that keeps scrapes out of the windows log step lines count
     (a store of logs alone reads its rows as stored)."""
@@ -131,7 +131,7 @@ def connect(store: Store, snapshot: Snapshot) -> duckdb.DuckDBPyConnection:
     for table in TABLES:
         if table in STAGED:
             queries.create_view(con, STAGED[table], table)
-        elif table == "engine_steps" and _has_scrapes(snapshot):
+        elif table == "engine_steps" and has_scrapes(snapshot):
             queries.create_view(con, "stg_engine_steps", table)
         else:
             con.execute(f"create view {table} as select * from raw_{table}")

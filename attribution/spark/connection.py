@@ -85,7 +85,7 @@ def connect(store: Store, snapshot: Snapshot, spark: SparkSession,
     """The views of attribution.views.connect, on Spark; `workloads` (match, name) replaces the store's
     workload map (attribution.config.connect_settings)."""
     from attribution import queries
-    from attribution.views import STAGED, _has_scrapes, ingest_files_frame, load_workload_map
+    from attribution.views import STAGED, has_scrapes, ingest_files_frame, load_workload_map
 
     # DuckDB's answers where Spark's defaults differ: x / 0 is NULL (not an error), a map built with a key
     # twice keeps the last value (stg_engine_config.spark.sql)
@@ -102,7 +102,7 @@ def connect(store: Store, snapshot: Snapshot, spark: SparkSession,
     for table in TABLES:
         if table in STAGED:
             queries.create_view(con, STAGED[table], table)
-        elif table == "engine_steps" and _has_scrapes(snapshot):
+        elif table == "engine_steps" and has_scrapes(snapshot):
             con.scrapes = True
             queries.create_view(con, "stg_engine_steps", table)
         else:

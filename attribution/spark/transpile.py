@@ -56,6 +56,12 @@ def _rewrite(node: exp.Expression) -> exp.Expression:
         # quantile_cont(x, q): Spark's exact `percentile` (linear interpolation between the two nearest
         # ranks, as DuckDB's quantile_cont; q a fraction or an array of them)
         return _fn("percentile", node.this, node.expression)
+    if isinstance(node, exp.TimeToUnix):
+        # epoch(): seconds, with the fraction, of an instant or of the interval between two
+        arg = node.this
+        micros = (exp.Sub(this=_fn("unix_micros", arg.this), expression=_fn("unix_micros", arg.expression))
+                  if isinstance(arg, exp.Sub) else _fn("unix_micros", arg))
+        return exp.Div(this=exp.Paren(this=micros), expression=exp.Literal.number("1e6"))
     if isinstance(node, exp.PercentileDisc):
         raise NotPortable("quantile_disc")
     return node
