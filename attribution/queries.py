@@ -117,7 +117,8 @@ def _load(con: object, name: str) -> Query:
 
 def run(con: duckdb.DuckDBPyConnection, name: str, *, select_columns: list[str] | None = None,
         **params: Any) -> pl.DataFrame:
-    """Run queries/<name>.sql with its `$parameters` and return the rows (only `select_columns`, when given)."""
+    """Run queries/<name>.sql with its `$parameters` and return the rows (only `select_columns`, when
+    given)."""
     q = _load(con, name)
     bound = _bound(q, params)
     if (spark := _spark(con)) is not None:

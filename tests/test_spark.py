@@ -1,6 +1,6 @@
-"""`--engine spark`: the analyses on Spark give DuckDB's answers over the same store (issue 20). One Spark session
-for the test session (local[1], two shuffle partitions, no UI); the sample store is small, the JVM start is
-what costs. The transpiler and the Spark forms' DuckDB-dialect twins are checked without Spark."""
+"""`--engine spark`: the analyses on Spark give DuckDB's answers over the same store (issue 20). One Spark
+session for the test session (local[1], two shuffle partitions, no UI) over a small simulated store; the JVM
+start is what costs. The transpiler and the Spark forms' DuckDB-dialect twins are checked without Spark."""
 
 from __future__ import annotations
 
@@ -42,7 +42,8 @@ def _close(x: object, y: object) -> bool:
 
 
 def duck_schema(con):  # a relation's columns as DuckDB types them (the transpiler needs names only)
-    return lambda name: dict(con.execute(f"select column_name, column_type from (describe {name})").fetchall())
+    return lambda name: dict(con.execute(f"select column_name, column_type from (describe {name})"
+                                         ).fetchall())
 
 
 # -- without Spark ----------------------------------------------------------------------------------------

@@ -153,7 +153,8 @@ def lengths_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt 
     """
     from attribution import analyses
 
-    st = with_by(resolve(config, **engine_flags(engine, spark_master, spark_conf), store=store, percentiles=percentiles), by)
+    st = with_by(resolve(config, **engine_flags(engine, spark_master, spark_conf), store=store,
+                                 percentiles=percentiles), by)
     res = analyses.lengths(select(st, since, until), bins_per_decade=bins_per_decade,
                            percentiles=st.percentiles)
     with_settings(res, st, ("by", "percentiles", "workloads"))
@@ -181,7 +182,8 @@ def concurrency_cmd(store: StoreOpt = None, since: SinceOpt = None, until: Until
     """
     from attribution import analyses
 
-    st = with_by(resolve(config, **engine_flags(engine, spark_master, spark_conf), store=store, percentiles=percentiles), by)
+    st = with_by(resolve(config, **engine_flags(engine, spark_master, spark_conf), store=store,
+                                 percentiles=percentiles), by)
     res = analyses.concurrency(select(st, since, until), per_group=per_group, estimate=estimate,
                                service_model=service_model, timeseries=timeseries, bucket_s=bucket,
                                percentiles=st.percentiles)
@@ -211,7 +213,8 @@ def latency_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt 
         edges = [int(x) for x in buckets.split(",") if x.strip()]
     except ValueError:
         raise UsageError(f"--buckets {buckets!r}: write token counts separated by commas") from None
-    st = with_by(resolve(config, **engine_flags(engine, spark_master, spark_conf), store=store, slo=slo, slo_preset=preset, percentiles=percentiles), by)
+    st = with_by(resolve(config, **engine_flags(engine, spark_master, spark_conf), store=store, slo=slo,
+                                 slo_preset=preset, percentiles=percentiles), by)
     sel = select(st, since, until)
     res = analyses.latency(sel, slo=analyses.parse_slo(list(st.slo) or None, st.slo_preset),
                            scores=analyses.score_presets(score), bucket_edges=edges, percentiles=st.percentiles)

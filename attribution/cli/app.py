@@ -72,21 +72,25 @@ def connect(settings: Settings) -> duckdb.DuckDBPyConnection:
         from attribution.spark.session import get_session, parse_conf
 
         session = get_session(settings.spark_master, parse_conf(settings.spark_conf))
-        return spark_connect(store, store.snapshot(), session, workload_map(settings))  # type: ignore[return-value]
+        con = spark_connect(store, store.snapshot(), session, workload_map(settings))
+        return con  # type: ignore[return-value]  (the analyses take either connection)
     con = store.connect()
     connect_settings(con, settings)
     return con
 
 
 EngineOpt = Annotated[str | None, typer.Option(
-    "--engine", help="Where the analysis runs: duckdb (in this process, the default) or spark (Spark SQL over the "
-                     "same store; default: $ATTRIBUTION_ENGINE, else the `engine` setting).", show_default=False)]
+    "--engine", help="Where the analysis runs: duckdb (in this process, the default) or spark (Spark SQL "
+                     "over the same store; default: $ATTRIBUTION_ENGINE, else the `engine` setting).",
+    show_default=False)]
 SparkMasterOpt = Annotated[str | None, typer.Option(
     "--spark-master", help="Spark master URL for --engine spark (default: local[*]).", show_default=False)]
 SparkConfOpt = Annotated[list[str] | None, typer.Option(
-    "--spark-conf", help="A Spark setting for --engine spark, KEY=VALUE; repeat for more.", show_default=False)]
+    "--spark-conf", help="A Spark setting for --engine spark, KEY=VALUE; repeat for more.",
+    show_default=False)]
 
 
-def engine_flags(engine: str | None, spark_master: str | None, spark_conf: list[str] | None) -> dict[str, object]:
+def engine_flags(engine: str | None, spark_master: str | None, spark_conf: list[str] | None
+                 ) -> dict[str, object]:
     """The engine flags of a command as `resolve` keywords."""
     return {"engine": engine, "spark_master": spark_master, "spark_conf": spark_conf}

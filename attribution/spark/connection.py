@@ -62,7 +62,8 @@ class SparkConnection:
         args = {k: F.lit(v) for k, v in (params or {}).items()}
         return self.spark.sql(spark_sql, args=args) if args else self.spark.sql(spark_sql)
 
-    def fetch(self, q: Query, params: dict[str, Any] | None, columns: list[str] | None = None) -> pl.DataFrame:
+    def fetch(self, q: Query, params: dict[str, Any] | None, columns: list[str] | None = None
+              ) -> pl.DataFrame:
         result = self.sql(q, params)
         df = pl.from_arrow((result.select(*columns) if columns else result).toArrow())
         assert isinstance(df, pl.DataFrame)

@@ -133,8 +133,9 @@ def to_spark(sql: str, columns: Columns, name: str = "<sql>", dialect: str = "du
 
 
 def _pre_unpivot(tree: exp.Expression) -> exp.Expression:
-    """A CTE that is one DuckDB `unpivot (subquery or relation) on ... into name m value v` becomes a Spark-shaped
-    `select * from (subquery) unpivot (v for m in (...))` before qualify (which cannot walk DuckDB's form)."""
+    """A CTE that is one DuckDB `unpivot (subquery or relation) on ... into name m value v` becomes a
+    Spark-shaped `select * from (subquery) unpivot (v for m in (...))` before qualify (which cannot walk
+    DuckDB's form)."""
     for node in list(tree.find_all(exp.Pivot)):
         if not node.args.get("unpivot"):
             continue
