@@ -31,6 +31,8 @@ from attribution.db import fetch, frame
 from attribution.errors import AttributionError, UsageError
 
 _PARAM_RE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+# a file in Spark SQL (`-- Dialect: spark`, a query's Spark form, attribution.spark) names them `:name`
+_SPARK_PARAM_RE = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
 # DuckDB errors that say nothing about the SQL: they pass through as they are
 _NOT_THE_SQL = (duckdb.OutOfMemoryException, duckdb.InterruptException)
 
@@ -45,6 +47,7 @@ class Query:
     sql: str
     doc: str
     params: tuple[str, ...]
+    dialect: str = "duckdb"
 
 
 @cache
@@ -61,8 +64,9 @@ def load(name: str) -> Query:
     if not header or not header[0].lower().startswith("question:"):
         raise QueryBug(f"queries/{name}.sql:1: the file must open with a `-- Question:` header")
     body = "\n".join(line for line in text.splitlines() if not line.startswith("--"))
-    params = tuple(dict.fromkeys(_PARAM_RE.findall(body)))
-    return Query(name, text, "\n".join(header), params)
+    dialect = "spark" if any(h.lower() == "dialect: spark" for h in header) else "duckdb"
+    params = tuple(dict.fromkeys((_SPARK_PARAM_RE if dialect == "spark" else _PARAM_RE).findall(body)))
+    return Query(name, text, "\n".join(header), params, dialect)
 
 
 def _bound(q: Query, params: dict[str, Any]) -> dict[str, Any] | None:
@@ -85,30 +89,66 @@ def _file_errors(name: str) -> Iterator[None]:
                        ) from exc
 
 
-def run(con: duckdb.DuckDBPyConnection, name: str, **params: Any) -> pl.DataFrame:
-    """Run queries/<name>.sql with its `$parameters` and return the rows."""
-    q = load(name)
+def spark_connection(con: object) -> Any:
+    """`con` when it is a Spark connection (attribution.spark.connection), else None: the one place the
+    engine is told apart (pyspark is imported only where one was made)."""
+    return con if type(con).__name__ == "SparkConnection" else None
+
+
+_spark = spark_connection
+
+
+def has_relation(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """Whether `con` has a table or view `name` (a store connection has every stored table; one over frames
+    has only those it was given)."""
+    if (spark := _spark(con)) is not None:
+        return bool(spark.has(name))
+    found = con.execute("select count(*) from duckdb_views() where view_name = $n", {"n": name}).fetchall()
+    return bool(found[0][0])
+
+
+def _load(con: object, name: str) -> Query:
+    if _spark(con) is not None:
+        from attribution.spark.connection import spark_form
+
+        return load(spark_form(name))
+    return load(name)
+
+
+def run(con: duckdb.DuckDBPyConnection, name: str, *, select_columns: list[str] | None = None,
+        **params: Any) -> pl.DataFrame:
+    """Run queries/<name>.sql with its `$parameters` and return the rows (only `select_columns`, when
+    given)."""
+    q = _load(con, name)
     bound = _bound(q, params)
+    if (spark := _spark(con)) is not None:
+        return spark.fetch(q, bound, select_columns)
+    sql = f"select {', '.join(select_columns)} from ({q.sql})" if select_columns else q.sql
     with _file_errors(name):
-        return fetch(con, q.sql, bound)
+        return fetch(con, sql, bound)
 
 
 def materialize(con: duckdb.DuckDBPyConnection, name: str, table: str | None = None, **params: Any) -> None:
     """Store the rows of queries/<name>.sql in a temporary table on `con` (named as the file unless `table`
     says otherwise), so the queries that follow read them without computing them again."""
-    q = load(name)
+    q = _load(con, name)
     bound = _bound(q, params)
+    if (spark := _spark(con)) is not None:
+        return spark.materialize(q, bound, table or name)
     with _file_errors(name):
         con.execute(f"create or replace temp table {table or name} as\n{q.sql}", bound)
 
 
-def create_view(con: duckdb.DuckDBPyConnection, name: str, view: str | None = None) -> None:
+def create_view(con: duckdb.DuckDBPyConnection, name: str, view: str | None = None, *, temp: bool = False
+                ) -> None:
     """Put the view `view` (default: the file's name) over queries/<name>.sql on `con`: the staging views of
-    a store connection. A view takes no parameters."""
-    q = load(name)
+    a store connection (`temp`: a temporary view, an analysis's). A view takes no parameters."""
+    q = _load(con, name)
     _bound(q, {})
+    if (spark := _spark(con)) is not None:
+        return spark.create_view(q, view or name)
     with _file_errors(name):
-        con.execute(f"create or replace view {view or name} as {q.sql}")
+        con.execute(f"create or replace {'temp ' if temp else ''}view {view or name} as {q.sql}")
 
 
 def user_sql(con: duckdb.DuckDBPyConnection, sql: str) -> pl.DataFrame:

@@ -92,7 +92,7 @@ def ingest_files_frame(snapshot: Snapshot) -> pl.DataFrame:
 SCRAPE_FORMATS = ("prometheus_text", "prometheus_api")
 
 
-def _has_scrapes(snapshot: Snapshot) -> bool:
+def has_scrapes(snapshot: Snapshot) -> bool:
     """Whether a file of the store was read by a Prometheus source (the snapshot says, no data is read): only
     then does `engine_steps` need the staging query that keeps scrapes out of the windows log step lines count
     (a store of logs alone reads its rows as stored)."""
@@ -102,6 +102,8 @@ def _has_scrapes(snapshot: Snapshot) -> bool:
 def scrapes_stored(con: duckdb.DuckDBPyConnection) -> bool:
     """Whether the store behind a connection holds Prometheus scrapes (from `ingest_files`: no data is read),
     so an analysis asks about scrape intervals only then."""
+    if (spark := queries.spark_connection(con)) is not None:
+        return bool(spark.scrapes)
     fmts = ", ".join(f"'{f}'" for f in SCRAPE_FORMATS)
     try:
         rows = con.execute(f"select exists (select 1 from ingest_files where format in ({fmts}))").fetchall()
@@ -134,7 +136,7 @@ def connect(store: Store, snapshot: Snapshot, *, days: tuple[str | None, str | N
     for table in TABLES:
         if table in STAGED:
             queries.create_view(con, STAGED[table], table)
-        elif table == "engine_steps" and _has_scrapes(snapshot):
+        elif table == "engine_steps" and has_scrapes(snapshot):
             queries.create_view(con, "stg_engine_steps", table)
         else:
             con.execute(f"create view {table} as select * from raw_{table}")

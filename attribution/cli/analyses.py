@@ -15,7 +15,18 @@ from rich.table import Table
 
 from attribution import render
 from attribution.choices import GroupBy
-from attribution.cli.app import ConfigOpt, FormatOpt, StoreOpt, app, connect, resolve
+from attribution.cli.app import (
+    ConfigOpt,
+    EngineOpt,
+    FormatOpt,
+    SparkConfOpt,
+    SparkMasterOpt,
+    StoreOpt,
+    app,
+    connect,
+    engine_flags,
+    resolve,
+)
 from attribution.cli.store_cmds import IngestProgress, print_summary
 from attribution.columns import is_share
 from attribution.config import Settings, describe
@@ -132,7 +143,9 @@ def lengths_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt 
                 by: ByOpt = None, fmt: FormatOpt = Format.table, table: TableOpt = None,
                 config: ConfigOpt = None, percentiles: PercentilesOpt = None,
                 bins_per_decade: Annotated[int, typer.Option(help="Histogram bins per power of ten.")] = 10,
-                histogram: Annotated[bool, typer.Option(help="Also print the histogram table.")] = False) -> None:
+                histogram: Annotated[bool, typer.Option(help="Also print the histogram table.")] = False,
+                engine: EngineOpt = None, spark_master: SparkMasterOpt = None,
+                spark_conf: SparkConfOpt = None) -> None:
     """Prompt, output and cached tokens per group: count, mean, p50/p90/p99/p99.9, max, token-weighted
     percentiles and the token share of the longest 1%; log-binned histogram in JSON/CSV (--table histogram).
 
@@ -140,7 +153,8 @@ def lengths_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt 
     """
     from attribution import analyses
 
-    st = with_by(resolve(config, store=store, percentiles=percentiles), by)
+    st = with_by(resolve(config, **engine_flags(engine, spark_master, spark_conf), store=store,
+                                 percentiles=percentiles), by)
     res = analyses.lengths(select(st, since, until), bins_per_decade=bins_per_decade,
                            percentiles=st.percentiles)
     with_settings(res, st, ("by", "percentiles", "workloads"))
@@ -182,7 +196,9 @@ def latency_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt 
                 score: Annotated[list[str] | None, typer.Option(help="Score preset (default: all, e.g. ers).",
                                                                 show_default=False)] = None,
                 buckets: Annotated[str, typer.Option(help="Prompt-length bucket edges in tokens.")]
-                = "256,1024,4096,16384,65536") -> None:
+                = "256,1024,4096,16384,65536",
+                engine: EngineOpt = None, spark_master: SparkMasterOpt = None,
+                spark_conf: SparkConfOpt = None) -> None:
     """Queue, TTFT, TPOT and end-to-end percentiles per group and prompt-length bucket; goodput for a joint
     SLO; per-request scores (the contest score ERS).
 
@@ -194,7 +210,8 @@ def latency_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt 
         edges = [int(x) for x in buckets.split(",") if x.strip()]
     except ValueError:
         raise UsageError(f"--buckets {buckets!r}: write token counts separated by commas") from None
-    st = with_by(resolve(config, store=store, slo=slo, slo_preset=preset, percentiles=percentiles), by)
+    st = with_by(resolve(config, **engine_flags(engine, spark_master, spark_conf), store=store, slo=slo,
+                                 slo_preset=preset, percentiles=percentiles), by)
     sel = select(st, since, until)
     res = analyses.latency(sel, slo=analyses.parse_slo(list(st.slo) or None, st.slo_preset),
                            scores=analyses.score_presets(score), bucket_edges=edges, percentiles=st.percentiles)

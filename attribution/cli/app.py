@@ -63,7 +63,35 @@ def resolve(config: Path | None, **flags: object) -> Settings:
 
 
 def connect(settings: Settings) -> duckdb.DuckDBPyConnection:
-    """A connection to the settings' store with the settings' workload names applied."""
-    con = open_store(default_store_path(settings.store)).connect()
+    """A connection to the settings' store with the settings' workload names applied: DuckDB in this
+    process, or Spark temporary views under `--engine spark` (attribution.spark.connection; the analyses run
+    the same query files on either)."""
+    store = open_store(default_store_path(settings.store))
+    if settings.engine == "spark":
+        from attribution.config import workload_map
+        from attribution.spark.connection import connect as spark_connect
+        from attribution.spark.session import get_session, parse_conf
+
+        session = get_session(settings.spark_master, parse_conf(settings.spark_conf))
+        con = spark_connect(store, store.snapshot(), session, workload_map(settings))
+        return con  # type: ignore[return-value]  (the analyses take either connection)
+    con = store.connect()
     connect_settings(con, settings)
     return con
+
+
+EngineOpt = Annotated[str | None, typer.Option(
+    "--engine", help="Where the analysis runs: duckdb (in this process, the default) or spark (Spark SQL "
+                     "over the same store; default: $ATTRIBUTION_ENGINE, else the `engine` setting).",
+    show_default=False)]
+SparkMasterOpt = Annotated[str | None, typer.Option(
+    "--spark-master", help="Spark master URL for --engine spark (default: local[*]).", show_default=False)]
+SparkConfOpt = Annotated[list[str] | None, typer.Option(
+    "--spark-conf", help="A Spark setting for --engine spark, KEY=VALUE; repeat for more.",
+    show_default=False)]
+
+
+def engine_flags(engine: str | None, spark_master: str | None, spark_conf: list[str] | None
+                 ) -> dict[str, object]:
+    """The engine flags of a command as `resolve` keywords."""
+    return {"engine": engine, "spark_master": spark_master, "spark_conf": spark_conf}

@@ -137,8 +137,7 @@ def latency_tables(sel: Selection, percentiles: Iterable[float]) -> dict[str, pl
 
 def has_histograms(con: duckdb.DuckDBPyConnection) -> bool:
     """A store connection (frames_connection has no metric tables)."""
-    has = con.execute("select count(*) from duckdb_views() where view_name = 'metric_histograms'").fetchall()
-    return bool(has[0][0])
+    return queries.has_relation(con, "metric_histograms")
 
 
 def histograms_stored(con: duckdb.DuckDBPyConnection) -> bool:

@@ -92,8 +92,7 @@ def mark_requests(con: duckdb.DuckDBPyConnection, *, requests: bool = True, flag
     if flags:
         # a view: each reader aggregates or filters it as it goes (tens of millions of rows on a busy week), and
         # it always reads the thr_settings registered at that time
-        con.execute("create or replace temp view int_threshold_request_flags as\n"
-                    + queries.load("int_threshold_request_flags").sql)
+        queries.create_view(con, "int_threshold_request_flags", temp=True)
 
 
 def _summary(settings: pl.DataFrame, used: set[str]) -> pl.DataFrame:

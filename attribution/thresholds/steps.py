@@ -20,7 +20,6 @@ import numpy as np
 import polars as pl
 
 from attribution import joincache, queries
-from attribution.db import fetch
 
 if TYPE_CHECKING:
     from attribution.schema import PolarsType
@@ -123,9 +122,8 @@ def _kept_key(con: duckdb.DuckDBPyConnection, since: datetime | None, until: dat
 
 def _read_step_rows(con: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None,
                     needed: list[str]) -> StepRows:
-    q = queries.load("threshold_step_rows")
-    cols = ", ".join(["file_id", "line", "deployment", "t", "kind", "cuda_graph", "config_hash", *needed])
-    df = fetch(con, f"select {cols} from ({q.sql})", {"since": since, "until": until})
+    cols = ["file_id", "line", "deployment", "t", "kind", "cuda_graph", "config_hash", *needed]
+    df = queries.run(con, "threshold_step_rows", select_columns=cols, since=since, until=until)
     file = df["file_id"].to_numpy().astype(np.int32)
     t = df["t"].to_numpy()
     order = _file_order(file, t, df["line"].fill_null(0).to_numpy())

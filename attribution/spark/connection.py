@@ -1,0 +1,120 @@
+"""A store snapshot as Spark temporary views, named and shaped as attribution.views makes them for DuckDB
+(`raw_<table>`, the public tables, `ingest_files`, `workload_map`, `joined_requests`), and the handle the
+query runner (attribution.queries) runs queries/*.sql through when the engine is Spark. Data stays in Spark:
+only a query's final rows come back to the driver, as Arrow."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from attribution.schema import TABLES, empty
+from attribution.spark.transpile import to_spark
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+    from attribution.queries import Query
+    from attribution.store import Snapshot, Store
+
+# queries with a Spark form of their own beside the file (queries/<name>.spark.sql, the same question in
+# SQL that sqlglot carries over): their DuckDB form uses what Spark SQL lacks (ASOF joins, list lambdas)
+SPARK_FORMS = {"stg_engine_steps", "stg_engine_config", "latency_by_prompt_bucket", "goodput_by_group",
+               "slo_terms_by_group", "score_by_group"}
+
+
+class SparkConnection:
+    """Spark temporary views over one store snapshot (or over frames); `run`, `materialize` and `create_view`
+    are what attribution.queries calls for a query file."""
+
+    def __init__(self, spark: SparkSession):
+        self.spark = spark
+        self.scrapes = False  # the store holds Prometheus scrapes (attribution.views.scrapes_stored)
+        self._schemas: dict[str, dict[str, str]] = {}
+
+    # -- relations
+    def schema(self, name: str) -> dict[str, str]:
+        if name not in self._schemas:
+            self._schemas[name] = {f.name: f.dataType.simpleString() for f in self.spark.table(name).schema}
+        return self._schemas[name]
+
+    def has(self, name: str) -> bool:
+        return bool(self.spark.catalog.tableExists(name))
+
+    def view(self, name: str, df: DataFrame) -> None:
+        df.createOrReplaceTempView(name)
+        self._schemas.pop(name, None)
+
+    def register(self, name: str, frame: pl.DataFrame | pa.Table) -> None:
+        """A Polars frame or Arrow table as the view `name` (small frames: the engine starts and settings, the
+        file census, the workload map), as DuckDB's `register`."""
+        table = frame.to_arrow() if isinstance(frame, pl.DataFrame) else frame
+        self.view(name, self.spark.createDataFrame(table))
+
+    # -- queries
+    def sql(self, q: Query, params: dict[str, Any] | None) -> DataFrame:
+        from pyspark.sql import functions as F
+
+        spark_sql = to_spark(q.sql, self.schema, q.name, q.dialect)
+        args = {k: F.lit(v) for k, v in (params or {}).items()}
+        return self.spark.sql(spark_sql, args=args) if args else self.spark.sql(spark_sql)
+
+    def fetch(self, q: Query, params: dict[str, Any] | None, columns: list[str] | None = None
+              ) -> pl.DataFrame:
+        result = self.sql(q, params)
+        df = pl.from_arrow((result.select(*columns) if columns else result).toArrow())
+        assert isinstance(df, pl.DataFrame)
+        return df
+
+    def materialize(self, q: Query, params: dict[str, Any] | None, table: str) -> None:
+        # computed once (as DuckDB's temporary table), kept on the executors
+        self.view(table, self.sql(q, params).localCheckpoint(eager=True))
+
+    def create_view(self, q: Query, view: str) -> None:
+        self.view(view, self.sql(q, None))
+
+
+def spark_form(name: str) -> str:
+    return f"{name}.spark" if name in SPARK_FORMS else name
+
+
+def connect(store: Store, snapshot: Snapshot, spark: SparkSession,
+            workloads: pl.DataFrame | None = None) -> SparkConnection:
+    """The views of attribution.views.connect, on Spark; `workloads` (match, name) replaces the store's
+    workload map (attribution.config.connect_settings)."""
+    from attribution import queries
+    from attribution.views import STAGED, has_scrapes, ingest_files_frame, load_workload_map
+
+    # DuckDB's answers where Spark's defaults differ: x / 0 is NULL (not an error), a map built with a key
+    # twice keeps the last value (stg_engine_config.spark.sql)
+    spark.conf.set("spark.sql.ansi.enabled", "false")
+    spark.conf.set("spark.sql.mapKeyDedupPolicy", "LAST_WIN")
+    con = SparkConnection(spark)
+    for table in TABLES:
+        files = [str(store.root / p) for p in sorted(snapshot.live(table))]
+        # read with the table's schema: a column a file lacks (written before the column existed) is NULL, as
+        # DuckDB's union_by_name gives, and no file footer is read to infer one
+        schema = _spark_schema(table)
+        df = spark.read.schema(schema).parquet(*files) if files else spark.createDataFrame([], schema=schema)
+        con.view(f"raw_{table}", df)
+    for table in TABLES:
+        if table in STAGED:
+            queries.create_view(con, STAGED[table], table)
+        elif table == "engine_steps" and has_scrapes(snapshot):
+            con.scrapes = True
+            queries.create_view(con, "stg_engine_steps", table)
+        else:
+            con.view(table, spark.table(f"raw_{table}"))
+    con.register("ingest_files", ingest_files_frame(snapshot))
+    con.register("workload_map", workloads if workloads is not None else load_workload_map(store))
+    queries.create_view(con, "stg_joined_requests", "joined_requests")
+    return con
+
+
+def _spark_schema(table: str) -> StructType:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(empty(table).to_arrow().schema)

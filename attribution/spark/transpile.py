@@ -1,0 +1,151 @@
+"""queries/*.sql (DuckDB dialect) as Spark SQL: sqlglot transpiles, after a few rewrites of the DuckDB forms
+our files use that sqlglot leaves as they are or maps to something Spark computes differently. Stars (`*`,
+`* exclude`, `* replace`, `union all by name`) are expanded against the session's schemas first, since Spark
+SQL has none of those forms. A file this cannot carry over is a `NotPortable` naming it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.optimizer.qualify import qualify
+
+from attribution.errors import AttributionError
+
+Columns = Callable[[str], Mapping[str, str]]  # a relation's columns and their types (as Spark names them)
+
+
+class NotPortable(AttributionError):
+    """A query file uses DuckDB SQL with no Spark translation here (exit 1: please report)."""
+
+
+def _fn(name: str, *args: exp.Expression) -> exp.Expression:
+    return exp.Anonymous(this=name, expressions=list(args))
+
+
+def _version_label(node: exp.Expression) -> exp.Expression:
+    # attribution.labels VERSION_LABEL_MACRO, inlined: Spark has no macros
+    engine, version = node.expressions
+    joined = _fn("concat_ws", exp.Literal.string(" "), engine, version)
+    return exp.Nullif(this=joined, expression=exp.Literal.string(""))
+
+
+def _utc(zone: exp.Expression, ts: exp.Expression) -> exp.Expression:
+    # timezone('UTC', instant): the session's zone is UTC (attribution.spark.session), where the instant
+    # reads as its UTC wall time already
+    if not (isinstance(zone, exp.Literal) and zone.this == "UTC"):
+        raise NotPortable(f"timezone({zone.sql()}, ...)")
+    return ts
+
+
+# DuckDB functions (as sqlglot parses them: Anonymous, by lower-case name) and their Spark forms
+_ANONYMOUS: dict[str, Callable[[exp.Expression], exp.Expression]] = {
+    "version_label": _version_label,
+    "epoch_us": lambda n: _fn("unix_micros", n.expressions[0]),
+    "epoch_ms": lambda n: _fn("unix_millis", n.expressions[0]),
+    "list_position": lambda n: _fn("array_position", *n.expressions),
+    "timezone": lambda n: _utc(*n.expressions),
+}
+
+
+def _rewrite(node: exp.Expression) -> exp.Expression:
+    if isinstance(node, exp.Anonymous) and (fix := _ANONYMOUS.get(str(node.this).lower())):
+        return fix(node)
+    if isinstance(node, exp.PercentileCont) or (isinstance(node, exp.Quantile)):
+        # quantile_cont(x, q): Spark's exact `percentile` (linear interpolation between the two nearest
+        # ranks, as DuckDB's quantile_cont; q a fraction or an array of them)
+        return _fn("percentile", node.this, node.expression)
+    if isinstance(node, exp.TimeToUnix):
+        # epoch(): seconds, with the fraction, of an instant or of the interval between two
+        arg = node.this
+        micros = (exp.Sub(this=_fn("unix_micros", arg.this), expression=_fn("unix_micros", arg.expression))
+                  if isinstance(arg, exp.Sub) else _fn("unix_micros", arg))
+        return exp.Div(this=exp.Paren(this=micros), expression=exp.Literal.number("1e6"))
+    if isinstance(node, exp.PercentileDisc):
+        raise NotPortable("quantile_disc")
+    return node
+
+
+def _inline_windows(tree: exp.Expression) -> exp.Expression:
+    """`over (g order by x)` with `window g as (partition by ...)`: Spark refers to a named window only as a
+    whole, so each use gets the definition written out."""
+    for select in list(tree.find_all(exp.Select)):
+        named = {w.this.name: w for w in select.args.get("windows") or []}
+        if not named:
+            continue
+        for use in select.find_all(exp.Window):
+            ref = use.args.get("alias")
+            if ref is None or ref.name not in named:
+                continue
+            base = named[ref.name]
+            for key in ("partition_by", "order", "spec"):
+                if not use.args.get(key) and base.args.get(key):
+                    use.set(key, base.args[key].copy() if isinstance(base.args[key], exp.Expression)
+                            else [e.copy() for e in base.args[key]])
+            use.set("alias", None)
+        select.set("windows", None)
+    return tree
+
+
+def _names(node: exp.Expression) -> list[str]:
+    return [s.alias_or_name for s in node.selects]
+
+
+def _by_name(node: exp.Expression) -> exp.Expression:
+    """`a union all by name b` (stars already expanded): b's columns put in a's order, NULL for a column b
+    lacks; a column only b has is added to a as NULL."""
+    if not (isinstance(node, exp.Union) and node.args.get("by_name")):
+        return node
+    left, right = node.left, node.right
+    lnames, rnames = _names(left), _names(right)
+    rmap = {s.alias_or_name: s for s in right.selects}
+    for extra in [n for n in rnames if n not in lnames]:
+        left.select(exp.alias_(exp.Null(), extra, quoted=True), copy=False)
+        lnames.append(extra)
+    right.set("expressions", [rmap.get(n) or exp.alias_(exp.Null(), n, quoted=True) for n in lnames])
+    node.set("by_name", None)
+    return node
+
+
+def to_spark(sql: str, columns: Columns, name: str = "<sql>", dialect: str = "duckdb") -> str:
+    """The Spark SQL text of DuckDB `sql` over relations whose columns `columns(relation)` gives; `$param`
+    placeholders become Spark's `:param` named parameters. A file in Spark SQL already (`dialect` spark: a
+    query's Spark form) only has its stars expanded."""
+    try:
+        tree = sqlglot.parse_one(sql, read=dialect)
+        if dialect == "duckdb":
+            tree = _inline_windows(_pre_unpivot(tree))
+            for cte in tree.find_all(exp.CTE):
+                cte.set("materialized", None)  # DuckDB's planner hint; Spark plans each CTE itself
+        ctes = {c.alias for c in tree.find_all(exp.CTE)}
+        schema = {t.name: dict(columns(t.name)) for t in tree.find_all(exp.Table) if t.name not in ctes}
+        tree = qualify(tree, schema=schema, dialect=dialect,
+                       quote_identifiers=True, validate_qualify_columns=False, identify=True)
+        if dialect == "duckdb":
+            tree = tree.transform(_rewrite)
+        tree = tree.transform(_by_name)
+        return tree.sql("spark", comments=False)
+    except NotPortable as exc:
+        raise NotPortable(f"queries/{name}.sql: no Spark form for {exc} (a bug: please report it)") from None
+    except sqlglot.errors.SqlglotError as exc:
+        raise NotPortable(f"queries/{name}.sql: sqlglot: {str(exc).splitlines()[0]}") from None
+
+
+def _pre_unpivot(tree: exp.Expression) -> exp.Expression:
+    """A CTE that is one DuckDB `unpivot (subquery or relation) on ... into name m value v` becomes a
+    Spark-shaped `select * from (subquery) unpivot (v for m in (...))` before qualify (which cannot walk
+    DuckDB's form)."""
+    for node in list(tree.find_all(exp.Pivot)):
+        if not node.args.get("unpivot"):
+            continue
+        into, sub = node.args.get("into"), node.this
+        if not (isinstance(sub, exp.Subquery | exp.Table) and node.expressions and into is not None
+                and len(into.expressions) == 1):
+            raise NotPortable("this unpivot (DuckDB's `unpivot (query) on ... into name m value v` only)")
+        names = [c.sql("duckdb") for c in node.expressions]
+        metric, value = into.this.name, into.expressions[0].name
+        inner = f"({sub.this.sql('duckdb')})" if isinstance(sub, exp.Subquery) else sub.sql("duckdb")
+        text = f"select * from {inner} unpivot ({value} for {metric} in ({', '.join(names)}))"
+        node.replace(sqlglot.parse_one(text, read="spark"))
+    return tree

@@ -1,0 +1,60 @@
+-- Question: how long does each phase take per group and prompt-length bucket (long prompts wait and prefill longer)?
+-- Grain: one row per (grp, bucket, metric) with at least one request; completed requests only.
+-- Parameters: $bucket_edges (BIGINT[], ascending lower edges of the buckets after the first, e.g.
+--   [256, 1024, 4096, 16384, 65536]: buckets <256, 256-1023, ..., 65536+); $quantiles (DOUBLE[] of fractions).
+-- Columns: grp, bucket (label), bucket_lo, bucket_hi (prompt_tokens in [bucket_lo, bucket_hi); hi NULL = open),
+--   metric (queue_s, ttft_s, tpot_s, e2e_s), requests, mean, q (the $quantiles, quantile_cont), max (seconds).
+-- Engine: the Spark form of queries/latency_by_prompt_bucket.sql (Spark SQL: list comprehension and
+--   1-based list indexing as filter and element_at); tests/test_spark.py checks the two agree.
+-- Dialect: spark
+with
+
+requests as (
+    select * from int_analysis_requests where in_window and ok and prompt_tokens is not null
+),
+
+edges as (
+    select cast(:bucket_edges as array<bigint>) as e
+),
+
+bucketed as (
+    select requests.*, size(filter(e, x -> x <= prompt_tokens)) as b, e
+    from requests cross join edges
+),
+
+labelled as (
+    select
+        *,
+        case when b = 0 then 0 else element_at(e, b) end as bucket_lo,
+        case when b < size(e) then element_at(e, b + 1) end as bucket_hi
+    from bucketed
+),
+
+long as (
+    select * from (select grp, bucket_lo, bucket_hi, queue_s, ttft_s, tpot_s, e2e_s from labelled)
+    unpivot (seconds for metric in (queue_s, ttft_s, tpot_s, e2e_s))
+),
+
+stats as (
+    select
+        grp, bucket_lo, bucket_hi, metric,
+        count(*) as requests,
+        avg(seconds) as mean,
+        percentile(seconds, cast(:quantiles as array<double>)) as q,
+        max(seconds) as max
+    from long
+    group by all
+),
+
+final as (
+    select
+        grp,
+        case when bucket_lo = 0 then '<' || bucket_hi
+             when bucket_hi is null then bucket_lo || '+'
+             else bucket_lo || '-' || (bucket_hi - 1) end as bucket,
+        bucket_lo, bucket_hi, metric, requests, mean, q, max
+    from stats
+)
+
+select * from final
+order by grp = '(none)', grp, bucket_lo, array_position(array('queue_s', 'ttft_s', 'tpot_s', 'e2e_s'), metric)
