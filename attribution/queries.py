@@ -115,14 +115,19 @@ def _load(con: object, name: str) -> Query:
     return load(name)
 
 
-def run(con: duckdb.DuckDBPyConnection, name: str, *, select_columns: list[str] | None = None,
-        **params: Any) -> pl.DataFrame:
-    """Run queries/<name>.sql with its `$parameters` and return the rows (only `select_columns`, when
-    given)."""
+def run(con: duckdb.DuckDBPyConnection, name: str, **params: Any) -> pl.DataFrame:
+    """Run queries/<name>.sql with its `$parameters` and return the rows."""
+    return run_columns(con, name, None, **params)
+
+
+def run_columns(con: duckdb.DuckDBPyConnection, name: str, select_columns: list[str] | None, **params: Any
+                ) -> pl.DataFrame:
+    """`run`, returning only `select_columns` (all when None): on Spark only those come back to the driver."""
     q = _load(con, name)
     bound = _bound(q, params)
     if (spark := _spark(con)) is not None:
-        return spark.fetch(q, bound, select_columns)
+        rows: pl.DataFrame = spark.fetch(q, bound, select_columns)
+        return rows
     sql = f"select {', '.join(select_columns)} from ({q.sql})" if select_columns else q.sql
     with _file_errors(name):
         return fetch(con, sql, bound)
@@ -134,7 +139,8 @@ def materialize(con: duckdb.DuckDBPyConnection, name: str, table: str | None = N
     q = _load(con, name)
     bound = _bound(q, params)
     if (spark := _spark(con)) is not None:
-        return spark.materialize(q, bound, table or name)
+        spark.materialize(q, bound, table or name)
+        return
     with _file_errors(name):
         con.execute(f"create or replace temp table {table or name} as\n{q.sql}", bound)
 
@@ -146,7 +152,8 @@ def create_view(con: duckdb.DuckDBPyConnection, name: str, view: str | None = No
     q = _load(con, name)
     _bound(q, {})
     if (spark := _spark(con)) is not None:
-        return spark.create_view(q, view or name)
+        spark.create_view(q, view or name)
+        return
     with _file_errors(name):
         con.execute(f"create or replace {'temp ' if temp else ''}view {view or name} as {q.sql}")
 

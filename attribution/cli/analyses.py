@@ -64,12 +64,13 @@ GpusOpt = Annotated[int | None, typer.Option(help="GPUs per pod (default: the en
                                              show_default=False)]
 
 
-def select(settings: Settings, since: str | None, until: str | None, by: GroupBy | str | None = None
-           ) -> Selection:
-    """The window's requests on the settings' store, grouped by `by` (default: the `by` setting)."""
+def select(settings: Settings, since: str | None, until: str | None, by: GroupBy | str | None = None,
+           command: str | None = None) -> Selection:
+    """The window's requests on the settings' store, grouped by `by` (default: the `by` setting), for the
+    analysis `command` (app.connect: only some run on Spark)."""
     from attribution import analyses
 
-    return analyses.select(connect(settings), since=since, until=until, by=by or settings.by)
+    return analyses.select(connect(settings, command), since=since, until=until, by=by or settings.by)
 
 
 def with_by(settings: Settings, by: GroupBy | None, own_default: GroupBy = GroupBy.workload) -> Settings:
@@ -155,7 +156,7 @@ def lengths_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt 
 
     st = with_by(resolve(config, **engine_flags(engine, spark_master, spark_conf), store=store,
                                  percentiles=percentiles), by)
-    res = analyses.lengths(select(st, since, until), bins_per_decade=bins_per_decade,
+    res = analyses.lengths(select(st, since, until, command="lengths"), bins_per_decade=bins_per_decade,
                            percentiles=st.percentiles)
     with_settings(res, st, ("by", "percentiles", "workloads"))
     show(res, fmt, table, hide=() if histogram else ("histogram",))
@@ -212,7 +213,7 @@ def latency_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt 
         raise UsageError(f"--buckets {buckets!r}: write token counts separated by commas") from None
     st = with_by(resolve(config, **engine_flags(engine, spark_master, spark_conf), store=store, slo=slo,
                                  slo_preset=preset, percentiles=percentiles), by)
-    sel = select(st, since, until)
+    sel = select(st, since, until, command="latency")
     res = analyses.latency(sel, slo=analyses.parse_slo(list(st.slo) or None, st.slo_preset),
                            scores=analyses.score_presets(score), bucket_edges=edges, percentiles=st.percentiles)
     with_settings(res, st, ("by", "slo", "slo_preset", "percentiles", "workloads"))

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
 from attribution.config import Settings, connect_settings, load_settings
+from attribution.errors import UsageError
 from attribution.render import Format
 from attribution.store import Store, default_store_path
 
@@ -62,19 +63,43 @@ def resolve(config: Path | None, **flags: object) -> Settings:
     return load_settings(flags, config=config)
 
 
-def connect(settings: Settings) -> duckdb.DuckDBPyConnection:
+def _current_context() -> typer.Context | None:
+    """The running command's context, to name it in a message (Typer >= 0.2x carries its own copy of click,
+    older ones use click's)."""
+    import importlib
+
+    try:
+        globals_ = importlib.import_module("typer._click.globals")
+    except ImportError:
+        globals_ = importlib.import_module("click.globals")
+    ctx: typer.Context | None = globals_.get_current_context(silent=True)
+    return ctx
+
+
+SPARK_COMMANDS = ("lengths", "latency")  # the analyses with a Spark path (tested equal to DuckDB's)
+
+
+def connect(settings: Settings, command: str | None = None) -> duckdb.DuckDBPyConnection:
     """A connection to the settings' store with the settings' workload names applied: DuckDB in this
     process, or Spark temporary views under `--engine spark` (attribution.spark.connection; the analyses run
-    the same query files on either)."""
+    the same query files on either). `command` names the caller: one without a Spark path refuses an
+    `engine = "spark"` that came from the environment or a config file instead of failing inside Spark."""
     store = open_store(default_store_path(settings.store))
+    if command is None and (ctx := _current_context()) is not None:
+        command = ctx.info_name
+    if settings.engine == "spark" and command not in SPARK_COMMANDS:
+        where = settings.sources.get("engine", "setting")
+        raise UsageError(f"engine = spark (from {where}): `attribution {command or 'this command'}` does not run "
+                         f"on Spark yet ({' and '.join(SPARK_COMMANDS)} do); set --engine duckdb")
     if settings.engine == "spark":
         from attribution.config import workload_map
         from attribution.spark.connection import connect as spark_connect
         from attribution.spark.session import get_session, parse_conf
 
         session = get_session(settings.spark_master, parse_conf(settings.spark_conf))
-        con = spark_connect(store, store.snapshot(), session, workload_map(settings))
-        return con  # type: ignore[return-value]  (the analyses take either connection)
+        spark_con: Any = spark_connect(store, store.snapshot(), session, workload_map(settings))
+        # the analyses take either connection (attribution.queries tells them apart)
+        return cast("duckdb.DuckDBPyConnection", spark_con)
     con = store.connect()
     connect_settings(con, settings)
     return con

@@ -102,15 +102,15 @@ def connect(store: Store, snapshot: Snapshot, spark: SparkSession,
         con.view(f"raw_{table}", df)
     for table in TABLES:
         if table in STAGED:
-            queries.create_view(con, STAGED[table], table)
+            queries.create_view(_as_con(con), STAGED[table], table)
         elif table == "engine_steps" and has_scrapes(snapshot):
             con.scrapes = True
-            queries.create_view(con, "stg_engine_steps", table)
+            queries.create_view(_as_con(con), "stg_engine_steps", table)
         else:
             con.view(table, spark.table(f"raw_{table}"))
     con.register("ingest_files", ingest_files_frame(snapshot))
     con.register("workload_map", workloads if workloads is not None else load_workload_map(store))
-    queries.create_view(con, "stg_joined_requests", "joined_requests")
+    queries.create_view(_as_con(con), "stg_joined_requests", "joined_requests")
     return con
 
 
@@ -118,3 +118,8 @@ def _spark_schema(table: str) -> StructType:
     from pyspark.sql.pandas.types import from_arrow_schema
 
     return from_arrow_schema(empty(table).to_arrow().schema)
+
+
+def _as_con(con: SparkConnection) -> Any:
+    """A Spark connection where attribution.queries takes a DuckDB one (queries tells them apart)."""
+    return con

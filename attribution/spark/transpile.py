@@ -20,18 +20,18 @@ class NotPortable(AttributionError):
     """A query file uses DuckDB SQL with no Spark translation here (exit 1: please report)."""
 
 
-def _fn(name: str, *args: exp.Expression) -> exp.Expression:
+def _fn(name: str, *args: exp.Expr) -> exp.Expr:
     return exp.Anonymous(this=name, expressions=list(args))
 
 
-def _version_label(node: exp.Expression) -> exp.Expression:
+def _version_label(node: exp.Expr) -> exp.Expr:
     # attribution.labels VERSION_LABEL_MACRO, inlined: Spark has no macros
     engine, version = node.expressions
     joined = _fn("concat_ws", exp.Literal.string(" "), engine, version)
     return exp.Nullif(this=joined, expression=exp.Literal.string(""))
 
 
-def _utc(zone: exp.Expression, ts: exp.Expression) -> exp.Expression:
+def _utc(zone: exp.Expr, ts: exp.Expr) -> exp.Expr:
     # timezone('UTC', instant): the session's zone is UTC (attribution.spark.session), where the instant
     # reads as its UTC wall time already
     if not (isinstance(zone, exp.Literal) and zone.this == "UTC"):
@@ -40,7 +40,7 @@ def _utc(zone: exp.Expression, ts: exp.Expression) -> exp.Expression:
 
 
 # DuckDB functions (as sqlglot parses them: Anonymous, by lower-case name) and their Spark forms
-_ANONYMOUS: dict[str, Callable[[exp.Expression], exp.Expression]] = {
+_ANONYMOUS: dict[str, Callable[[exp.Expr], exp.Expr]] = {
     "version_label": _version_label,
     "epoch_us": lambda n: _fn("unix_micros", n.expressions[0]),
     "epoch_ms": lambda n: _fn("unix_millis", n.expressions[0]),
@@ -49,7 +49,7 @@ _ANONYMOUS: dict[str, Callable[[exp.Expression], exp.Expression]] = {
 }
 
 
-def _rewrite(node: exp.Expression) -> exp.Expression:
+def _rewrite(node: exp.Expr) -> exp.Expr:
     if isinstance(node, exp.Anonymous) and (fix := _ANONYMOUS.get(str(node.this).lower())):
         return fix(node)
     if isinstance(node, exp.PercentileCont) or (isinstance(node, exp.Quantile)):
@@ -67,7 +67,7 @@ def _rewrite(node: exp.Expression) -> exp.Expression:
     return node
 
 
-def _inline_windows(tree: exp.Expression) -> exp.Expression:
+def _inline_windows(tree: exp.Expr) -> exp.Expr:
     """`over (g order by x)` with `window g as (partition by ...)`: Spark refers to a named window only as a
     whole, so each use gets the definition written out."""
     for select in list(tree.find_all(exp.Select)):
@@ -88,11 +88,11 @@ def _inline_windows(tree: exp.Expression) -> exp.Expression:
     return tree
 
 
-def _names(node: exp.Expression) -> list[str]:
+def _names(node: exp.Query) -> list[str]:
     return [s.alias_or_name for s in node.selects]
 
 
-def _by_name(node: exp.Expression) -> exp.Expression:
+def _by_name(node: exp.Expr) -> exp.Expr:
     """`a union all by name b` (stars already expanded): b's columns put in a's order, NULL for a column b
     lacks; a column only b has is added to a as NULL."""
     if not (isinstance(node, exp.Union) and node.args.get("by_name")):
@@ -119,7 +119,7 @@ def to_spark(sql: str, columns: Columns, name: str = "<sql>", dialect: str = "du
             for cte in tree.find_all(exp.CTE):
                 cte.set("materialized", None)  # DuckDB's planner hint; Spark plans each CTE itself
         ctes = {c.alias for c in tree.find_all(exp.CTE)}
-        schema = {t.name: dict(columns(t.name)) for t in tree.find_all(exp.Table) if t.name not in ctes}
+        schema: dict[str, object] = {t.name: dict(columns(t.name)) for t in tree.find_all(exp.Table) if t.name not in ctes}
         tree = qualify(tree, schema=schema, dialect=dialect,
                        quote_identifiers=True, validate_qualify_columns=False, identify=True)
         if dialect == "duckdb":
@@ -132,7 +132,7 @@ def to_spark(sql: str, columns: Columns, name: str = "<sql>", dialect: str = "du
         raise NotPortable(f"queries/{name}.sql: sqlglot: {str(exc).splitlines()[0]}") from None
 
 
-def _pre_unpivot(tree: exp.Expression) -> exp.Expression:
+def _pre_unpivot(tree: exp.Expr) -> exp.Expr:
     """A CTE that is one DuckDB `unpivot (subquery or relation) on ... into name m value v` becomes a
     Spark-shaped `select * from (subquery) unpivot (v for m in (...))` before qualify (which cannot walk
     DuckDB's form)."""

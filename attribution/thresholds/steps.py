@@ -123,7 +123,7 @@ def _kept_key(con: duckdb.DuckDBPyConnection, since: datetime | None, until: dat
 def _read_step_rows(con: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None,
                     needed: list[str]) -> StepRows:
     cols = ["file_id", "line", "deployment", "t", "kind", "cuda_graph", "config_hash", *needed]
-    df = queries.run(con, "threshold_step_rows", select_columns=cols, since=since, until=until)
+    df = queries.run_columns(con, "threshold_step_rows", cols, since=since, until=until)
     file = df["file_id"].to_numpy().astype(np.int32)
     t = df["t"].to_numpy()
     order = _file_order(file, t, df["line"].fill_null(0).to_numpy())
