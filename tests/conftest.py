@@ -77,7 +77,7 @@ def sample_store_at(basetemp: Path) -> Path:
 
     store = basetemp / "sample_store"
     if not (store / "attribution-store.json").exists():
-        root = basetemp.parent if os.environ.get("PYTEST_XDIST_WORKER") else basetemp
+        root = basetemp.parent if os.environ.get("PYTEST_XDIST_WORKER") else basetemp  # as session_root
         tmp = basetemp / f".sample_store.{os.getpid()}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.copytree(sample_master(root), tmp)
@@ -170,3 +170,60 @@ def settings_key(st) -> str:
     import dataclasses
 
     return repr(dataclasses.replace(st, store=None, sources={}))
+
+
+_SESSION_RESULTS: dict = {}
+
+
+def once_per_session(monkeypatch, module, name: str, key) -> None:
+    """Replace `module.name` for one test by a memo kept for this process's whole session (every module): calls
+    with an equal `key(*args, **kwargs)` run it once, each gets a deep copy of that result. The progress steps
+    it reported (a `progress` keyword, as the report, compare and memsplit take) are recorded and told again to
+    every later caller that shows progress, so a command's stderr is the same whether it computed or not."""
+    import copy
+
+    fn = getattr(module, name)
+
+    def call(*args, **kwargs):
+        k = (module.__name__, name, key(*args, **kwargs))
+        shown = kwargs.get("progress")
+        if k not in _SESSION_RESULTS:
+            steps: list = []
+            if "progress" in kwargs:
+                kwargs["progress"] = lambda step: (steps.append(step), shown and shown(step))
+            _SESSION_RESULTS[k] = (fn(*args, **kwargs), steps)
+        elif shown is not None:
+            for step in _SESSION_RESULTS[k][1]:
+                shown(step)
+        return copy.deepcopy(_SESSION_RESULTS[k][0])
+
+    monkeypatch.setattr(module, name, call)
+
+
+def report_key(store, settings, **kwargs) -> tuple:
+    """The question a build_report call asks (not how it shows progress)."""
+    return str(store.root), settings_key(settings), repr(sorted((k, v) for k, v in kwargs.items() if k != "progress"))
+
+
+def session_root(tmp_path_factory) -> Path:
+    """The directory every xdist worker of this session shares (the parent of their base temporary
+    directories); the base temporary directory itself without xdist."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def across_workers(root: Path, name: str, fn):
+    """fn() computed once per test session for `name`, whichever xdist worker asks first (under a file lock;
+    the others wait), and pickled under `root`: every caller gets its own unpickled copy. Only for results
+    that do not depend on which worker computed them (each worker has its own copy of the sample store)."""
+    import fcntl
+    import pickle
+
+    path = root / f"{name}.pickle"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not path.exists():
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_bytes(pickle.dumps(fn()))
+            tmp.rename(path)
+    return pickle.loads(path.read_bytes())
