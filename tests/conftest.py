@@ -72,21 +72,45 @@ SAMPLE = REPO / "sample_logs"
 
 
 def sample_store_at(basetemp: Path) -> Path:
-    """sample_logs/ ingested into `<basetemp>/sample_store` (year and zone from its ground_truth.json). The
-    ingest is incremental, so every caller after the first finds each file unchanged and reads nothing."""
-    import json
+    """sample_logs/ ingested into `<basetemp>/sample_store` (year and zone from its ground_truth.json): a copy,
+    private to this worker, of the one store the whole session ingests (sample_master)."""
+    import shutil
+
+    store = basetemp / "sample_store"
+    if not (store / "attribution-store.json").exists():
+        root = basetemp.parent if os.environ.get("PYTEST_XDIST_WORKER") else basetemp  # as session_root
+        tmp = basetemp / f".sample_store.{os.getpid()}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(sample_master(root), tmp)
+        shutil.rmtree(store, ignore_errors=True)
+        tmp.rename(store)
+    return store
+
+
+def sample_master(root: Path) -> Path:
+    """sample_logs/ ingested once per test session into `<root>/sample_master`, where `root` is common to every
+    xdist worker (the parent of their base temporary directories): the first worker to ask ingests under a file
+    lock, the others wait for it. Workers copy it (sample_store_at): a store is a few MB, its ingest 15-25 s of
+    CPU, and a copy keeps each worker's readers (the join cache under `_cache/`, commit numbers) to itself."""
+    import fcntl
+    import shutil
 
     from attribution.ingest import ingest
 
-    truth = json.loads((SAMPLE / "ground_truth.json").read_text())
-    store = basetemp / "sample_store"
-    ingest([str(SAMPLE)], store, year=truth["year"], tz=truth.get("tz", "UTC"))
-    return store
+    master, done = root / "sample_master", root / "sample_master.done"
+    with open(root / "sample_master.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also if this process dies
+        if not done.exists():
+            truth = json.loads((SAMPLE / "ground_truth.json").read_text())
+            shutil.rmtree(master, ignore_errors=True)  # a half-written store of a worker that failed
+            ingest([str(SAMPLE)], master, year=truth["year"], tz=truth.get("tz", "UTC"))
+            done.write_text("")
+    return master
 
 
 @pytest.fixture(scope="session")
 def sample_store(tmp_path_factory) -> Path:
-    """sample_logs/ ingested once per test session; tests only read it. Returns the store directory."""
+    """sample_logs/ ingested once per test session (this worker's copy); tests only read it."""
     return sample_store_at(tmp_path_factory.getbasetemp())
 
 
@@ -161,3 +185,86 @@ def assert_plain_equals_ours(store: Path) -> None:
     # each file sits in the partition of its rows' day
     for rel, e in snap.data.items():
         assert layout.days(e["table"], pl.read_parquet(store / rel)) in ([layout.day_of(rel)], [])
+def computed_once(monkeypatch, module, name: str, key) -> list:
+    """Replace `module.name` for one test by a memo: calls with an equal `key(*args, **kwargs)` run it once and
+    each gets a deep copy of that one result (a caller that changes its copy changes nobody else's). Returns
+    the keys of the calls in order: a test asserts that two front ends (the CLI, a dashboard page, its own
+    library call) asked the same question, and then compares their answers without computing it again."""
+    import copy
+
+    fn, results, keys = getattr(module, name), {}, []
+
+    def call(*args, **kwargs):
+        k = key(*args, **kwargs)
+        keys.append(k)
+        if k not in results:
+            results[k] = fn(*args, **kwargs)
+        return copy.deepcopy(results[k])
+
+    monkeypatch.setattr(module, name, call)
+    return keys
+
+
+def settings_key(st) -> str:
+    """What an answer depends on in a Settings: all of it but the store's path (a flag in one front end, the
+    environment in another; the window, computed from the store's newest request, stands for the store)."""
+    import dataclasses
+
+    return repr(dataclasses.replace(st, store=None, sources={}))
+
+
+_SESSION_RESULTS: dict = {}
+
+
+def once_per_session(monkeypatch, module, name: str, key) -> None:
+    """Replace `module.name` for one test by a memo kept for this process's whole session (every module): calls
+    with an equal `key(*args, **kwargs)` run it once, each gets a deep copy of that result. The progress steps
+    it reported (a `progress` keyword, as the report, compare and memsplit take) are recorded and told again to
+    every later caller that shows progress, so a command's stderr is the same whether it computed or not."""
+    import copy
+
+    fn = getattr(module, name)
+
+    def call(*args, **kwargs):
+        k = (module.__name__, name, key(*args, **kwargs))
+        shown = kwargs.get("progress")
+        if k not in _SESSION_RESULTS:
+            steps: list = []
+            if "progress" in kwargs:
+                kwargs["progress"] = lambda step: (steps.append(step), shown and shown(step))
+            _SESSION_RESULTS[k] = (fn(*args, **kwargs), steps)
+        elif shown is not None:
+            for step in _SESSION_RESULTS[k][1]:
+                shown(step)
+        return copy.deepcopy(_SESSION_RESULTS[k][0])
+
+    monkeypatch.setattr(module, name, call)
+
+
+def report_key(store, settings, **kwargs) -> tuple:
+    """The question a build_report call asks (not how it shows progress)."""
+    return str(store.root), settings_key(settings), repr(sorted((k, v) for k, v in kwargs.items() if k != "progress"))
+
+
+def session_root(tmp_path_factory) -> Path:
+    """The directory every xdist worker of this session shares (the parent of their base temporary
+    directories); the base temporary directory itself without xdist."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def across_workers(root: Path, name: str, fn):
+    """fn() computed once per test session for `name`, whichever xdist worker asks first (under a file lock;
+    the others wait), and pickled under `root`: every caller gets its own unpickled copy. Only for results
+    that do not depend on which worker computed them (each worker has its own copy of the sample store)."""
+    import fcntl
+    import pickle
+
+    path = root / f"{name}.pickle"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not path.exists():
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_bytes(pickle.dumps(fn()))
+            tmp.rename(path)
+    return pickle.loads(path.read_bytes())

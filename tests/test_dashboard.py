@@ -11,7 +11,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 import streamlit as st
-from conftest import REPO
+from conftest import REPO, computed_once, settings_key
 from polars.testing import assert_frame_equal
 from streamlit.testing.v1 import AppTest
 from test_thresholds import SAMPLE, sample_store
@@ -318,16 +318,23 @@ def test_capacity_page_shows_the_gateway_spend_next_to_the_gpu_cost(store, monke
 
 def test_changes_and_health_pages_equal_the_library(store, monkeypatch):
     """The pages show what `attribution changes` / `attribution health` print: the library's answer for the
-    report's default window (the `window` setting back from the newest request)."""
+    report's default window (the `window` setting back from the newest request). The page asks the library
+    the test's question (same window and settings), so that answer is computed once (conftest.computed_once)."""
     from attribution.config import load_settings
-    from attribution.report.build import report_window, window_changes, window_health
+    from attribution.report import build
 
+    asked = [computed_once(monkeypatch, build, "window_changes",
+                           lambda con, w, st, **kw: (repr(w), settings_key(st), repr(kw))),
+             computed_once(monkeypatch, build, "window_health",
+                           lambda s, con, w, st, **kw: (str(s.root), repr(w), settings_key(st), repr(kw)))]
     con = Store.open(store).connect()
     st_ = load_settings()
-    w = report_window(con, default=st_.window)
-    for name, lib, main in (("changes", window_changes(con, w, st_), ("versions", "upgrade_regressions")),
-                            ("health", window_health(Store.open(store), con, w, st_), ("joins", "gaps"))):
+    w = build.report_window(con, default=st_.window)
+    for (name, lib, main), calls in zip((
+            ("changes", build.window_changes(con, w, st_), ("versions", "upgrade_regressions")),
+            ("health", build.window_health(Store.open(store), con, w, st_), ("joins", "gaps"))), asked, strict=True):
         got = shown(page(name, store, monkeypatch))
+        assert len(calls) == 2 and len(set(calls)) == 1, name  # the page asked what the test asked
         for table in main:
             # (as the dashboard lists it: p-values in the report's notation)
             assert_frame_equal(got[_heading(lib.titles[table])], dashboard.shown(lib.tables[table]),

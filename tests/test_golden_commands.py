@@ -10,14 +10,13 @@ and the diff of tests/golden/commands/ reviewed in the commit. Paths of the run 
 
 from __future__ import annotations
 
-import copy
 import importlib
 import os
 import re
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_cli
+from conftest import REPO, once_per_session, report_key, run_cli
 from rich.console import Console
 
 from attribution import render
@@ -100,25 +99,10 @@ def check(name: str, got: str) -> None:
 # The library calls that take seconds each (bootstrap, what-if replay, the whole report): the forms of one
 # command line (json, table, csv; the report's json and md) compute them once and render that one result (a
 # copy) each time; the command's parsing, settings, progress lines and rendering still run every time. Keyed
-# by the command line without its --format and --out.
+# by the command line without its --format and --out; the report by the question asked (conftest.report_key),
+# which test_report's early cohort asks too.
 ONCE = {"compare": ("attribution.compare", "compare"), "memsplit": ("attribution.memsplit", "memsplit"),
         "report": ("attribution.report", "build_report")}
-_RESULTS: dict[tuple[str, ...], tuple[object, list]] = {}
-
-
-def _once(key: tuple[str, ...], fn):
-    def call(*args, **kwargs):
-        shown = kwargs.get("progress")
-        if key not in _RESULTS:
-            steps: list = []
-            if shown is not None:
-                kwargs["progress"] = lambda step: (steps.append(step), shown(step))
-            _RESULTS[key] = (fn(*args, **kwargs), steps)
-        elif shown is not None:
-            for step in _RESULTS[key][1]:
-                shown(step)
-        return copy.deepcopy(_RESULTS[key][0])
-    return call
 
 
 def _form_free(args: list[str]) -> tuple[str, ...]:
@@ -134,8 +118,9 @@ def test_command_output_equals_the_golden_file(name, sample_store, tmp_path, cap
     cmd, *rest = COMMANDS[name]
     args = [cmd, "--store", str(sample_store), *(a.replace("<OUT>", str(tmp_path)) for a in rest)]
     if cmd in ONCE:
-        module, fn = importlib.import_module(ONCE[cmd][0]), ONCE[cmd][1]
-        monkeypatch.setattr(module, fn, _once((str(sample_store), *_form_free([cmd, *rest])), getattr(module, fn)))
+        line = (str(sample_store), *_form_free([cmd, *rest]))
+        once_per_session(monkeypatch, importlib.import_module(ONCE[cmd][0]), ONCE[cmd][1],
+                         report_key if cmd == "report" else lambda *a, **k: line)
     code, out, err = run_cli(capsys, *args)
     check(f"{name}.out", normalise(f"exit {code}\n--- stdout\n{out}--- stderr\n{err}", sample_store, tmp_path))
     for written in sorted(tmp_path.glob("report*.*")):

@@ -17,7 +17,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 import pytest
-from conftest import REPO, SAMPLE, run_cli
+from conftest import REPO, SAMPLE, across_workers, once_per_session, report_key, run_cli, session_root
 
 from attribution.analyses import Window
 from attribution.config import load_settings
@@ -35,9 +35,12 @@ TRUTH = json.loads((SAMPLE / "ground_truth.json").read_text())
 _BUILT: dict[str, tuple] = {}
 
 
-def sample_report(store: Path, out_dir: Path) -> tuple:
-    """The sample report (analyses, report, {format: path}), built once per session for every module."""
-    if str(store) not in _BUILT:
+def sample_report(store: Path, root: Path) -> tuple:
+    """The sample report (analyses, report, {format: path}), built once per session for every module and every
+    xdist worker (conftest.across_workers) from the asking worker's copy of the sample store, written to
+    `<root>/sample-report` (root: conftest.session_root)."""
+    def build() -> tuple:
+        out_dir = root / "sample-report"
         out_dir.mkdir(parents=True, exist_ok=True)
         empty = out_dir / "attribution.toml"
         empty.write_text("")
@@ -45,13 +48,25 @@ def sample_report(store: Path, out_dir: Path) -> tuple:
         inp = run_analyses(Store.open(store), settings, since="7d")
         report = assemble(inp, Store.open(store))
         paths = write(report, out_dir=out_dir)
-        _BUILT[str(store)] = (inp, report, {p.suffix[1:]: p for p in paths})
-    return _BUILT[str(store)]
+        return inp, report, {p.suffix[1:]: p for p in paths}
+
+    if "sample" not in _BUILT:
+        _BUILT["sample"] = across_workers(root, "sample-report", build)
+    return _BUILT["sample"]
+
+
+def _built_once(monkeypatch) -> None:
+    """Each distinct question (store, settings, window) built once per session: the golden report3d and the
+    early cohort ask one, the reruns test asks the drift test's week 2025-W07 again (its own two reruns are
+    built each time: that is what it checks)."""
+    import attribution.report
+
+    once_per_session(monkeypatch, attribution.report, "build_report", report_key)
 
 
 @pytest.fixture(scope="module")
 def sample(sample_store, tmp_path_factory):
-    return sample_report(sample_store, tmp_path_factory.getbasetemp() / "sample-report")
+    return sample_report(sample_store, session_root(tmp_path_factory))
 
 
 def rows(doc: dict, section: str, table: str) -> list[dict]:
@@ -194,14 +209,14 @@ def test_week_over_week_on_the_sample(sample_store):
     assert week["ratio"] == pytest.approx(after["ttft_s"]["p50"] / before["ttft_s"]["p50"], rel=0.05)
 
 
-def test_an_early_cohort_of_8_requests_is_not_judged(sample_store, tmp_path, capsys):
+def test_an_early_cohort_of_8_requests_is_not_judged(sample_store, tmp_path, capsys, monkeypatch):
     """The issue's story: --since 3d starts minutes before the upgrade, so the old engine's cohort holds 8
-    requests. The report says why it did not judge them, and --fail-on regression holds nothing."""
+    requests. The report says why it did not judge them, and --fail-on regression holds nothing. (The golden
+    report3d asks the same question: the report is built once per session.)"""
+    _built_once(monkeypatch)
     out = tmp_path / "r.json"
-    empty = tmp_path / "attribution.toml"
-    empty.write_text("resamples = 50\n")
-    code, _, err = run_cli(capsys, "report", "--store", str(sample_store), "--config", str(empty), "--since", "3d",
-                       "--out", str(out), "-q", "--fail-on", "regression")
+    code, _, err = run_cli(capsys, "report", "--store", str(sample_store), "--since", "3d", "--out", str(out), "-q",
+                           "--fail-on", "regression")
     assert code == 0, err
     doc = json.loads(out.read_text())
     summary = rows(doc, "changes", "upgrade_summary")
@@ -248,8 +263,9 @@ def weeks(tmp_path_factory):
     return d / "store", d / "attribution.toml"
 
 
-def test_drift_and_regression_are_found_and_fail_on_exits_5(weeks, tmp_path, capsys):
+def test_drift_and_regression_are_found_and_fail_on_exits_5(weeks, tmp_path, capsys, monkeypatch):
     store, cfg = weeks
+    _built_once(monkeypatch)
     out = tmp_path / "out"
     base = ["report", "--store", str(store), "--config", str(cfg), "--week", "2025-W07", "--out-dir", str(out), "-q"]
     code, stdout, err = run_cli(capsys, *base, "--fail-on", "regression", "--fail-on", "drift", "--fail-on", "empty")
@@ -274,7 +290,7 @@ def test_drift_and_regression_are_found_and_fail_on_exits_5(weeks, tmp_path, cap
     assert code == 0
 
 
-def test_reruns_give_the_same_bytes_and_files_are_named_by_iso_week(weeks, tmp_path, capsys):
+def test_reruns_give_the_same_bytes_and_files_are_named_by_iso_week(weeks, tmp_path, capsys, monkeypatch):
     store, cfg = weeks
     a, b = tmp_path / "a", tmp_path / "b"
     for d, more in ((a, []), (b, ["--out", str(tmp_path / "week.html")])):
@@ -289,13 +305,15 @@ def test_reruns_give_the_same_bytes_and_files_are_named_by_iso_week(weeks, tmp_p
     for name in names:
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
     assert (tmp_path / "week.html").read_bytes() == (b / names[0]).read_bytes()
+    _built_once(monkeypatch)
     code, stdout, _ = run_cli(capsys, "report", "--store", str(store), "--config", str(cfg), "--week", "2025-W07",
                           "--out", "-", "--format", "md", "-q")
     assert code == 0 and stdout.startswith("# LLM serving report, week 2025-W07")
 
 
-def test_an_empty_window_is_reported_and_can_fail(weeks, tmp_path, capsys):
+def test_an_empty_window_is_reported_and_can_fail(weeks, tmp_path, capsys, monkeypatch):
     store, cfg = weeks
+    _built_once(monkeypatch)
     args = ["report", "--store", str(store), "--config", str(cfg), "--week", "2025-W01", "--out",
             str(tmp_path / "r.md"), "-q"]
     assert run_cli(capsys, *args)[0] == 0

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 import pytest
-from conftest import REPO, need_chromium
+from conftest import REPO, need_chromium, session_root
 from test_report import sample_report
 
 from attribution import charts
@@ -32,7 +32,7 @@ ALL_DRAWN = """() => {
 
 @pytest.fixture(scope="module")
 def sample(sample_store, tmp_path_factory):
-    return sample_report(sample_store, tmp_path_factory.getbasetemp() / "sample-report")
+    return sample_report(sample_store, session_root(tmp_path_factory))
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ import shutil
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from attribution.config import env
 from attribution.errors import UsageError
 
 if TYPE_CHECKING:
@@ -36,11 +37,10 @@ def parse_conf(pairs: Iterable[str]) -> dict[str, str]:
 def require() -> None:
     """A usage error when pyspark or a Java runtime is missing (checked without starting anything)."""
     import importlib.util
-    import os
 
     if importlib.util.find_spec("pyspark") is None:
         raise UsageError("--engine spark needs pyspark: pip install 'attribution[spark]'")
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+    if shutil.which("java") is None and not env("JAVA_HOME"):
         raise UsageError("--engine spark needs a Java runtime (17 or later) on PATH or in JAVA_HOME")
 
 
