@@ -15,7 +15,7 @@ import pytest
 from attribution.histograms.catalogue import LATENCY, LENGTHS, PREFIX_CACHE
 from attribution.ingest import parse_path
 from attribution.simulate.writers import prometheus as sim
-from attribution.sources._prom_common import ENGINE_INDEX_LABELS, GAUGES
+from attribution.sources.prom_common import ENGINE_INDEX_LABELS, GAUGES
 
 V1_08 = "vllm/v1/metrics/loggers.py @a6f0308 (0.8.x: gpu_* names only, prefix counters in blocks)"
 V1_010 = "vllm/v1/metrics/loggers.py @005a810 (0.10: gpu_* deprecated in 0.9, renamed)"

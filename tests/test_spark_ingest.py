@@ -148,11 +148,11 @@ def test_spark_without_java_is_a_usage_error(tmp_path, monkeypatch):
 
 def test_rows_staged_by_a_failed_attempt_of_a_task_are_deleted(tmp_path):
     """A task retried (or run speculatively twice) staged rows twice; only the returned attempt's are kept."""
-    from attribution.spark.ingest import _drop_retried
+    from attribution.spark.ingest import drop_retried
     from attribution.store import stage
 
     st = Store.open(tmp_path / "s", create=True)
     frame = pl.DataFrame({"x": [1]})
     kept, lost = stage(st.root, "requests", frame), stage(st.root, "requests", frame)
-    _drop_retried(st.root, [(0, ("unit", None, {}, {}, {"requests": kept})), (0, ("done",))])
+    drop_retried(st.root, [(0, ("unit", None, {}, {}, {"requests": kept})), (0, ("done",))])
     assert [p.name for p in (st.root / "_tmp").iterdir()] == [kept.name] and lost.name != kept.name

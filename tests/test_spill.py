@@ -1,4 +1,4 @@
-"""The wrappers' time ordering (attribution.wrappers._spill): records that never fill a batch are ordered in
+"""The wrappers' time ordering (attribution.wrappers.spill): records that never fill a batch are ordered in
 memory, exactly as the spilled path's DuckDB ORDER BY orders them (nulls, ties, reversed file order, Loki's
 labels joined by stream ordinal). The spilled path is forced here with a one-row batch."""
 
@@ -10,8 +10,8 @@ import polars as pl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from attribution.wrappers._spill import Spill
 from attribution.wrappers.base import RECORD_SCHEMA, records_frame
+from attribution.wrappers.spill import Spill
 
 T0 = datetime(2025, 3, 1, 12, tzinfo=UTC)
 _maybe = st.none().__or__

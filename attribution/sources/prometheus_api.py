@@ -1,5 +1,5 @@
 """Prometheus HTTP API exports -> metric_histograms, metric_counters and engine_steps kind `scrape` (source
-`prometheus_api`; rows as in _prom_common): `/api/v1/query_range` (matrix) and `/api/v1/query` (vector) JSON
+`prometheus_api`; rows as in prom_common): `/api/v1/query_range` (matrix) and `/api/v1/query` (vector) JSON
 as saved by curl (`{"status":"success","data":{"resultType":...,"result":[...]}}`), and the bare result array
 `promtool query range -o json` prints (it encodes the model.Matrix alone).
 
@@ -21,7 +21,7 @@ import numpy as np
 import polars as pl
 
 from attribution.census import doc_records
-from attribution.sources import _prom_common as prom
+from attribution.sources import prom_common as prom
 from attribution.sources.base import ParseContext, ParseResult, Source, document_start, merged
 
 BATCH_SAMPLES = 500_000  # samples parsed at a time, about (memory is bounded by a batch)

@@ -1,5 +1,5 @@
 """Prometheus text exposition (format 0.0.4) and OpenMetrics 1.0 `/metrics` snapshots -> metric_histograms,
-metric_counters and engine_steps kind `scrape` (source `prometheus_text`; rows as in _prom_common).
+metric_counters and engine_steps kind `scrape` (source `prometheus_text`; rows as in prom_common).
 
 Lines are parsed with one Polars regex per chunk; `# TYPE` declarations are remembered across chunks in
 `ctx.state`. A family's type comes from `# TYPE` (a sample `foo_bucket` / `foo_total` belongs to the family
@@ -19,7 +19,8 @@ from pathlib import Path
 
 import polars as pl
 
-from attribution.sources._prom_common import (
+from attribution.sources.base import ParseContext, ParseResult, Source
+from attribution.sources.prom_common import (
     LABEL,
     SAMPLES_SCHEMA,
     deployment_labels,
@@ -27,7 +28,6 @@ from attribution.sources._prom_common import (
     name_type,
     samples_to_rows,
 )
-from attribution.sources.base import ParseContext, ParseResult, Source
 
 _NAME = r"[A-Za-z_:][A-Za-z0-9_:]*"
 _LABELS = r'(?:[^"}]|"(?:[^"\\]|\\.)*")*'

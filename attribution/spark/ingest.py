@@ -85,12 +85,12 @@ def run(plans: list[Plan], root: str, handle: Callable[[int, Message], None], *,
     except Exception as exc:  # Py4JJavaError: the job failed after its retries; nothing was committed
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise AttributionError(f"the Spark ingest job failed, nothing was committed: {first}") from exc
-    _drop_retried(Path(root), results)
+    drop_retried(Path(root), results)
     for index, msg in results:  # (collect keeps each task's order: a file's messages stay in order)
         handle(index, msg)
 
 
-def _drop_retried(root: Path, results: list[tuple[int, Message]]) -> None:
+def drop_retried(root: Path, results: list[tuple[int, Message]]) -> None:
     """Delete what failed or speculative attempts of a task staged: only the rows of the attempts whose
     results came back are adopted (the next writer would delete the rest, this frees the space now)."""
     kept = {df.name for _i, msg in results if msg[0] == "unit" for df in msg[4].values() if isinstance(df, Staged)}

@@ -19,9 +19,9 @@ from attribution.wrappers._platforms import (
     split_message_lines,
     table_records,
 )
-from attribution.wrappers._spill import sorted_records
 from attribution.wrappers.base import TS, Wrapper, records_frame
 from attribution.wrappers.kibana import csv_records, header_names
+from attribution.wrappers.spill import sorted_records
 
 # record column -> the table's column names (ContainerLogV2 first, then the legacy ContainerLog's)
 COLUMNS: dict[str, tuple[str, ...]] = {

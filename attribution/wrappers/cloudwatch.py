@@ -21,9 +21,9 @@ from attribution.wrappers._platforms import (
     share,
     split_message_lines,
 )
-from attribution.wrappers._spill import Spill, sorted_lines
 from attribution.wrappers.base import TS, Wrapper, records_frame
 from attribution.wrappers.journald import JournaldIso
+from attribution.wrappers.spill import Spill, sorted_lines
 
 
 class CloudWatchJson(Wrapper):

@@ -25,8 +25,8 @@ from attribution.wrappers._platforms import (
     split_message_lines,
     sure,
 )
-from attribution.wrappers._spill import Spill, sorted_lines
 from attribution.wrappers.base import TS, Wrapper, records_frame
+from attribution.wrappers.spill import Spill, sorted_lines
 
 # record column -> document paths, first non-null wins. Filebeat (ECS), Fluent Bit / Fluentd kubernetes
 # filter, Vector kubernetes_logs. `log` is the text for Fluent Bit but an object in ECS (log.file.path), so

@@ -21,8 +21,8 @@ from attribution.wrappers._platforms import (
     split_message_lines,
     sure,
 )
-from attribution.wrappers._spill import Spill, sorted_lines
 from attribution.wrappers.base import Wrapper, records_frame
+from attribution.wrappers.spill import Spill, sorted_lines
 
 DTYPE = pl.Struct(
     {

@@ -17,9 +17,9 @@ from attribution.wrappers._platforms import (
     split_message_lines,
     table_records,
 )
-from attribution.wrappers._spill import sorted_records
 from attribution.wrappers.base import TS, Wrapper, records_frame
 from attribution.wrappers.elastic import FIELDS, path_identity
+from attribution.wrappers.spill import sorted_records
 
 TIME_COLUMNS = ("@timestamp", "timestamp", "time")
 # The export's column names for each record column: the shipper's dotted field names, time first.

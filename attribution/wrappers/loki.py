@@ -22,8 +22,8 @@ from attribution.wrappers._platforms import (
     split_message_lines,
     sure,
 )
-from attribution.wrappers._spill import Spill, sorted_lines
 from attribution.wrappers.base import Wrapper, records_frame
+from attribution.wrappers.spill import Spill, sorted_lines
 
 # identity column -> the label names agents use for it, first found wins (Promtail/Alloy Kubernetes configs,
 # the OpenTelemetry-style names of newer Loki, docker_sd)
