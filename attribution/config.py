@@ -241,6 +241,12 @@ def env(name: str, environ: Mapping[str, str] | None = None) -> str | None:
     return value if value not in (None, "") else None
 
 
+def set_default_env(name: str, value: str) -> None:
+    """$name = `value` for this process and the processes it starts, unless already set (the one place the
+    environment is written, e.g. PYSPARK_PYTHON for Spark's local Python workers)."""
+    os.environ.setdefault(name, value)
+
+
 def environment() -> dict[str, str]:
     """A copy of the environment, for a child process to start from."""
     return dict(os.environ)

@@ -9,8 +9,6 @@ writing (staging and the commit rename files)."""
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,12 +25,9 @@ TASKS_PER_CORE = 3  # tasks per executor core: enough to even out files of unequ
 
 
 def check(master: str | None) -> None:
-    """Fail early (a usage error) when pyspark or Java is missing, before the store is touched. On a local
-    master the executors' Python is this interpreter (Spark's default, `python3` on PATH, may lack our
-    packages); on a cluster PYSPARK_PYTHON (or spark.pyspark.python) names theirs."""
+    """Fail early (a usage error) when pyspark or Java is missing, before the store is touched (the executors'
+    Python: attribution.spark.session.get_session)."""
     require()
-    if (master or "local").startswith("local"):
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
 def groups(plans: list[Plan], n: int) -> list[list[tuple[int, Plan]]]:

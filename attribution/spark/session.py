@@ -5,10 +5,11 @@ error naming what to install, never a traceback."""
 from __future__ import annotations
 
 import shutil
+import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from attribution.config import env
+from attribution.config import env, set_default_env
 from attribution.errors import UsageError
 
 if TYPE_CHECKING:
@@ -50,6 +51,11 @@ def get_session(master: str | None = None, conf: dict[str, str] | None = None) -
     require()
     from pyspark.sql import SparkSession
 
+    if (master or DEFAULT_MASTER).startswith("local"):
+        # a local master's Python workers run this interpreter (Spark's default, `python3` on PATH, may lack
+        # our packages); read when the first session starts, so set before it. On a cluster PYSPARK_PYTHON
+        # names the executors' Python.
+        set_default_env("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master or DEFAULT_MASTER).appName("attribution")
     for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)
