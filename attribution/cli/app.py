@@ -76,7 +76,7 @@ def _current_context() -> typer.Context | None:
     return ctx
 
 
-SPARK_COMMANDS = ("lengths", "latency")  # the analyses with a Spark path (tested equal to DuckDB's)
+SPARK_COMMANDS = ("lengths", "latency", "concurrency")  # the analyses with a Spark path (tested equal to DuckDB's)
 
 
 def connect(settings: Settings, command: str | None = None) -> duckdb.DuckDBPyConnection:
