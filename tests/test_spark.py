@@ -18,7 +18,7 @@ from attribution.spark.transpile import NotPortable, to_spark
 from attribution.store import Store
 
 # the analyses `--engine spark` runs
-ANALYSES = ("lengths", "latency", "concurrency")
+ANALYSES = ("lengths", "latency", "concurrency", "thresholds")
 
 
 def assert_same(a: pl.DataFrame, b: pl.DataFrame, where: str) -> None:
@@ -136,6 +136,16 @@ def test_engine_spark_without_java_is_a_usage_error(sample_store, capsys, monkey
     monkeypatch.delenv("JAVA_HOME", raising=False)
     code, _, err = run_cli(capsys, "latency", "--store", str(sample_store), "--engine", "spark")
     assert code == 2 and "Java" in err and len(err.strip().splitlines()) == 1
+
+
+def test_engine_spark_from_the_environment_is_refused_by_a_command_without_a_spark_path(
+        sample_store, capsys, monkeypatch):
+    """`capacity` has no Spark path: ATTRIBUTION_ENGINE=spark stops it before any Spark session, naming the
+    commands that have one (concurrency and thresholds among them)."""
+    monkeypatch.setenv("ATTRIBUTION_ENGINE", "spark")
+    code, out, err = run_cli(capsys, "capacity", "--store", str(sample_store))
+    assert code == 2 and out == ""
+    assert "capacity" in err and "concurrency" in err and "thresholds" in err
 
 
 # -- on Spark ---------------------------------------------------------------------------------------------
