@@ -17,8 +17,8 @@ from attribution.spark.connection import SPARK_FORMS
 from attribution.spark.transpile import NotPortable, to_spark
 from attribution.store import Store
 
-# the analyses `--engine spark` runs (concurrency and thresholds: not yet, see the README)
-ANALYSES = ("lengths", "latency")
+# the analyses `--engine spark` runs
+ANALYSES = ("lengths", "latency", "concurrency", "thresholds")
 
 
 def assert_same(a: pl.DataFrame, b: pl.DataFrame, where: str) -> None:
@@ -84,16 +84,33 @@ def test_the_window_form_of_the_scrape_asof_keeps_the_same_scrapes():
                 "stg_engine_steps")
 
 
+def test_the_join_form_of_the_scrape_intervals_counts_the_same_log_lines():
+    """scrape_intervals_by_deployment.spark.sql (the log line count as a join, not a correlated subquery in
+    the aggregate) is DuckDB SQL too and gives the file's rows: a deployment's log lines counted, one without
+    log lines or without a name 0."""
+    logs = [("d1", "stats", t) for t in (0, 100, 1000)]
+    scrapes = [("d1", "scrape", t) for t in (50, 80, 140)] + [("d2", "scrape", t) for t in (10, 25)] + [
+        (None, "scrape", 20), (None, "scrape", 30)]
+    con = _steps_con(logs + scrapes)
+    con.execute("create view engine_steps as select * from raw_engine_steps")
+    want = queries.run(con, "scrape_intervals_by_deployment", since=None, until=None)
+    got = queries.run(con, "scrape_intervals_by_deployment.spark", since=None, until=None)
+    assert [(r["deployment"], r["scrapes"], r["interval_s"], r["log_lines"]) for r in want.iter_rows(named=True)
+            ] == [("d1", 3, 45.0, 3), ("d2", 2, 15.0, 0), (None, 2, 10.0, 0)]
+    assert_same(got, want, "scrape_intervals_by_deployment")
+
+
 def test_every_query_of_the_analyses_transpiles(sample_store):
     """Each file the analyses run has a Spark text: sqlglot's, or its Spark form's (no DuckDB-only function
     left behind)."""
     con = Store.open(sample_store).connect()
     sel = analyses.select(con)
     sel.materialize("int_request_lengths")
+    sel.materialize("int_concurrency_step_lines", deployments=[], max_gap_s=30.0)  # its columns
     for name in ("stg_requests", "stg_joined_requests", "stg_ingest_line_shapes", "int_analysis_requests",
                  "window_newest_request", "analysis_requests_in_window", "int_request_lengths",
                  "length_stats_by_group", "length_histogram_by_group", "latency_by_group",
-                 "latency_exact_by_deployment_model", *sorted(SPARK_FORMS)):
+                 "latency_exact_by_deployment_model", "concurrency_sampled_timeseries", *sorted(SPARK_FORMS)):
         q = queries.load(f"{name}.spark" if name in SPARK_FORMS else name)
         text = to_spark(q.sql, duck_schema(con), q.name, q.dialect).lower()
         for duck in ("quantile_cont", "epoch_us", "version_label", "list_position", "unpivot (select",
@@ -119,6 +136,16 @@ def test_engine_spark_without_java_is_a_usage_error(sample_store, capsys, monkey
     monkeypatch.delenv("JAVA_HOME", raising=False)
     code, _, err = run_cli(capsys, "latency", "--store", str(sample_store), "--engine", "spark")
     assert code == 2 and "Java" in err and len(err.strip().splitlines()) == 1
+
+
+def test_engine_spark_from_the_environment_is_refused_by_a_command_without_a_spark_path(
+        sample_store, capsys, monkeypatch):
+    """`capacity` has no Spark path: ATTRIBUTION_ENGINE=spark stops it before any Spark session, naming the
+    commands that have one (concurrency and thresholds among them)."""
+    monkeypatch.setenv("ATTRIBUTION_ENGINE", "spark")
+    code, out, err = run_cli(capsys, "capacity", "--store", str(sample_store))
+    assert code == 2 and out == ""
+    assert "capacity" in err and "concurrency" in err and "thresholds" in err
 
 
 # -- on Spark ---------------------------------------------------------------------------------------------
@@ -153,6 +180,10 @@ def both(small_sample, spark):
 
 
 def _analysis(name: str, con):
+    if name == "thresholds":  # the built-in catalogue over every request, as the command runs it
+        from attribution.thresholds import load_catalogue, thresholds
+
+        return thresholds(analyses.select(con, by="all"), load_catalogue([], []))
     return getattr(analyses, name)(analyses.select(con))
 
 

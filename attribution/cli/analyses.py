@@ -173,7 +173,9 @@ def concurrency_cmd(store: StoreOpt = None, since: SinceOpt = None, until: Until
                     estimate: Annotated[bool, typer.Option(help="Estimate arrival-only traces with the "
                                                                 "simulator.")] = True,
                     service_model: Annotated[str, typer.Option(help="Simulator scenario used as the service model "
-                                                                    "for estimates.")] = "vllm-chat-small") -> None:
+                                                                    "for estimates.")] = "vllm-chat-small",
+                    engine: EngineOpt = None, spark_master: SparkMasterOpt = None,
+                    spark_conf: SparkConfOpt = None) -> None:
     """Requests running and waiting at once per deployment (and group): peak, time-weighted mean and
     percentiles (--percentiles), concurrency seen at each arrival, live KV tokens; exact, sampled or estimated (labelled).
 
@@ -181,8 +183,9 @@ def concurrency_cmd(store: StoreOpt = None, since: SinceOpt = None, until: Until
     """
     from attribution import analyses
 
-    st = with_by(resolve(config, store=store, percentiles=percentiles), by)
-    res = analyses.concurrency(select(st, since, until), per_group=per_group, estimate=estimate,
+    st = with_by(resolve(config, **engine_flags(engine, spark_master, spark_conf), store=store,
+                         percentiles=percentiles), by)
+    res = analyses.concurrency(select(st, since, until, command="concurrency"), per_group=per_group, estimate=estimate,
                                service_model=service_model, timeseries=timeseries, bucket_s=bucket,
                                percentiles=st.percentiles)
     with_settings(res, st, ("by", "percentiles", "workloads"))

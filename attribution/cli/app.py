@@ -76,7 +76,7 @@ def _current_context() -> typer.Context | None:
     return ctx
 
 
-SPARK_COMMANDS = ("lengths", "latency")  # the analyses with a Spark path (tested equal to DuckDB's)
+SPARK_COMMANDS = ("lengths", "latency", "concurrency", "thresholds")  # with a Spark path (tested equal to DuckDB's)
 
 
 def connect(settings: Settings, command: str | None = None) -> duckdb.DuckDBPyConnection:
@@ -90,7 +90,7 @@ def connect(settings: Settings, command: str | None = None) -> duckdb.DuckDBPyCo
     if settings.engine == "spark" and command not in SPARK_COMMANDS:
         where = settings.sources.get("engine", "setting")
         raise UsageError(f"engine = spark (from {where}): `attribution {command or 'this command'}` does not run "
-                         f"on Spark yet ({' and '.join(SPARK_COMMANDS)} do); set --engine duckdb")
+                         f"on Spark yet ({', '.join(SPARK_COMMANDS)} do); set --engine duckdb")
     if settings.engine == "spark":
         from attribution.config import workload_map
         from attribution.spark.connection import connect as spark_connect

@@ -14,7 +14,17 @@ from rich.markup import escape
 from attribution import render
 from attribution.choices import CohortBy
 from attribution.cli.analyses import SinceOpt, TableOpt, UntilOpt, select, show_data, table_of, with_settings
-from attribution.cli.app import ConfigOpt, FormatOpt, StoreOpt, app, resolve
+from attribution.cli.app import (
+    ConfigOpt,
+    EngineOpt,
+    FormatOpt,
+    SparkConfOpt,
+    SparkMasterOpt,
+    StoreOpt,
+    app,
+    engine_flags,
+    resolve,
+)
 from attribution.columns import is_share
 from attribution.errors import UsageError
 from attribution.render import Format
@@ -107,7 +117,8 @@ def thresholds_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilO
                    catalogue: CatalogueOpt = None, feature: FeatureOpt = None, gpu_mem_gib: GpuOpt = None,
                    config: ConfigOpt = None,
                    list_: Annotated[bool, typer.Option("--list", help="Print the feature catalogue and exit.")]
-                   = False, detail: AllOpt = False) -> None:
+                   = False, detail: AllOpt = False, engine: EngineOpt = None, spark_master: SparkMasterOpt = None,
+                   spark_conf: SparkConfOpt = None) -> None:
     """Which engine features' thresholds the traffic crossed: per feature the requests over it (count, share,
     share of prefill tokens) per workload and day; step-scoped ones (CUDA-graph batch size, running cap,
     state pool full) from the engine's step lines; the effective setting per engine start (--all).
@@ -116,12 +127,14 @@ def thresholds_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilO
     """
     from attribution.thresholds import feature_table, load_catalogue, thresholds
 
-    st = resolve(config, store=store, catalogue=[str(p) for p in catalogue or []], thresholds=threshold)
+    st = resolve(config, **engine_flags(engine, spark_master, spark_conf), store=store,
+                 catalogue=[str(p) for p in catalogue or []], thresholds=threshold)
     cat = load_catalogue(list(st.catalogue), list(st.thresholds))
     if list_:
         render.frame(feature_table(cat.select(feature)), fmt, "feature catalogue")
         return
-    res = thresholds(select(st, since, until, "all"), cat, features=feature, gpu_mem_gib=gpu_mem_gib)
+    res = thresholds(select(st, since, until, "all", command="thresholds"), cat, features=feature,
+                     gpu_mem_gib=gpu_mem_gib)
     with_settings(res, st, ("catalogue", "thresholds", "workloads"))
     _show(res, fmt, table, detail)
 

@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 # queries with a Spark form of their own beside the file (queries/<name>.spark.sql, the same question in
 # SQL that sqlglot carries over): their DuckDB form uses what Spark SQL lacks (ASOF joins, list lambdas)
 SPARK_FORMS = {"stg_engine_steps", "stg_engine_config", "latency_by_prompt_bucket", "goodput_by_group",
-               "slo_terms_by_group", "score_by_group"}
+               "slo_terms_by_group", "score_by_group", "concurrency_sampled",
+               "scrape_intervals_by_deployment"}
 
 
 class SparkConnection:
