@@ -12,8 +12,19 @@ import polars as pl
 
 
 def fetch(con: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> pl.DataFrame:
-    rel = con.sql(sql, params=params) if params is not None else con.sql(sql)
-    return frame(rel)
+    """The rows of `sql` on `con`. A store's views read each data file through a glob over `data/` and
+    `_trash/` (attribution.layout.anywhere); an ingest committing meanwhile can move a file to the trash
+    between DuckDB's expansion of the glob and its opening the file, so a missing data file is read again
+    (the glob then finds it in the trash), twice at most."""
+    for attempt in range(3):
+        try:
+            rel = con.sql(sql, params=params) if params is not None else con.sql(sql)
+            return frame(rel)
+        except duckdb.IOException as exc:
+            text = str(exc)
+            if attempt == 2 or "No such file or directory" not in text or "/data/" not in text:
+                raise
+    raise AssertionError("unreachable")
 
 
 def frame(rel: duckdb.DuckDBPyRelation | None) -> pl.DataFrame:

@@ -109,7 +109,7 @@ def has_relation(con: duckdb.DuckDBPyConnection, name: str) -> bool:
 
 def _load(con: object, name: str) -> Query:
     if _spark(con) is not None:
-        from attribution.spark.connection import spark_form
+        from attribution.spark.forms import spark_form
 
         return load(spark_form(name))
     return load(name)

@@ -13,7 +13,7 @@ import pytest
 from conftest import run_cli
 
 from attribution import analyses, queries
-from attribution.spark.connection import SPARK_FORMS
+from attribution.spark.forms import SPARK_FORMS
 from attribution.spark.transpile import NotPortable, to_spark
 from attribution.store import Store
 

@@ -221,7 +221,7 @@ def test_readers_work_while_an_ingest_runs(tmp_path):
     proc = _worker(src, tmp_path / "s")
     seen = []
     while proc.poll() is None:
-        n = Store.open(tmp_path / "s").connect().execute("select count(*) from engine_steps").fetchone()[0]
+        n = fetch(Store.open(tmp_path / "s").connect(), "select count(*) as n from engine_steps").item()
         seen.append(n)
         time.sleep(0.05)
     assert proc.wait() == 0

@@ -22,10 +22,6 @@ if TYPE_CHECKING:
 
 # queries with a Spark form of their own beside the file (queries/<name>.spark.sql, the same question in
 # SQL that sqlglot carries over): their DuckDB form uses what Spark SQL lacks (ASOF joins, list lambdas)
-SPARK_FORMS = {"stg_engine_steps", "stg_engine_config", "latency_by_prompt_bucket", "goodput_by_group",
-               "slo_terms_by_group", "score_by_group", "concurrency_sampled",
-               "scrape_intervals_by_deployment"}
-
 
 class SparkConnection:
     """Spark temporary views over one store snapshot (or over frames); `run`, `materialize` and `create_view`
@@ -76,10 +72,6 @@ class SparkConnection:
 
     def create_view(self, q: Query, view: str) -> None:
         self.view(view, self.sql(q, None))
-
-
-def spark_form(name: str) -> str:
-    return f"{name}.spark" if name in SPARK_FORMS else name
 
 
 def connect(store: Store, snapshot: Snapshot, spark: SparkSession,
