@@ -8,12 +8,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 
 import polars as pl
 import pytest
-from conftest import REPO, litellm_line
+from conftest import REPO, litellm_line, run_cli
 from typer.testing import CliRunner
 
 from attribution.cli import app
@@ -151,19 +149,18 @@ def test_the_by_setting_groups_every_command_the_report_and_the_dashboard(store,
     ({"ATTRIBUTION_BY": "pod"}, ["lengths"], "$ATTRIBUTION_BY: by = 'pod' is not valid (one of workload"),
     ({"ATTRIBUTION_TZ": "Mars/Olympus"}, ["arrivals"], "$ATTRIBUTION_TZ: tz = 'Mars/Olympus' is not valid (an IANA"),
 ])
-def test_a_bad_environment_value_is_a_one_line_usage_error(store, tmp_path, env, args, needle):
+def test_a_bad_environment_value_is_a_one_line_usage_error(store, tmp_path, monkeypatch, capsys, env, args, needle):
+    # in-process: config reads the environment at each call, so a patched one is what a new process would see
+    for name in [k for k in os.environ if k.startswith("ATTRIBUTION_")]:
+        monkeypatch.delenv(name)
+    for name, value in {"COLUMNS": "400", **env}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.chdir(tmp_path)
     logs = tmp_path / "logs"
     argv = [str(logs) if a == "LOGS" else a for a in args]
-    proc = subprocess.run([sys.executable, "-c", "from attribution.cli import main; main()", *argv,
-                           "--store", str(tmp_path / "other-store" if args[0] == "ingest" else store)],
-                          capture_output=True, text=True, env={**_base_env(), **env}, cwd=tmp_path)
-    assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.count("\n") == 1 and needle in proc.stderr and "internal error" not in proc.stderr
-
-
-def _base_env() -> dict[str, str]:
-    keep = ("PATH", "HOME", "PYTHONPATH", "TZ", "LANG")
-    return {k: v for k, v in os.environ.items() if k in keep} | {"COLUMNS": "400"}
+    code, _, err = run_cli(capsys, *argv, "--store", str(tmp_path / "other-store" if args[0] == "ingest" else store))
+    assert code == 2, err
+    assert err.count("\n") == 1 and needle in err and "internal error" not in err
 
 
 def test_only_the_config_module_reads_the_environment():

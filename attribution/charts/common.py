@@ -4,10 +4,13 @@ lookups that find an Analysis' group column. Reshaping only: no numbers are comp
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
+from functools import cache
 
 import plotly.graph_objects as go
 import polars as pl
+from plotly.basedatatypes import BasePlotlyType
 
 from attribution.analyses import Analysis
 from attribution.errors import AttributionError
@@ -20,6 +23,7 @@ PALETTE = (
 QUANTILE_COLOURS = {"p50": "#56B4E9", "p90": "#0072B2", "p95": "#CC79A7", "p99": "#D55E00", "p99_9": "#882255", "max": "#555555",
                     "mean": "#009E73", "peak": "#882255"}
 HEIGHT = 360
+TEMPLATE = "plotly_white"
 FONT = "system-ui, -apple-system, Segoe UI, Roboto, Helvetica, Arial, sans-serif"
 # Columns an analysis table can be grouped by (`name_groups` in attribution.analyses.common).
 GROUP_COLUMNS = ("workload", "model", "deployment", "label", "day", "version", "group")
@@ -31,25 +35,72 @@ def colours(names: Iterable[object]) -> dict[str, str]:
     return {n: PALETTE[i % len(PALETTE)] for i, n in enumerate(ordered)}
 
 
+@cache
+def _template_json() -> str:
+    """The template as plotly resolves `template=TEMPLATE` (its keys in the same order), as JSON, once:
+    assigning the name makes plotly deep-copy and re-validate the whole template on every figure (20-70 ms
+    CPU each, about 40% of a small report's time)."""
+    return json.dumps(go.Figure(layout={"template": TEMPLATE}).layout.template.to_plotly_json())
+
+
+def apply_template(fig: go.Figure) -> go.Figure:
+    """Give `fig` the common template without validating it again: the same value `template=TEMPLATE`
+    gives (a test checks), as a fresh dict per figure so that editing one figure's template never touches
+    another's. Validation is off only for this one assignment, as plotly does for its default template."""
+    lo = fig.layout
+    before = lo._validate
+    lo._validate = False
+    try:
+        lo.template = json.loads(_template_json())
+    finally:
+        lo._validate = before
+    return fig
+
+
+def _merged(old: object, new: object) -> object:
+    """`new` laid over `old` key by key, as `update_layout` merges a nested property."""
+    if not (isinstance(old, dict) and isinstance(new, dict)):
+        return new
+    return {**old, **{k: _merged(old.get(k), v) for k, v in new.items()}}
+
+
+def set_layout(fig: go.Figure, **props: object) -> go.Figure:
+    """`fig.update_layout(**props)` for top-level layout properties, at a tenth of the CPU: each property is
+    merged with its current value and assigned (validated) directly, skipping the batch-update pass that
+    re-walks every path (about 20 ms per call)."""
+    lo = fig.layout
+    for key, value in props.items():
+        if isinstance(value, dict) and key in lo:
+            value = _merged(lo[key].to_plotly_json(), value)
+        elif value is None and isinstance(lo[key], BasePlotlyType):
+            for sub in lo[key].to_plotly_json():  # update_layout empties a set nested property, keeping {}
+                lo[key][sub] = None
+            continue
+        lo[key] = value
+    return fig
+
+
 def layout(fig: go.Figure, title: str | None = None, *, height: int = HEIGHT, legend: bool = True,
            panels: bool = False) -> go.Figure:
     """The common look: white template, small margins, the legend between the title and the plot (higher
     when `panels` have titles of their own)."""
     top = (46 if title else 16) + (30 if legend else 0) + (20 if panels else 0)
-    fig.update_layout(
-        template="plotly_white",
+    apply_template(fig)
+    legend_box = {"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0, "xanchor": "left",
+                  "yref": "container", "font": {"size": 11}}
+    if legend:  # just below the title, in the top margin
+        legend_box.update(yanchor="top", y=1 - (38 if title else 6) / (height + top - 70))
+    set_layout(
+        fig,
         title={"text": title, "x": 0.01, "xanchor": "left", "y": 1, "yanchor": "top", "pad": {"t": 12},
                "yref": "container", "font": {"size": 15}} if title else None,
         height=height + top - 70,
         margin={"l": 60, "r": 20, "t": top, "b": 50},
         font={"family": FONT, "size": 12},
         showlegend=legend,
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0, "xanchor": "left",
-                "yref": "container", "font": {"size": 11}},
+        legend=legend_box,
         hoverlabel={"namelength": -1},
     )
-    if legend:  # just below the title, in the top margin
-        fig.update_layout(legend={"y": 1 - (38 if title else 6) / (height + top - 70), "yanchor": "top"})
     return fig
 
 
