@@ -30,11 +30,10 @@ WHEN = ("first_ingested", "last_ingested", "seq", "unsealed_files")
 
 @pytest.fixture(scope="session")
 def spark():
-    from attribution.spark import ingest as spark_ingest
-    from attribution.spark.session import get_session
+    from attribution.spark.session import get_session, require
 
     try:
-        spark_ingest.check(MASTER)
+        require()
     except UsageError as exc:
         if in_ci():
             pytest.fail(f"{exc} (CI installs both: .ci/run)")

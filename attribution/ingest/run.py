@@ -56,9 +56,9 @@ def ingest(
     max_line_bytes = max_line_bytes or reader.DEFAULT_MAX_LINE_BYTES
     spark = None
     if engine == "spark":
-        from attribution.spark import ingest as spark_ingest
+        from attribution.spark.session import require
 
-        spark_ingest.check(spark_master)
+        require()  # a usage error before the store is touched
         spark = dict(master=spark_master, conf=spark_conf)
     files, skipped = discovery.discover_inputs(paths)
     jobs = 1 if spark else jobs or workers.default_jobs()

@@ -17,17 +17,11 @@ import polars as pl
 
 from attribution.errors import AttributionError
 from attribution.ingest.units import Plan, parse_plan
-from attribution.spark.session import get_session, require
+from attribution.spark.session import get_session
 from attribution.store import Staged, stage
 
 Message = tuple[Any, ...]
 TASKS_PER_CORE = 3  # tasks per executor core: enough to even out files of unequal size, few enough to schedule
-
-
-def check(master: str | None) -> None:
-    """Fail early (a usage error) when pyspark or Java is missing, before the store is touched (the executors'
-    Python: attribution.spark.session.get_session)."""
-    require()
 
 
 def groups(plans: list[Plan], n: int) -> list[list[tuple[int, Plan]]]:
