@@ -3,28 +3,51 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from functools import cache
-from typing import Any, SupportsFloat, SupportsInt
+from typing import Any, SupportsFloat, SupportsInt, TypeVar
 
 import duckdb
 import polars as pl
 
+T = TypeVar("T")
 
-def fetch(con: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> pl.DataFrame:
-    """The rows of `sql` on `con`. A store's views read each data file through a glob over `data/` and
-    `_trash/` (attribution.layout.anywhere); an ingest committing meanwhile can move a file to the trash
-    between DuckDB's expansion of the glob and its opening the file, so a missing data file is read again
-    (the glob then finds it in the trash), twice at most."""
+# What DuckDB says when a file a query named is gone: a concrete path (opened after it moved), or the
+# `data/`-or-`_trash/` glob of attribution.layout.anywhere (expanded while the file was between the two).
+_MOVED = ("No such file or directory", "No files found that match the pattern")
+
+
+def _moved(exc: duckdb.IOException) -> bool:
+    text = str(exc)
+    return any(m in text for m in _MOVED) and any(d in text for d in ("/data/", "/*/", "/_trash/"))
+
+
+def reading_store(run: Callable[[], T]) -> T:
+    """`run()`, a statement that reads a store's data files, again if a file it named moved meanwhile.
+
+    A reader's snapshot names its files through a glob over `data/` and `_trash/` (attribution.layout.anywhere):
+    a commit removing files renames them from the one to the other, atomically, but DuckDB looks in the two
+    directories one after the other and opens a file after it found it, so a rename falling between can make a
+    file it needs missing for that one statement. Files only ever move `data/` -> `_trash/` (and leave the
+    trash only after the grace period, far longer than a statement), so the next attempt finds it; three
+    attempts at most. Every entry point that reads data files (views over a snapshot, `fetch`, `materialize`,
+    the user's SQL, the join cache) runs through here."""
     for attempt in range(3):
         try:
-            rel = con.sql(sql, params=params) if params is not None else con.sql(sql)
-            return frame(rel)
+            return run()
         except duckdb.IOException as exc:
-            text = str(exc)
-            if attempt == 2 or "No such file or directory" not in text or "/data/" not in text:
+            if attempt == 2 or not _moved(exc):
                 raise
     raise AssertionError("unreachable")
+
+
+def fetch(con: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> pl.DataFrame:
+    """The rows of `sql` on `con` (a statement reading a store's files runs as `reading_store` says)."""
+    def run() -> pl.DataFrame:
+        rel = con.sql(sql, params=params) if params is not None else con.sql(sql)
+        return frame(rel)
+    return reading_store(run)
 
 
 def frame(rel: duckdb.DuckDBPyRelation | None) -> pl.DataFrame:

@@ -27,7 +27,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from attribution.db import fetch, frame
+from attribution.db import fetch, frame, reading_store
 from attribution.errors import AttributionError, UsageError
 
 _PARAM_RE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
@@ -142,7 +142,7 @@ def materialize(con: duckdb.DuckDBPyConnection, name: str, table: str | None = N
         spark.materialize(q, bound, table or name)
         return
     with _file_errors(name):
-        con.execute(f"create or replace temp table {table or name} as\n{q.sql}", bound)
+        reading_store(lambda: con.execute(f"create or replace temp table {table or name} as\n{q.sql}", bound))
 
 
 def create_view(con: duckdb.DuckDBPyConnection, name: str, view: str | None = None, *, temp: bool = False
@@ -155,23 +155,27 @@ def create_view(con: duckdb.DuckDBPyConnection, name: str, view: str | None = No
         spark.create_view(q, view or name)
         return
     with _file_errors(name):
-        con.execute(f"create or replace {'temp ' if temp else ''}view {view or name} as {q.sql}")
+        reading_store(lambda: con.execute(f"create or replace {'temp ' if temp else ''}view {view or name} as {q.sql}"))
 
 
 def user_sql(con: duckdb.DuckDBPyConnection, sql: str) -> pl.DataFrame:
     """Run SQL the user wrote; DuckDB's complaint about it is a usage error. Columns of a type Polars cannot
     import (INTERVAL, also inside a list or struct) come back as DuckDB's text of the value."""
     try:
-        rel = con.sql(sql)
-        if rel is not None and any("INTERVAL" in str(t) for t in rel.types):
-            rel = rel.project(", ".join(
-                f'cast({_ident(c)} as varchar) as {_ident(c)}' if "INTERVAL" in str(t) else _ident(c)
-                for c, t in zip(rel.columns, rel.types, strict=True)))
-        return frame(rel)
+        return reading_store(lambda: _user_rows(con, sql))
     except _NOT_THE_SQL:
         raise
     except duckdb.Error as exc:
         raise UsageError(f"query failed: {(str(exc) or type(exc).__name__).splitlines()[0]}") from None
+
+
+def _user_rows(con: duckdb.DuckDBPyConnection, sql: str) -> pl.DataFrame:
+    rel = con.sql(sql)
+    if rel is not None and any("INTERVAL" in str(t) for t in rel.types):
+        rel = rel.project(", ".join(
+            f'cast({_ident(c)} as varchar) as {_ident(c)}' if "INTERVAL" in str(t) else _ident(c)
+            for c, t in zip(rel.columns, rel.types, strict=True)))
+    return frame(rel)
 
 
 def _ident(name: str) -> str:

@@ -6,6 +6,7 @@ public views users query (`requests`, `engine_steps`, `engine_config`, `access_l
 from __future__ import annotations
 
 import tomllib
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,6 +15,7 @@ import polars as pl
 
 from attribution import joincache, layout, queries
 from attribution.config import env
+from attribution.db import reading_store
 from attribution.errors import UsageError
 from attribution.labels import define_macros
 from attribution.schema import TABLES, empty
@@ -128,8 +130,9 @@ def connect(store: Store, snapshot: Snapshot, *, days: tuple[str | None, str | N
         raw = f"raw_{table}"
         if files:
             # (the `day=` directories are the files' location, not a column of our tables)
-            con.execute(f"create view {raw} as select * from read_parquet({_sql_list(files)}, union_by_name = true, "
-                        "hive_partitioning = false)")
+            sql = (f"create view {raw} as select * from read_parquet({_sql_list(files)}, union_by_name = true, "
+                   "hive_partitioning = false)")
+            reading_store(partial(con.execute, sql))
         else:
             con.register(f"_{raw}_empty", empty(table).to_arrow())
             con.execute(f"create view {raw} as select * from _{raw}_empty")
@@ -139,7 +142,7 @@ def connect(store: Store, snapshot: Snapshot, *, days: tuple[str | None, str | N
         elif table == "engine_steps" and has_scrapes(snapshot):
             queries.create_view(con, "stg_engine_steps", table)
         else:
-            con.execute(f"create view {table} as select * from raw_{table}")
+            reading_store(partial(con.execute, f"create view {table} as select * from raw_{table}"))
     con.register("_ingest_files", ingest_files_frame(snapshot).to_arrow())
     con.execute("create view ingest_files as select * from _ingest_files")
     con.register("_workload_map", load_workload_map(store).to_arrow())

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import duckdb
 import polars as pl
 import pytest
 from conftest import assert_plain_equals_ours
@@ -228,3 +229,37 @@ def test_readers_work_while_an_ingest_runs(tmp_path):
     seen.append(rows(tmp_path / "s").height)
     assert seen == sorted(seen) and seen[-1] == 15_000
     assert len(set(seen)) > 2  # the reader saw the ingest progress, commit by commit
+
+
+def test_a_statement_whose_data_file_moved_meanwhile_runs_again():
+    """The rename of a removed file `data/` -> `_trash/` can fall between DuckDB's two looks at the glob, or
+    between its finding the file and opening it: that statement is run again (the file is then in the trash);
+    any other failure is not hidden."""
+    from attribution.db import reading_store
+
+    calls = []
+
+    def moved_once():
+        calls.append(1)
+        if len(calls) == 1:
+            raise duckdb.IOException('IO Error: No files found that match the pattern "/s/*/engine_steps/day=2026-01-01/'
+                                     '000000000034-c0e4f072a0b6.parquet"')
+        return "rows"
+
+    assert reading_store(moved_once) == "rows" and len(calls) == 2
+
+    def always_gone():
+        raise duckdb.IOException("IO Error: Cannot open file \"/s/data/requests/day=x/a.parquet\": No such file or "
+                                 "directory")
+
+    with pytest.raises(duckdb.IOException):  # (a file gone for good is not retried forever)
+        reading_store(always_gone)
+
+    def other():
+        calls.append(1)
+        raise duckdb.IOException("IO Error: Could not read from file \"/elsewhere.parquet\": Input/output error")
+
+    calls.clear()
+    with pytest.raises(duckdb.IOException):
+        reading_store(other)
+    assert len(calls) == 1
