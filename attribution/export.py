@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+from functools import partial
 from pathlib import Path
 
-from attribution.db import fetch
+from attribution.db import fetch, reading_store
 from attribution.errors import UsageError
 from attribution.store import Store
 
@@ -23,7 +24,7 @@ def export_duckdb(store: Store, dest: Path) -> dict[str, int]:
     con.execute("attach ? as out", [str(tmp)])
     counts = {}
     for t in EXPORTED:
-        con.execute(f"create table out.{t} as select * from {t}")
+        reading_store(partial(con.execute, f"create table out.{t} as select * from {t}"))
         counts[t] = fetch(con, f"select count(*) as n from out.{t}").item()
     con.execute("detach out")
     os.replace(tmp, dest)
