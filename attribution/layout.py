@@ -104,7 +104,8 @@ def from_trash(rel_in_trash: str) -> str:
 def anywhere(root: Path, rel: str) -> str:
     """A glob DuckDB expands when it reads: `data/` or `_trash/`, wherever the file is by then. A reader's
     snapshot names files a later commit may move to the trash before the reader's query opens them; the
-    rename is atomic, so the glob matches exactly one of the two."""
+    rename is atomic, but DuckDB looks in the two directories one after the other, so a statement whose file
+    moved between its looks runs again (attribution.db.reading_store) and then finds it in the trash."""
     return f"{root}/*/{rel.split('/', 1)[1]}"
 
 
