@@ -1,0 +1,155 @@
+"""Which day partitions an analysis of a time window reads (issue 21 item 2, issue 20 item 1): the window's
+days widened by what each table needs for the answer to equal the whole store's, and a relative window's
+anchor (the newest arrival) resolved from the newest partitions before anything else is read. Answers with
+and without pruning are tested equal per analysis (tests/test_pruning.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+from datetime import UTC, date, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+import pyarrow.parquet as pq
+
+from attribution import layout
+from attribution.analyses.common import Window, parse_when, resolve_window
+from attribution.config import env
+from attribution.schema import TABLES
+
+if TYPE_CHECKING:
+    from attribution.store import Snapshot, Store
+
+Days = tuple[str | None, str | None]
+# Rows a window's answer depends on that lie outside its days: an engine row and its gateway row logged either
+# side of midnight (the join key), step and scrape lines next to the window's edges. A day: the two sides of one
+# request are seconds apart, and a step line's neighbours minutes.
+MARGIN = timedelta(days=1)
+# Read from the store's first day: which config holds at a time is the deployment's latest start, however old;
+# a counter's increase() needs the series' previous scrape, however long the scrapes paused. Both are small.
+FROM_START = ("engine_config", "metric_counters", "metric_histograms")
+# Requests (and their events) are read back to the earliest partition holding a request still running at the
+# window's start (found from the files' Parquet statistics, no data read): it counts for concurrency.
+SPANNED = ("requests", "request_events")
+
+_WINDOWS: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, Window] = weakref.WeakKeyDictionary()
+
+
+def _day(t: datetime) -> str:
+    return t.astimezone(UTC).date().isoformat()
+
+
+def _shift(day: str, delta: timedelta) -> str:
+    return (date.fromisoformat(day) + delta).isoformat()
+
+
+def _partitions(snapshot: Snapshot, table: str) -> list[str]:
+    """The dated partitions of a table's live files (the null partition and layout-1 files are always read)."""
+    days = {layout.day_of(p) for p in snapshot.live(table)}
+    return sorted(d for d in days if d is not None and d != layout.NULL_DAY)
+
+
+def resolve(store: Store, snapshot: Snapshot, since: Any = None, until: Any = None) -> Window:
+    """--since/--until as analyses.common.resolve_window gives them on the whole store. A relative span's anchor
+    is the newest arrival not in the future: it lies in the newest partition of `requests` not after today
+    (its engine and gateway rows within a margin of it), so only those days are read to find it."""
+    s, u = parse_when(since), parse_when(until)
+    if not (isinstance(s, timedelta) or isinstance(u, timedelta)):
+        return resolve_window(duckdb.connect(":memory:"), s, u)
+    today = datetime.now(UTC).date().isoformat()
+    past = [d for d in _partitions(snapshot, "requests") if d <= today]
+    days: dict[str, Days] | None = None
+    if past:
+        first = _shift(past[-1], -MARGIN)
+        days = {t: (first, None) for t in TABLES}
+    return resolve_window(store.connect(snapshot, days=days), s, u)
+
+
+def plan(store: Store, snapshot: Snapshot, since: datetime | None, until: datetime | None
+         ) -> dict[str, Days] | None:
+    """The days (first, last inclusive; None open) each table is read for the window [since, until); None:
+    the whole store (no bound, so nothing to prune)."""
+    if since is None and until is None:
+        return None
+    first = _day(since - MARGIN) if since is not None else None
+    last = _day(until + MARGIN) if until is not None else None
+    out: dict[str, Days] = {t: (first, last) for t in TABLES}
+    for t in FROM_START:
+        out[t] = (None, last)
+    if since is not None and first is not None:
+        back = _reach_back(store, snapshot, since, first)
+        for t in SPANNED:
+            out[t] = (back, last)
+    return out
+
+
+def _reach_back(store: Store, snapshot: Snapshot, since: datetime, first: str) -> str | None:
+    """The first day to read requests from so that every request running at `since` is read: the earliest
+    partition before `first` whose files may hold a request ending at or after `since - MARGIN` (a request's end
+    is its finish time, else arrival + e2e_s), less a margin for its other side; `first` when there is none."""
+    if store.remote:  # (footers of a remote store are a request each: read it whole)
+        return None
+    bound = since - MARGIN
+    earliest = first
+    for rel in snapshot.live("requests"):
+        d = layout.day_of(rel)
+        if d is None or d == layout.NULL_DAY or d >= earliest:
+            continue
+        if _may_reach(store, rel, bound):
+            earliest = d
+    return earliest if earliest == first else _shift(earliest, -MARGIN)
+
+
+def _may_reach(store: Store, rel: str, bound: datetime) -> bool:
+    """Whether a requests file's statistics allow a row ending at or after `bound` (unknown: yes)."""
+    try:
+        meta = pq.read_metadata(store.locate(rel))
+    except OSError:
+        return True
+    names = [meta.schema.column(i).name for i in range(meta.num_columns)]
+    for g in range(meta.num_row_groups):
+        rg = meta.row_group(g)
+        hi: dict[str, Any] = {}
+        for name in ("arrival", "finished", "e2e_s"):
+            if name not in names:
+                continue
+            col = rg.column(names.index(name))
+            st = col.statistics
+            if st is None or not st.has_min_max:
+                if st is None or st.null_count != rg.num_rows:
+                    return True  # values without statistics
+                continue
+            hi[name] = st.max
+        if "finished" in hi and _utc(hi["finished"]) >= bound:
+            return True
+        if "arrival" in hi:
+            end = _utc(hi["arrival"]) + timedelta(seconds=max(float(hi.get("e2e_s") or 0.0), 0.0))
+            if end >= bound:
+                return True
+    return False
+
+
+def _utc(v: Any) -> datetime:
+    return v.replace(tzinfo=UTC) if v.tzinfo is None else v.astimezone(UTC)
+
+
+def connect(store: Store, since: Any = None, until: Any = None, snapshot: Snapshot | None = None,
+            *, extra_before: timedelta | None = None) -> tuple[duckdb.DuckDBPyConnection, Window]:
+    """A connection reading only what the window needs, and the window resolved. `extra_before` widens the
+    days read before `since` (the report's previous window, compare's baseline)."""
+    snap = snapshot or store.snapshot()
+    window = resolve(store, snap, since, until)
+    start = window.since - extra_before if (window.since is not None and extra_before) else window.since
+    # ATTRIBUTION_PRUNE=0 reads every partition (the benchmark's and a suspicious user's A/B)
+    days = None if env("ATTRIBUTION_PRUNE") == "0" else plan(store, snap, start, window.until)
+    con = store.connect(snap, days=days)
+    _WINDOWS[con] = window
+    return con, window
+
+
+def window_of(con: Any) -> Window | None:
+    """The window a connection of `connect` was pruned for (None for any other connection)."""
+    with contextlib.suppress(TypeError):
+        return _WINDOWS.get(con)
+    return None
