@@ -56,14 +56,14 @@ def resolve(store: Store, snapshot: Snapshot, since: Any = None, until: Any = No
     (its engine and gateway rows within a margin of it), so only those days are read to find it."""
     s, u = parse_when(since), parse_when(until)
     if not (isinstance(s, timedelta) or isinstance(u, timedelta)):
-        return resolve_window(duckdb.connect(":memory:"), s, u)
+        return resolve_window(duckdb.connect(":memory:"), since, until)
     today = datetime.now(UTC).date().isoformat()
     past = [d for d in _partitions(snapshot, "requests") if d <= today]
     days: dict[str, Days] | None = None
     if past:
         first = _shift(past[-1], -MARGIN)
         days = {t: (first, None) for t in TABLES}
-    return resolve_window(store.connect(snapshot, days=days), s, u)
+    return resolve_window(store.connect(snapshot, days=days), since, until)
 
 
 def plan(store: Store, snapshot: Snapshot, since: datetime | None, until: datetime | None
