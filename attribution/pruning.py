@@ -57,13 +57,25 @@ def resolve(store: Store, snapshot: Snapshot, since: Any = None, until: Any = No
     s, u = parse_when(since), parse_when(until)
     if not (isinstance(s, timedelta) or isinstance(u, timedelta)):
         return resolve_window(duckdb.connect(":memory:"), since, until)
+    return resolve_window(anchor_connection(store, snapshot), since, until)
+
+
+def anchor_days(snapshot: Snapshot) -> dict[str, Days] | None:
+    """The days that hold the store's newest arrival not in the future (and its other side): from the newest
+    partition of `requests` not after today, less a margin (None: read the whole store)."""
+    if env("ATTRIBUTION_PRUNE") == "0":
+        return None
     today = datetime.now(UTC).date().isoformat()
     past = [d for d in _partitions(snapshot, "requests") if d <= today]
-    days: dict[str, Days] | None = None
-    if past:
-        first = _shift(past[-1], -MARGIN)
-        days = {t: (first, None) for t in TABLES}
-    return resolve_window(store.connect(snapshot, days=days), since, until)
+    if not past:
+        return None
+    first = _shift(past[-1], -MARGIN)
+    return {t: (first, None) for t in TABLES}
+
+
+def anchor_connection(store: Store, snapshot: Snapshot) -> duckdb.DuckDBPyConnection:
+    """A connection reading only the days of anchor_days: for resolving relative windows."""
+    return store.connect(snapshot, days=anchor_days(snapshot))
 
 
 def plan(store: Store, snapshot: Snapshot, since: datetime | None, until: datetime | None

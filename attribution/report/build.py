@@ -28,12 +28,13 @@ from attribution.analyses import (
 )
 from attribution.analyses.arrival_change import ChangeRule, burstiness_change
 from attribution.analyses.overview import cohort_latency, findings
-from attribution.config import Settings, connect_settings
+from attribution.config import Settings, connect_settings, env
 from attribution.errors import InputError, UsageError
 from attribution.histograms import metric_window
 from attribution.histograms import metrics as histogram_metrics
 from attribution.histograms.analysis import histograms_stored
 from attribution.memsplit import memsplit
+from attribution.pruning import anchor_connection, plan
 from attribution.report import sections
 from attribution.report.actions import MAX_ACTIONS, pick_actions
 from attribution.report.cache_section import report_cache
@@ -119,9 +120,15 @@ def run_analyses(store: Store, settings: Settings, *, since: Any = None, until: 
     """Every analysis of the report on one snapshot of `store` (an ingest committing meanwhile is not seen)."""
     say = progress or (lambda _: None)
     snapshot = store.snapshot()
-    con = store.connect(snapshot)
+    # the window first, from the newest days alone; then a connection reading only its days and the previous
+    # window's (the changes compare the two), with the margins attribution.pruning gives each table
+    probe = anchor_connection(store, snapshot)
+    connect_settings(probe, settings)
+    window = report_window(probe, since=since, until=until, week=week, default=settings.window)
+    start = (previous_window(window) or window).since
+    con = store.connect(snapshot, days=None if env("ATTRIBUTION_PRUNE") == "0" else
+                        plan(store, snapshot, start, window.until))
     connect_settings(con, settings)  # the config's workload names replace the store's own mapping here
-    window = report_window(con, since=since, until=until, week=week, default=settings.window)
     by = GroupBy(settings.by)
     slo = parse_slo(list(settings.slo) or None, settings.slo_preset)
     inp = Inputs(window, by, slo, settings, commit=snapshot.version)
