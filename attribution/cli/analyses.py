@@ -69,10 +69,9 @@ def select(settings: Settings, since: str | None, until: str | None, by: GroupBy
     """The window's requests on the settings' store, grouped by `by` (default: the `by` setting), for the
     analysis `command` (app.connect: only some run on Spark); `prune`: read only the window's days."""
     from attribution import analyses
-
     from attribution.pruning import window_of
 
-    con = connect(settings, command, window=(since, until) if prune else None)  # reads only the window's days (pruning.py)
+    con = connect(settings, command, window=(since, until) if prune else None)  # only its days: pruning.py
     return analyses.select(con, since=window_of(con) or since, until=until, by=by or settings.by)
 
 

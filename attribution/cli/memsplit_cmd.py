@@ -101,7 +101,7 @@ def memsplit_cmd(
     )
     st = resolve(config, store=store, model=model)
     res = memsplit(
-        connect(st),
+        connect(st, window=(since, until)),  # reads only the window's days (attribution.pruning)
         st.model,
         engine=engine and engine.value,
         deployments=deployment,

@@ -115,6 +115,14 @@ def report_window(con: Any, *, since: Any = None, until: Any = None, week: str |
     return Window(w.since, w.until, newest)
 
 
+def report_days(store: Store, snapshot: Any, window: Window) -> dict[str, Any] | None:
+    """The days the report of `window` reads (attribution.pruning.plan): the window's and the previous
+    window's, which the changes compare it with; None (all) under ATTRIBUTION_PRUNE=0."""
+    if env("ATTRIBUTION_PRUNE") == "0":
+        return None
+    return plan(store, snapshot, (previous_window(window) or window).since, window.until)
+
+
 def run_analyses(store: Store, settings: Settings, *, since: Any = None, until: Any = None, week: str | None = None,
                  ingest: dict[str, Any] | None = None, progress: Progress | None = None) -> Inputs:
     """Every analysis of the report on one snapshot of `store` (an ingest committing meanwhile is not seen)."""
@@ -125,9 +133,7 @@ def run_analyses(store: Store, settings: Settings, *, since: Any = None, until: 
     probe = anchor_connection(store, snapshot)
     connect_settings(probe, settings)
     window = report_window(probe, since=since, until=until, week=week, default=settings.window)
-    start = (previous_window(window) or window).since
-    con = store.connect(snapshot, days=None if env("ATTRIBUTION_PRUNE") == "0" else
-                        plan(store, snapshot, start, window.until))
+    con = store.connect(snapshot, days=report_days(store, snapshot, window))
     connect_settings(con, settings)  # the config's workload names replace the store's own mapping here
     by = GroupBy(settings.by)
     slo = parse_slo(list(settings.slo) or None, settings.slo_preset)
