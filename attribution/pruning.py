@@ -22,13 +22,15 @@ if TYPE_CHECKING:
     from attribution.store import Snapshot, Store
 
 Days = tuple[str | None, str | None]
+# (ATTRIBUTION_PRUNE=0 reads every partition: the benchmark's A/B, and a suspicious user's)
 # Rows a window's answer depends on that lie outside its days: an engine row and its gateway row logged either
 # side of midnight (the join key), step and scrape lines next to the window's edges. A day: the two sides of one
 # request are seconds apart, and a step line's neighbours minutes.
 MARGIN = timedelta(days=1)
 # Read from the store's first day: which config holds at a time is the deployment's latest start, however old;
 # a counter's increase() needs the series' previous scrape, however long the scrapes paused. Both are small.
-FROM_START = ("engine_config", "metric_counters", "metric_histograms")
+SCRAPES = ("metric_counters", "metric_histograms")
+FROM_START = ("engine_config", *SCRAPES)
 # Requests (and their events) are read back to the earliest partition holding a request still running at the
 # window's start (found from the files' Parquet statistics, no data read): it counts for concurrency.
 SPANNED = ("requests", "request_events")
@@ -78,11 +80,12 @@ def anchor_connection(store: Store, snapshot: Snapshot) -> duckdb.DuckDBPyConnec
     return store.connect(snapshot, days=anchor_days(snapshot))
 
 
-def plan(store: Store, snapshot: Snapshot, since: datetime | None, until: datetime | None
-         ) -> dict[str, Days] | None:
+def plan(store: Store, snapshot: Snapshot, since: datetime | None, until: datetime | None,
+         whole: tuple[str, ...] = ()) -> dict[str, Days] | None:
     """The days (first, last inclusive; None open) each table is read for the window [since, until); None:
-    the whole store (no bound, so nothing to prune)."""
-    if since is None and until is None:
+    the whole store (no bound, so nothing to prune). `whole`: tables read whole all the same (the dashboard
+    keeps the requests whole, so its connections share the commit's cached join: attribution.joincache)."""
+    if since is None and until is None or env("ATTRIBUTION_PRUNE") == "0":
         return None
     first = _day(since - MARGIN) if since is not None else None
     last = _day(until + MARGIN) if until is not None else None
@@ -93,6 +96,8 @@ def plan(store: Store, snapshot: Snapshot, since: datetime | None, until: dateti
         back = _reach_back(store, snapshot, since, first)
         for t in SPANNED:
             out[t] = (back, last)
+    for t in whole:
+        out.pop(t, None)
     return out
 
 
@@ -153,9 +158,7 @@ def connect(store: Store, since: Any = None, until: Any = None, snapshot: Snapsh
     snap = snapshot or store.snapshot()
     window = resolve(store, snap, since, until)
     start = window.since - extra_before if (window.since is not None and extra_before) else window.since
-    # ATTRIBUTION_PRUNE=0 reads every partition (the benchmark's and a suspicious user's A/B)
-    days = None if env("ATTRIBUTION_PRUNE") == "0" else plan(store, snap, start, window.until)
-    con = store.connect(snap, days=days)
+    con = store.connect(snap, days=plan(store, snap, start, window.until))
     _WINDOWS[con] = window
     return con, window
 

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from attribution.store import Snapshot, Store
 
 Days = tuple[str | None, str | None]
+JOIN_INPUTS = ("requests", "request_events")  # what queries/stg_requests.sql and the join read
 # Views built by a staging query; every other table is exposed as stored.
 STAGED = {"requests": "stg_requests", "engine_config": "stg_engine_config",
           "ingest_line_shapes": "stg_ingest_line_shapes"}
@@ -152,9 +153,16 @@ def connect(store: Store, snapshot: Snapshot, *, days: Days | dict[str, Days] | 
     con.register("_workload_map", load_workload_map(store).to_arrow())
     con.execute("create view workload_map as select * from _workload_map")
     queries.create_view(con, "stg_joined_requests", "joined_requests")
-    if not store.remote and not days:  # (the cache holds a whole commit's join, and lives in the store)
+    # (the cache holds a whole commit's join, and lives in the store: only a connection reading every file of
+    # the join's inputs may build or attach it)
+    if not store.remote and not any(_pruned(days, t) for t in JOIN_INPUTS):
         joincache.register(con, store.root, snapshot.version)
     return con
+
+
+def _pruned(days: Days | dict[str, Days] | None, table: str) -> bool:
+    rng = days.get(table) if isinstance(days, dict) else days
+    return rng is not None and rng != (None, None)
 
 
 def workloads_file(store: Store) -> Path | None:

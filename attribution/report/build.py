@@ -28,7 +28,7 @@ from attribution.analyses import (
 )
 from attribution.analyses.arrival_change import ChangeRule, burstiness_change
 from attribution.analyses.overview import cohort_latency, findings
-from attribution.config import Settings, connect_settings, env
+from attribution.config import Settings, connect_settings
 from attribution.errors import InputError, UsageError
 from attribution.histograms import metric_window
 from attribution.histograms import metrics as histogram_metrics
@@ -117,9 +117,7 @@ def report_window(con: Any, *, since: Any = None, until: Any = None, week: str |
 
 def report_days(store: Store, snapshot: Any, window: Window) -> dict[str, Any] | None:
     """The days the report of `window` reads (attribution.pruning.plan): the window's and the previous
-    window's, which the changes compare it with; None (all) under ATTRIBUTION_PRUNE=0."""
-    if env("ATTRIBUTION_PRUNE") == "0":
-        return None
+    window's, which the changes compare it with."""
     return plan(store, snapshot, (previous_window(window) or window).since, window.until)
 
 
