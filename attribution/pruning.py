@@ -24,9 +24,11 @@ if TYPE_CHECKING:
 Days = tuple[str | None, str | None]
 # (ATTRIBUTION_PRUNE=0 reads every partition: the benchmark's A/B, and a suspicious user's)
 # Rows a window's answer depends on that lie outside its days: an engine row and its gateway row logged either
-# side of midnight (the join key), step and scrape lines next to the window's edges. A day: the two sides of one
-# request are seconds apart, and a step line's neighbours minutes.
-MARGIN = timedelta(days=1)
+# side of midnight (the join key), step lines next to the window's edges. The two sides of one request are
+# seconds apart (latency and clock skew), so an hour is ample: a window cut inside a day reads only its days,
+# one cut at (or within the margin of) midnight reads the neighbouring day too.
+MARGIN = timedelta(hours=1)
+DAY = timedelta(days=1)  # what a partition found by its day is widened by (its rows span the whole day)
 # Read from the store's first day: which config holds at a time is the deployment's latest start, however old;
 # a counter's increase() needs the series' previous scrape, however long the scrapes paused. Both are small.
 SCRAPES = ("metric_counters", "metric_histograms")
@@ -64,14 +66,14 @@ def resolve(store: Store, snapshot: Snapshot, since: Any = None, until: Any = No
 
 def anchor_days(snapshot: Snapshot) -> dict[str, Days] | None:
     """The days that hold the store's newest arrival not in the future (and its other side): from the newest
-    partition of `requests` not after today, less a margin (None: read the whole store)."""
+    partition of `requests` not after today, and the day before it (None: read the whole store)."""
     if env("ATTRIBUTION_PRUNE") == "0":
         return None
     today = datetime.now(UTC).date().isoformat()
     past = [d for d in _partitions(snapshot, "requests") if d <= today]
     if not past:
         return None
-    first = _shift(past[-1], -MARGIN)
+    first = _shift(past[-1], -DAY)
     return {t: (first, None) for t in TABLES}
 
 
@@ -88,7 +90,7 @@ def plan(store: Store, snapshot: Snapshot, since: datetime | None, until: dateti
     if since is None and until is None or env("ATTRIBUTION_PRUNE") == "0":
         return None
     first = _day(since - MARGIN) if since is not None else None
-    last = _day(until + MARGIN) if until is not None else None
+    last = _day(until + MARGIN - timedelta(microseconds=1)) if until is not None else None  # (until: exclusive)
     out: dict[str, Days] = {t: (first, last) for t in TABLES}
     for t in FROM_START:
         out[t] = (None, last)
@@ -115,7 +117,7 @@ def _reach_back(store: Store, snapshot: Snapshot, since: datetime, first: str) -
             continue
         if _may_reach(store, rel, bound):
             earliest = d
-    return earliest if earliest == first else _shift(earliest, -MARGIN)
+    return earliest if earliest == first else _shift(earliest, -DAY)
 
 
 def _may_reach(store: Store, rel: str, bound: datetime) -> bool:

@@ -79,10 +79,10 @@ def test_pruned_connection_reads_fewer_files(whole):
     store, snap, _ = whole
     con, w = pruning.connect(store, *MIDNIGHT, snapshot=snap)
     days = pruning.plan(store, snap, w.since, w.until)
-    assert days is not None and days["engine_steps"] == ("2026-05-05", "2026-05-08")
-    assert days["engine_config"] == (None, "2026-05-08")  # a config holds from its start, however old
+    assert days is not None and days["engine_steps"] == ("2026-05-05", "2026-05-07")  # the margin crosses midnight
+    assert days["engine_config"] == (None, "2026-05-07")  # a config holds from its start, however old
     live = snap.live("engine_steps")
-    kept = [p for p in live if (d := p.split("day=")[1][:10]) and ("2026-05-05" <= d <= "2026-05-08"
+    kept = [p for p in live if (d := p.split("day=")[1][:10]) and ("2026-05-05" <= d <= "2026-05-07"
                                                                      or d.startswith("__HIVE"))]
     assert len(kept) < len(live)
     sql = con.execute("select sql from duckdb_views() where view_name = 'raw_engine_steps'").fetchone()[0]
@@ -122,7 +122,7 @@ def test_a_request_running_for_days_before_the_window_is_read(store_dir, tmp_pat
     days = pruning.plan(store, snap, since, since + timedelta(hours=6))
     assert days is not None
     assert days["requests"][0] <= "2026-02-28"  # the long request's day (03-01), less a margin
-    assert days["engine_steps"][0] == "2026-03-03"
+    assert days["engine_steps"] == ("2026-03-04", "2026-03-04")  # 06:00..12:00 and its margin
     con, w = pruning.connect(store, since, since + timedelta(hours=6), snapshot=snap)
     got = analyses.concurrency(analyses.select(con, since=w))
     want = analyses.concurrency(analyses.select(store.connect(snap), since=w))
