@@ -12,7 +12,7 @@ import pytest
 from conftest import litellm_line
 from polars.testing import assert_frame_equal
 
-from attribution import analyses, pruning
+from attribution import analyses, joincache, pruning
 from attribution.analyses.common import resolve_window
 from attribution.config import Settings
 from attribution.ingest import ingest
@@ -43,11 +43,13 @@ ANALYSES = {
         analyses.select(con, since=w, by="all"), by="version", resamples=50, seed=1, capacity=False),
     "memsplit": lambda con, w: memsplit(con, since=w.since, until=w.until),
 }
+# mode `all`: the requests pruned too (a commit whose join is not cached); `auto`: read through the cached join
 CASES = [
-    ("lengths", MIDNIGHT), ("lengths", RELATIVE), ("latency", INSIDE), ("latency", UNTIL_ONLY),
-    ("concurrency", MIDNIGHT), ("concurrency", INSIDE), ("concurrency", SINCE_ONLY), ("capacity", INSIDE),
-    ("capacity", RELATIVE), ("thresholds", MIDNIGHT), ("thresholds", SINCE_ONLY), ("compare", INSIDE),
-    ("memsplit", INSIDE),
+    ("lengths", MIDNIGHT, "all"), ("lengths", RELATIVE, "auto"), ("latency", INSIDE, "all"),
+    ("latency", UNTIL_ONLY, "all"), ("concurrency", MIDNIGHT, "all"), ("concurrency", INSIDE, "auto"),
+    ("concurrency", SINCE_ONLY, "all"), ("capacity", INSIDE, "all"), ("capacity", RELATIVE, "all"),
+    ("thresholds", MIDNIGHT, "auto"), ("thresholds", SINCE_ONLY, "all"), ("compare", INSIDE, "all"),
+    ("memsplit", INSIDE, "all"),
 ]
 
 
@@ -67,10 +69,16 @@ def whole(sample_store):
     return store, snap, store.connect(snap)
 
 
-@pytest.mark.parametrize(("name", "window"), CASES, ids=[f"{n}-{'..'.join(map(str, w))}" for n, w in CASES])
-def test_pruned_analysis_equals_whole_store(whole, name, window):
+@pytest.mark.parametrize(("name", "window", "mode"), CASES,
+                         ids=[f"{n}-{'..'.join(map(str, w))}-{m}" for n, w, m in CASES])
+def test_pruned_analysis_equals_whole_store(whole, monkeypatch, name, window, mode):
     store, snap, full = whole
+    joincache.use(full)  # (the commit's join cached, as after an ingest)
+    if mode == "all":
+        monkeypatch.setenv("ATTRIBUTION_PRUNE", "all")
     con, w = pruning.connect(store, *window, snapshot=snap)
+    sql = con.execute("select sql from duckdb_views() where view_name = 'raw_requests'").fetchone()[0]
+    assert (sql.count(".parquet") < len(snap.live("requests"))) == (mode == "all")
     assert w == resolve_window(full, *window)  # the anchor from the newest days is the whole store's
     assert_same(ANALYSES[name](full, w), ANALYSES[name](con, w))
 
@@ -105,7 +113,7 @@ def test_open_window_reads_everything(whole):
     assert pruning.plan(store, snap, None, None) is None
 
 
-def test_a_request_running_for_days_before_the_window_is_read(store_dir, tmp_path):
+def test_a_request_running_for_days_before_the_window_is_read(store_dir, tmp_path, monkeypatch):
     """A request that arrived two days before the window and is still running in it counts for concurrency:
     its partition is found from the Parquet statistics of `finished` (no data read) and read."""
     base = datetime(2026, 3, 1, 12, tzinfo=UTC).timestamp()
@@ -116,6 +124,7 @@ def test_a_request_running_for_days_before_the_window_is_read(store_dir, tmp_pat
     log = tmp_path / "litellm.jsonl"
     log.write_text("\n".join(lines) + "\n")
     ingest([str(log)], store_dir)
+    monkeypatch.setenv("ATTRIBUTION_PRUNE", "all")  # (also if the ingest cached the commit's join)
     store = Store.open(store_dir)
     snap = store.snapshot()
     since = datetime(2026, 3, 4, 6, tzinfo=UTC)
@@ -134,3 +143,20 @@ def test_a_request_running_for_days_before_the_window_is_read(store_dir, tmp_pat
     assert short.execute(spanning, {"s": since}).fetchone()[0] == 0
     analyses.select(con, since=w)
     assert con.execute(spanning, {"s": since}).fetchone()[0] == 1
+
+
+def test_dashboard_date_filter_prunes_step_lines_only(sample_store, monkeypatch):
+    """The dashboard's date filter reads the step lines of its days (and the previous window's) and keeps the
+    requests whole (the shared join cache); its pages give the whole store's answers."""
+    from attribution.dashboard import Filters, View
+
+    flt = Filters(since=datetime(2026, 5, 6, 13, tzinfo=UTC), until=datetime(2026, 5, 7, 9, tzinfo=UTC))
+    pruned = View(sample_store, flt)
+    sql = pruned.con.execute("select sql from duckdb_views() where view_name = 'raw_engine_steps'").fetchone()[0]
+    assert "day=2026-05-08" not in sql and "day=2026-05-04" not in sql and "day=2026-05-05" in sql
+    monkeypatch.setenv("ATTRIBUTION_PRUNE", "0")
+    whole = View(sample_store, flt)
+    assert "day=2026-05-08" in whole.con.execute(
+        "select sql from duckdb_views() where view_name = 'raw_engine_steps'").fetchone()[0]
+    for page in ("concurrency", "thresholds", "changes"):
+        assert_same(getattr(whole, page)(), getattr(pruned, page)())

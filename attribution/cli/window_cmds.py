@@ -83,6 +83,6 @@ def _window_connection(st: Any, since: str | None, until: str | None) -> tuple[A
     from attribution.pruning import anchor_days
     from attribution.report.build import report_days, report_window
 
-    window = report_window(connect(st, days=lambda _, snap: anchor_days(snap)), since=since, until=until,
+    window = report_window(connect(st, days=anchor_days), since=since, until=until,
                            default=st.window)
     return connect(st, days=lambda store, snap: report_days(store, snap, window)), window
