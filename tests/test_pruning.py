@@ -97,8 +97,9 @@ def test_pruned_connection_reads_fewer_files(whole):
     assert sql.count(".parquet") == len(kept)
 
 
-def test_report_window_and_its_previous_are_kept(whole):
+def test_report_window_and_its_previous_are_kept(whole, monkeypatch):
     store, snap, full = whole
+    monkeypatch.setenv("ATTRIBUTION_PRUNE", "all")
     settings = Settings()
     probe = pruning.anchor_connection(store, snap)
     window = report_window(probe, since="2026-05-07", until="2026-05-08")
