@@ -11,7 +11,6 @@ from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pyarrow.parquet as pq
 
 from attribution import joincache, layout
 from attribution.analyses.common import Window, parse_when, resolve_window
@@ -106,11 +105,12 @@ def plan(store: Store, snapshot: Snapshot, since: datetime | None, until: dateti
     out: dict[str, Days] = {t: (first, last) for t in TABLES}
     for t in FROM_START:
         out[t] = (None, last)
-    if since is not None and first is not None:
+    read_whole = (*whole, *(JOIN_INPUTS if _join_cached(store, snapshot) else ()))
+    if since is not None and first is not None and not set(SPANNED) <= set(read_whole):
         back = _reach_back(store, snapshot, since, first)
         for t in SPANNED:
             out[t] = (back, last)
-    for t in (*whole, *(JOIN_INPUTS if _join_cached(store, snapshot) else ())):
+    for t in read_whole:
         out.pop(t, None)
     return out
 
@@ -134,6 +134,8 @@ def _reach_back(store: Store, snapshot: Snapshot, since: datetime, first: str) -
 
 def _may_reach(store: Store, rel: str, bound: datetime) -> bool:
     """Whether a requests file's statistics allow a row ending at or after `bound` (unknown: yes)."""
+    import pyarrow.parquet as pq  # (here: its import costs a command that reads through the cached join)
+
     try:
         meta = pq.read_metadata(store.locate(rel))
     except OSError:
