@@ -279,8 +279,10 @@ def analyze_cmd(
             summary = ingest(paths, default_store_path(st.store), deployment=deployment, label=label, year=year, tz=tz,
                              progress=prog)
         print_summary(summary)
-    con = connect(st, window=(since, until))
-    res = analyses.analyze(con, since=since, until=until, by=st.by,
+    from attribution.pruning import window_of
+
+    con = connect(st, window=(since, until))  # (the window resolved on the whole store, then pruned)
+    res = analyses.analyze(con, since=window_of(con) or since, until=until, by=st.by,
                            slo=analyses.parse_slo(list(st.slo) or None, st.slo_preset), gpu_hour_cost=st.gpu_hour_cost,
                            gpus_per_pod=st.gpus_per_pod, ceiling_share=st.ceiling_share, percentiles=st.percentiles)
     with_settings(res, st, ("by", "slo", "slo_preset", "gpu_hour_cost", "gpus_per_pod", "ceiling_share",
