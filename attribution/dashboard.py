@@ -30,8 +30,10 @@ from attribution.db import as_time
 from attribution.errors import AttributionError, InputError
 from attribution.histograms.analysis import histograms_stored
 from attribution.memsplit import memsplit
+from attribution.pruning import SCRAPES, plan
 from attribution.status import store_counts
 from attribution.store import Snapshot, Store
+from attribution.views import JOIN_INPUTS
 
 NONE = "(none)"  # what the analyses call a missing group value; the filters use the same word
 MEMORY_SHARE = 0.25  # of the machine's memory, for DuckDB's working memory per view (it spills beyond)
@@ -194,7 +196,12 @@ class View:
         self.store = Store.open(path)
         self.snapshot = snapshot or self.store.snapshot()
         self.filters = flt
-        con = self.store.connect(self.snapshot)
+        # a date filter reads only its days' step lines and access log, and the previous window's (the changes
+        # page compares them); the requests stay whole (every view and session shares the commit's cached
+        # join) and so do the scrapes (compare's cohort windows may lie outside the filter): attribution.pruning
+        start = flt.since - (flt.until - flt.since) if flt.since and flt.until else None
+        days = plan(self.store, self.snapshot, start, flt.until, whole=(*JOIN_INPUTS, *SCRAPES))
+        con = self.store.connect(self.snapshot, days=days)
         connect_settings(con, self.settings)
         # Scratch space outside the store (DuckDB's spill files), removed with the view.
         scratch = Path(tempfile.mkdtemp(prefix="attribution-dashboard-"))

@@ -74,6 +74,15 @@ def attached(con: duckdb.DuckDBPyConnection) -> bool:
     return src is not None and src.state == "attached"
 
 
+def cached_for(root: Path, version: int) -> list[Path]:
+    """The cached joins of commit `version` (one per workload mapping), without opening them."""
+    d = cache_dir(root)
+    try:
+        return [d / n for n in os.listdir(d) if (m := _NAME_RE.match(n)) and int(m.group(1)) == version]
+    except OSError:
+        return []
+
+
 def cache_dir(root: Path) -> Path:
     return Path(root) / CACHE_DIR
 

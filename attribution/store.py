@@ -182,10 +182,12 @@ class Store:
             return [resolve(r) for r in rels]
         return [layout.anywhere(self.root, r) for r in rels]
 
-    def connect(self, snapshot: Snapshot | None = None, *, days: tuple[str | None, str | None] | None = None
+    def connect(self, snapshot: Snapshot | None = None, *,
+                days: tuple[str | None, str | None] | dict[str, tuple[str | None, str | None]] | None = None
                 ) -> duckdb.DuckDBPyConnection:
         """An in-memory DuckDB connection with the store's tables and views (see attribution.views); `days`
-        (first, last UTC day, inclusive) reads only the partitions of those days (and rows without a time)."""
+        (first, last UTC day, inclusive) reads only the partitions of those days (and rows without a time);
+        a dict gives each table its own (attribution.pruning)."""
         from attribution.views import connect
 
         return connect(self, snapshot or self.snapshot(), days=days)

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from attribution.schema import PolarsType
     from attribution.store import Snapshot, Store
 
+Days = tuple[str | None, str | None]
+JOIN_INPUTS = ("requests", "request_events")  # what queries/stg_requests.sql and the join read
 # Views built by a staging query; every other table is exposed as stored.
 STAGED = {"requests": "stg_requests", "engine_config": "stg_engine_config",
           "ingest_line_shapes": "stg_ingest_line_shapes"}
@@ -114,9 +116,11 @@ def scrapes_stored(con: duckdb.DuckDBPyConnection) -> bool:
     return bool(rows[0][0])
 
 
-def connect(store: Store, snapshot: Snapshot, *, days: tuple[str | None, str | None] | None = None
+def connect(store: Store, snapshot: Snapshot, *, days: Days | dict[str, Days] | None = None
             ) -> duckdb.DuckDBPyConnection:
-    """`days` (first, last UTC day, inclusive): read only those partitions' files, plus rows without a time."""
+    """`days` (first, last UTC day, inclusive; None an open end): read only those partitions' files, plus rows
+    without a time; a dict gives each table its own (attribution.pruning; a table it does not name is read
+    whole)."""
     con = duckdb.connect(":memory:")
     if store.remote:
         store.remote.register(con)
@@ -126,7 +130,8 @@ def connect(store: Store, snapshot: Snapshot, *, days: tuple[str | None, str | N
     con.execute("set enable_progress_bar = false")
     for table in TABLES:
         live = sorted(snapshot.live(table))
-        files = store.read_paths(layout.prune(live, *days) if days else live)
+        rng = days.get(table) if isinstance(days, dict) else days
+        files = store.read_paths(layout.prune(live, *rng) if rng else live)
         raw = f"raw_{table}"
         if files:
             # (the `day=` directories are the files' location, not a column of our tables)
@@ -148,9 +153,16 @@ def connect(store: Store, snapshot: Snapshot, *, days: tuple[str | None, str | N
     con.register("_workload_map", load_workload_map(store).to_arrow())
     con.execute("create view workload_map as select * from _workload_map")
     queries.create_view(con, "stg_joined_requests", "joined_requests")
-    if not store.remote and not days:  # (the cache holds a whole commit's join, and lives in the store)
+    # (the cache holds a whole commit's join, and lives in the store: only a connection reading every file of
+    # the join's inputs may build or attach it)
+    if not store.remote and not any(_pruned(days, t) for t in JOIN_INPUTS):
         joincache.register(con, store.root, snapshot.version)
     return con
+
+
+def _pruned(days: Days | dict[str, Days] | None, table: str) -> bool:
+    rng = days.get(table) if isinstance(days, dict) else days
+    return rng is not None and rng != (None, None)
 
 
 def workloads_file(store: Store) -> Path | None:

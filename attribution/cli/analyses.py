@@ -65,12 +65,14 @@ GpusOpt = Annotated[int | None, typer.Option(help="GPUs per pod (default: the en
 
 
 def select(settings: Settings, since: str | None, until: str | None, by: GroupBy | str | None = None,
-           command: str | None = None) -> Selection:
+           command: str | None = None, prune: bool = True) -> Selection:
     """The window's requests on the settings' store, grouped by `by` (default: the `by` setting), for the
-    analysis `command` (app.connect: only some run on Spark)."""
+    analysis `command` (app.connect: only some run on Spark); `prune`: read only the window's days."""
     from attribution import analyses
+    from attribution.pruning import window_of
 
-    return analyses.select(connect(settings, command), since=since, until=until, by=by or settings.by)
+    con = connect(settings, command, window=(since, until) if prune else None)  # only its days: pruning.py
+    return analyses.select(con, since=window_of(con) or since, until=until, by=by or settings.by)
 
 
 def with_by(settings: Settings, by: GroupBy | None, own_default: GroupBy = GroupBy.workload) -> Settings:
@@ -277,7 +279,10 @@ def analyze_cmd(
             summary = ingest(paths, default_store_path(st.store), deployment=deployment, label=label, year=year, tz=tz,
                              progress=prog)
         print_summary(summary)
-    res = analyses.analyze(connect(st), since=since, until=until, by=st.by,
+    from attribution.pruning import window_of
+
+    con = connect(st, window=(since, until))  # (the window resolved on the whole store, then pruned)
+    res = analyses.analyze(con, since=window_of(con) or since, until=until, by=st.by,
                            slo=analyses.parse_slo(list(st.slo) or None, st.slo_preset), gpu_hour_cost=st.gpu_hour_cost,
                            gpus_per_pod=st.gpus_per_pod, ceiling_share=st.ceiling_share, percentiles=st.percentiles)
     with_settings(res, st, ("by", "slo", "slo_preset", "gpu_hour_cost", "gpus_per_pod", "ceiling_share",

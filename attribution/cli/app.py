@@ -13,7 +13,11 @@ from attribution.render import Format
 from attribution.store import Store, default_store_path
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import duckdb
+
+    from attribution.store import Snapshot
 
 app = typer.Typer(
     name="attribution",
@@ -79,7 +83,8 @@ def _current_context() -> typer.Context | None:
 SPARK_COMMANDS = ("lengths", "latency", "concurrency", "thresholds")  # with a Spark path (tested equal to DuckDB's)
 
 
-def connect(settings: Settings, command: str | None = None) -> duckdb.DuckDBPyConnection:
+def connect(settings: Settings, command: str | None = None, window: tuple[Any, Any] | None = None,
+            days: Callable[[Store, Snapshot], Any] | None = None) -> duckdb.DuckDBPyConnection:
     """A connection to the settings' store with the settings' workload names applied: DuckDB in this
     process, or Spark temporary views under `--engine spark` (attribution.spark.connection; the analyses run
     the same query files on either). `command` names the caller: one without a Spark path refuses an
@@ -100,7 +105,15 @@ def connect(settings: Settings, command: str | None = None) -> duckdb.DuckDBPyCo
         spark_con: Any = spark_connect(store, store.snapshot(), session, workload_map(settings))
         # the analyses take either connection (attribution.queries tells them apart)
         return cast("duckdb.DuckDBPyConnection", spark_con)
-    con = store.connect()
+    if window is not None and window != (None, None):  # (since, until): read only their days (pruning.py)
+        from attribution.pruning import connect as pruned
+
+        con = pruned(store, *window)[0]
+    elif days is not None:  # the days to read, from the store and its snapshot (attribution.pruning)
+        snap = store.snapshot()
+        con = store.connect(snap, days=days(store, snap))
+    else:
+        con = store.connect()
     connect_settings(con, settings)
     return con
 

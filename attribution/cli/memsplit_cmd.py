@@ -100,13 +100,17 @@ def memsplit_cmd(
         slots_per_request=slots_per_request,
     )
     st = resolve(config, store=store, model=model)
+    from attribution.pruning import window_of
+
+    con = connect(st, window=(since, until))  # reads only the window's days (attribution.pruning)
+    w = window_of(con)  # (resolved on the whole store: a pruned connection may not hold the newest arrival)
     res = memsplit(
-        connect(st),
+        con,
         st.model,
         engine=engine and engine.value,
         deployments=deployment,
-        since=since,
-        until=until,
+        since=w.since if w else since,
+        until=w.until if w else until,
         overrides=ov,
         run_whatif=whatif,
         service_model=service_model,

@@ -4,7 +4,7 @@ options and output forms as the other analysis commands."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -51,11 +51,11 @@ def changes_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt 
 
     Example: attribution changes --since 7d --format json
     """
-    from attribution.report.build import report_window, window_changes
+    from attribution.report.build import window_changes
 
     st = resolve(config, store=store, by=by.value if by else None)
-    con = connect(st)
-    res = window_changes(con, report_window(con, since=since, until=until, default=st.window), st)
+    con, window = _window_connection(st, since, until)
+    res = window_changes(con, window, st)
     _shown(res, fmt, table)
 
 
@@ -70,9 +70,19 @@ def health_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt =
 
     Example: attribution health --since 7d --gap-minutes 60
     """
-    from attribution.report.build import report_window, window_health
+    from attribution.report.build import window_health
 
     st = resolve(config, store=store, gap_minutes=gap_minutes)
-    con = connect(st)
-    window = report_window(con, since=since, until=until, default=st.window)
+    con, window = _window_connection(st, since, until)
     _shown(window_health(open_store(default_store_path(st.store)), con, window, st), fmt, table)
+
+
+def _window_connection(st: Any, since: str | None, until: str | None) -> tuple[Any, Any]:
+    """The report's window (resolved from the newest days alone) and a connection reading only its days and
+    the previous window's (report.build.report_days)."""
+    from attribution.pruning import anchor_days
+    from attribution.report.build import report_days, report_window
+
+    window = report_window(connect(st, days=anchor_days), since=since, until=until,
+                           default=st.window)
+    return connect(st, days=lambda store, snap: report_days(store, snap, window)), window

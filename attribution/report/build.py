@@ -34,6 +34,7 @@ from attribution.histograms import metric_window
 from attribution.histograms import metrics as histogram_metrics
 from attribution.histograms.analysis import histograms_stored
 from attribution.memsplit import memsplit
+from attribution.pruning import anchor_connection, plan
 from attribution.report import sections
 from attribution.report.actions import MAX_ACTIONS, pick_actions
 from attribution.report.cache_section import report_cache
@@ -114,14 +115,24 @@ def report_window(con: Any, *, since: Any = None, until: Any = None, week: str |
     return Window(w.since, w.until, newest)
 
 
+def report_days(store: Store, snapshot: Any, window: Window) -> dict[str, Any] | None:
+    """The days the report of `window` reads (attribution.pruning.plan): the window's and the previous
+    window's, which the changes compare it with."""
+    return plan(store, snapshot, (previous_window(window) or window).since, window.until)
+
+
 def run_analyses(store: Store, settings: Settings, *, since: Any = None, until: Any = None, week: str | None = None,
                  ingest: dict[str, Any] | None = None, progress: Progress | None = None) -> Inputs:
     """Every analysis of the report on one snapshot of `store` (an ingest committing meanwhile is not seen)."""
     say = progress or (lambda _: None)
     snapshot = store.snapshot()
-    con = store.connect(snapshot)
+    # the window first, from the newest days alone; then a connection reading only its days and the previous
+    # window's (the changes compare the two), with the margins attribution.pruning gives each table
+    probe = anchor_connection(store, snapshot)
+    connect_settings(probe, settings)
+    window = report_window(probe, since=since, until=until, week=week, default=settings.window)
+    con = store.connect(snapshot, days=report_days(store, snapshot, window))
     connect_settings(con, settings)  # the config's workload names replace the store's own mapping here
-    window = report_window(con, since=since, until=until, week=week, default=settings.window)
     by = GroupBy(settings.by)
     slo = parse_slo(list(settings.slo) or None, settings.slo_preset)
     inp = Inputs(window, by, slo, settings, commit=snapshot.version)
