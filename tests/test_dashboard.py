@@ -7,13 +7,12 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 import pytest
-import streamlit as st
 from conftest import REPO, computed_once, settings_key
 from polars.testing import assert_frame_equal
-from streamlit.testing.v1 import AppTest
 from test_thresholds import SAMPLE, sample_store
 from typer.testing import CliRunner
 
@@ -26,6 +25,9 @@ from attribution.db import fetch
 from attribution.ingest import ingest
 from attribution.simulate.output import simulate_to_dir
 from attribution.store import Store
+
+if TYPE_CHECKING:  # streamlit is imported by the tests that run a page, not by every worker collecting
+    from streamlit.testing.v1 import AppTest
 
 APP = REPO / "dashboards" / "app.py"
 PAGES = ["overview", "lengths", "concurrency", "arrivals", "latency", "capacity", "thresholds", "memsplit", "compare",
@@ -151,6 +153,7 @@ def store(tmp_path_factory) -> Path:
 def page(name: str, store: Path, monkeypatch, **state) -> AppTest:
     """Run one page; `state` presets widgets (sidebar filters, page options) by key before the first run."""
     import streamlit as st
+    from streamlit.testing.v1 import AppTest
 
     monkeypatch.setenv("ATTRIBUTION_STORE", str(store))
     # the app keeps its settings for 15 s (_data.REFRESH_S) across sessions: each test's page starts from the
@@ -244,6 +247,8 @@ def test_the_by_setting_is_where_the_group_by_box_starts(store, tmp_path, monkey
     cfg = tmp_path / "attribution.toml"
     cfg.write_text('by = "deployment"\n')
     monkeypatch.setenv("ATTRIBUTION_CONFIG", str(cfg))
+    import streamlit as st
+
     st.cache_resource.clear()  # the settings are cached per process for REFRESH_S seconds
     try:
         at = page("lengths", store, monkeypatch)
@@ -402,6 +407,8 @@ def test_a_session_keeps_its_commit_until_the_reader_loads_newer_data(tmp_path, 
     at = page("lengths", store, monkeypatch)
     assert _caption(at).startswith(f"{per_label['before']:,} requests") and not at.sidebar.button
     ingest([str(tmp_path / "logs" / "vllm" / "after")], store, year=truth["year"], tz=truth["tz"])
+    import streamlit as st
+
     st.cache_data.clear()  # the newest commit is looked up every REFRESH_S seconds: do not wait for it
     at.run()
     assert _caption(at).startswith(f"{per_label['before']:,} requests")

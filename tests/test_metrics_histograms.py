@@ -204,6 +204,40 @@ def test_compare_by_window_on_histograms_alone(tmp_path, capsys):
     assert p50["verdict"] == "higher" and p50["label"] == "bucket-interpolated" and doc["notes"]
 
 
+def test_a_report_reads_each_windows_increases_once(tmp_path, monkeypatch):
+    """Inside shared_increases (a report's analyses) the same connection, window and table run the query once
+    and give the same rows; another window or table, or a call outside, runs it again."""
+    from attribution import queries
+    from attribution.histograms.analysis import shared_increases
+
+    con = ttft_store(tmp_path / "store").connect()
+    ran: list[tuple] = []
+    real = queries.run
+
+    def run(c, name, **kw):
+        if name == "metric_increase":
+            ran.append((kw["kind"], kw["since"]))
+        return real(c, name, **kw)
+    monkeypatch.setattr(queries, "run", run)
+    later = Window(T0 + timedelta(minutes=5), None)
+    with shared_increases():
+        first = increases(con, Window(T0, None))
+        assert increases(con, Window(T0, None)).equals(first) and len(ran) == 1
+        increases(con, later)
+        increases(con, Window(T0, None), "counter")
+        assert len(ran) == 3
+    increases(con, Window(T0, None))
+    assert len(ran) == 4 and first["increase"].sum() > 0
+    # a report on this store: every analysis asking the window's histogram increases shares one read
+    ran.clear()
+    from attribution.config import load_settings
+    from attribution.report import run_analyses
+
+    inp = run_analyses(Store.open(tmp_path / "store"), load_settings())
+    assert inp.metrics is not None and not inp.metrics.tables["latency"].is_empty()
+    assert len(ran) == len(set(ran)) and ("histogram", inp.window.since) in ran
+
+
 def test_report_of_a_store_of_prometheus_samples_alone(tmp_path, capsys):
     ttft_store(tmp_path / "store")
     out = tmp_path / "r.json"

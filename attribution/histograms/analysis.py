@@ -4,7 +4,9 @@ exact-vs-histogram side by side) and `compare` (two windows, with the bucket-edg
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import timedelta
 from typing import Any
 
@@ -42,9 +44,30 @@ def metric_window(con: duckdb.DuckDBPyConnection, since: Any = None, until: Any 
     return Window(s, u, newest)
 
 
+# (connection, since, until, table) -> (connection, rows), while `shared_increases` is open
+_SHARED: ContextVar[dict[tuple[Any, ...], tuple[Any, pl.DataFrame]] | None] = ContextVar("increases", default=None)
+
+
+@contextmanager
+def shared_increases() -> Iterator[None]:
+    """Inside: `increases` of one connection, window and table is read once. A report asks it of the same
+    window four times (lengths, latency, the cohort's latency, metrics), each a scan of every sample."""
+    token = _SHARED.set({})
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
+
 def increases(con: duckdb.DuckDBPyConnection, window: Window, table: str = "histogram") -> pl.DataFrame:
     """The window's increase per histogram series part (table `histogram`) or counter (`counter`)."""
-    return queries.run(con, "metric_increase", kind=table, since=window.since, until=window.until)
+    memo, key = _SHARED.get(), (id(con), window.since, window.until, table)
+    if memo is not None and key in memo:
+        return memo[key][1]
+    rows = queries.run(con, "metric_increase", kind=table, since=window.since, until=window.until)
+    if memo is not None:
+        memo[key] = (con, rows)  # the connection kept alive with its rows: its id is not reused meanwhile
+    return rows
 
 
 def latency_percentiles(con: duckdb.DuckDBPyConnection, window: Window, percentiles: Iterable[float]

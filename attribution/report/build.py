@@ -32,7 +32,7 @@ from attribution.config import Settings, connect_settings
 from attribution.errors import InputError, UsageError
 from attribution.histograms import metric_window
 from attribution.histograms import metrics as histogram_metrics
-from attribution.histograms.analysis import histograms_stored
+from attribution.histograms.analysis import histograms_stored, shared_increases
 from attribution.memsplit import memsplit
 from attribution.pruning import anchor_connection, plan
 from attribution.report import sections
@@ -124,6 +124,12 @@ def report_days(store: Store, snapshot: Any, window: Window) -> dict[str, Any] |
 def run_analyses(store: Store, settings: Settings, *, since: Any = None, until: Any = None, week: str | None = None,
                  ingest: dict[str, Any] | None = None, progress: Progress | None = None) -> Inputs:
     """Every analysis of the report on one snapshot of `store` (an ingest committing meanwhile is not seen)."""
+    with shared_increases():  # several analyses read the window's Prometheus increases: read once
+        return _run_analyses(store, settings, since=since, until=until, week=week, ingest=ingest, progress=progress)
+
+
+def _run_analyses(store: Store, settings: Settings, *, since: Any, until: Any, week: str | None,
+                  ingest: dict[str, Any] | None, progress: Progress | None) -> Inputs:
     say = progress or (lambda _: None)
     snapshot = store.snapshot()
     # the window first, from the newest days alone; then a connection reading only its days and the previous
