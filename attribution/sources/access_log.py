@@ -31,6 +31,7 @@ from attribution.sources.timefmt import to_utc
 
 # Values that mean "no value": NGINX logs `-` for an unset variable, SpendLogs CSV exports write `None`.
 NULL_TEXT = ["", "-", "null", "None", "NULL"]
+_NULL_SQL = ", ".join("'" + t + "'" for t in NULL_TEXT)
 _EPOCH_DIGITS = {"epoch_s": 6, "epoch_ms": 3, "epoch_us": 0}
 _UNIT = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
 _STRING_COLS = ["request_id", "model", "key_alias", "team", "user", "deployment", "error", "finish_reason",
@@ -59,29 +60,31 @@ def json_records(lines: pl.DataFrame, paths: dict[str, list[str]]) -> tuple[pl.D
         df = pl.concat([lines.filter(is_obj), rest]).sort("line")
     names = list(paths)
     flat = [p for n in names for p in paths[n]]
+    # One parse per line: `try` turns the extraction's error on a document that does not parse into NULL
+    # (a document that parses always gives a list), so no separate json_valid pass reads every line again.
+    # The "no value" texts and the fallbacks (first path with a value) are resolved in the same query.
+    cols, i = [], 0
+    for n in names:
+        vals = [f"case when v[{j}] in ({_NULL_SQL}) then null else v[{j}] end"
+                for j in range(i + 1, i + 1 + len(paths[n]))]
+        i += len(paths[n])
+        expr = vals[0] if len(vals) == 1 else f"coalesce({', '.join(vals)})"
+        cols.append(f"{expr} as c{len(cols)}")  # renamed below: a name may be any text
     con = scratch()
     try:
         con.register("j", df.select("line", "text"))
         # Rows come back in input order (DuckDB preserves insertion order for a plain projection).
-        sql = ("select line, ok, case when ok then json_extract_string(text, ?::VARCHAR[]) end as v, "
-               "case when not ok then regexp_extract_all(left(text, 2000), ?) end as keys "
-               "from (select line, text, json_valid(text) as ok from j)")
-        got = fetch(con, sql, [flat, _KEY_RE])
+        sql = (f"select line, v is not null as ok, {', '.join(cols)}, "
+               "case when v is null then regexp_extract_all(left(text, 2000), $keys) end as keys "
+               "from (select line, text, try(json_extract_string(text, $paths::VARCHAR[])) as v from j)")
+        got = fetch(con, sql, {"paths": flat, "keys": _KEY_RE})
     finally:
         con.close()
     errors = got.filter(~pl.col("ok")).select(
         "line", pl.lit("malformed JSON: the line starts like an object but does not parse").alias("reason"),
         _keys_text(pl.col("keys")).alias("sample"))
     got = got.filter(pl.col("ok"))
-    cols, i = [], 0
-    for n in names:
-        vals = []
-        for _ in paths[n]:
-            v = pl.col("v").list.get(i, null_on_oob=True)
-            vals.append(pl.when(v.is_in(NULL_TEXT)).then(None).otherwise(v))
-            i += 1
-        cols.append(pl.coalesce(vals).alias(n))
-    return got.select("line", *cols), errors
+    return got.select("line", *(pl.col(f"c{k}").alias(n) for k, n in enumerate(names))), errors
 
 
 def _keys_text(keys: pl.Expr) -> pl.Expr:
