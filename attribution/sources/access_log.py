@@ -117,6 +117,10 @@ def iso_time(raw: pl.Expr, tz: str) -> pl.Expr:
     return pl.coalesce(to_utc(naive, tz), aware.dt.convert_time_zone("UTC"))
 
 
+# What `auto` reads as epoch seconds.
+NUMBER_RE = r"^\d+(?:\.\d+)?(?:[eE][+-]?\d+)?$"
+
+
 def parse_time(raw: pl.Expr, fmt: str = "auto", tz: str = "UTC") -> pl.Expr:
     """Text -> UTC Datetime(us). `fmt`: auto (a number is epoch seconds, else ISO-8601), iso8601, epoch_s,
     epoch_ms, epoch_us, or a strftime pattern (read in `tz` unless it has %z)."""
@@ -125,7 +129,7 @@ def parse_time(raw: pl.Expr, fmt: str = "auto", tz: str = "UTC") -> pl.Expr:
     if fmt == "iso8601":
         return iso_time(raw, tz)
     if fmt == "auto":
-        numeric = raw.str.contains(r"^\d+(?:\.\d+)?(?:[eE][+-]?\d+)?$")
+        numeric = raw.str.contains(NUMBER_RE)
         return pl.when(numeric).then(epoch(raw)).otherwise(iso_time(raw, tz))
     parsed = raw.str.to_datetime(fmt, strict=False, time_unit="us")
     aware = any(z in fmt for z in ("%z", "%#z", "%:z"))
