@@ -178,14 +178,12 @@ def _paired(cand: pl.DataFrame) -> pl.DataFrame:
 
 def _typed_rows(rows: pl.DataFrame, bad_head: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Raw values -> typed engine_steps rows and the errors (unreadable values, no `#running-req`)."""
-    typed, bad = [], []
-    for col, typ in COLUMNS.items():
-        val = _cast(pl.col(col), typ)
-        typed.append(val.alias(col))
-        bad.append(
-            pl.when(pl.col(col).is_not_null() & val.is_null()).then(pl.lit(f"unreadable value for {col}"))
-        )
-    rows = rows.with_columns(*typed, pl.coalesce(bad).alias("_bad")).with_columns(
+    # each value cast once (beside its text), then compared with its text
+    rows = rows.with_columns(_cast(pl.col(col), typ).alias(f"{col}__t") for col, typ in COLUMNS.items())
+    bad = [pl.when(pl.col(col).is_not_null() & pl.col(f"{col}__t").is_null()).then(pl.lit(f"unreadable value for {col}"))
+           for col in COLUMNS]
+    rows = rows.with_columns(*(pl.col(f"{col}__t").alias(col) for col in COLUMNS), pl.coalesce(bad).alias("_bad"))
+    rows = rows.drop(f"{col}__t" for col in COLUMNS).with_columns(
         pl.coalesce("running", "_mixed_running").alias("running")
     )
     rows = rows.with_columns(
