@@ -36,6 +36,11 @@ _EPOCH_DIGITS = {"epoch_s": 6, "epoch_ms": 3, "epoch_us": 0}
 _UNIT = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
 _STRING_COLS = ["request_id", "model", "key_alias", "team", "user", "deployment", "error", "finish_reason",
                 "workload", "status"]
+# Each line's values at the paths, NULL when it does not parse: one parse with TRY (DuckDB 1.3+), else a
+# json_valid test first (pyproject allows DuckDB 1.1).
+_TRY_EXTRACT = "try(json_extract_string(text, $paths::VARCHAR[]))"
+_VALID_EXTRACT = "case when json_valid(text) then json_extract_string(text, $paths::VARCHAR[]) end"
+_EXTRACT = _TRY_EXTRACT if tuple(int(x) for x in duckdb.__version__.split(".")[:2]) >= (1, 3) else _VALID_EXTRACT
 # A JSON object key: used to build error samples that show a line's shape but never its values.
 _KEY_RE = r'"(?:[^"\\]|\\.)*"\s*:'
 
@@ -76,7 +81,7 @@ def json_records(lines: pl.DataFrame, paths: dict[str, list[str]]) -> tuple[pl.D
         # Rows come back in input order (DuckDB preserves insertion order for a plain projection).
         sql = (f"select line, v is not null as ok, {', '.join(cols)}, "
                "case when v is null then regexp_extract_all(left(text, 2000), $keys) end as keys "
-               "from (select line, text, try(json_extract_string(text, $paths::VARCHAR[])) as v from j)")
+               f"from (select line, text, {_EXTRACT} as v from j)")
         got = fetch(con, sql, {"paths": flat, "keys": _KEY_RE})
     finally:
         con.close()
