@@ -341,3 +341,31 @@ def test_keys_and_prompts_never_reach_an_output_column(tmp_path):
     assert litellm["key_alias"].to_list() == [sha(BEARER[7:])]  # a raw key used as an alias is hashed too
     assert litellm["error"].to_list() == ["litellm.BadRequestError"]  # the class, never the message
     assert litellm["deployment"].to_list() == ["host:8000"]  # credentials in api_base are dropped
+
+
+@pytest.mark.parametrize("extract", ["_TRY_EXTRACT", "_VALID_EXTRACT"])
+def test_json_records_read_the_same_with_one_parse_or_a_validity_test_first(monkeypatch, extract):
+    """json_records parses each line once (TRY, DuckDB 1.3+) or tests it with json_valid first (older DuckDB):
+    the same records, fallbacks, no-value texts and errors either way, and a line that does not parse is an
+    error, never a record."""
+    from attribution.sources import access_log
+    from attribution.sources.litellm import _SLP_PATHS
+
+    cases = Path(__file__).parent / "cases" / "litellm"
+    texts = [t for p in sorted(cases.glob("*.jsonl")) for t in p.read_text(encoding="utf-8").splitlines()]
+    texts += ['{"id": "a", "startTime": 1, "api_base": "-", "hidden_params": {"api_base": "http://h:1/v1"}}',
+              '{"id": "b", "startTime": ', '{"id": "c"} trailing', '  {"id": "d", "model": "None"}']
+    lines = pl.DataFrame({"line": range(1, len(texts) + 1), "text": texts})
+    monkeypatch.setattr(access_log, "_EXTRACT", getattr(access_log, extract))
+    recs, errors = access_log.json_records(lines, _SLP_PATHS)
+    n = len(texts)
+    assert errors["line"].to_list()[-2:] == [n - 2, n - 1]
+    assert set(recs["line"]) | set(errors["line"]) == {i + 1 for i, t in enumerate(texts) if t.lstrip().startswith("{")}
+    last = recs.filter(pl.col("line") >= n - 3)
+    assert last["request_id"].to_list() == ["a", "d"]
+    assert last["api_base"].to_list() == ["http://h:1/v1", None]  # `-` is no value: the fallback path's
+    assert last["raw_model"].to_list() == [None, None]  # `None` is no value
+    if extract == "_TRY_EXTRACT":
+        monkeypatch.setattr(access_log, "_EXTRACT", access_log._VALID_EXTRACT)
+        again = access_log.json_records(lines, _SLP_PATHS)
+        assert again[0].equals(recs) and again[1].equals(errors)

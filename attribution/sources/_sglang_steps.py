@@ -5,6 +5,8 @@ keys not in FIELDS are skipped: a new field never breaks a line.
 
 from __future__ import annotations
 
+import re
+
 import polars as pl
 
 from attribution.privacy import redact_expr
@@ -40,6 +42,11 @@ FIELDS: dict[str, tuple[str, str]] = {
     "musa graph": ("cuda_graph", "bool"),
 }
 COLUMNS: dict[str, str] = {col: typ for col, typ in FIELDS.values()}
+# A body in the plain form `key: value, key: value, ...` (no `=`, so no SWA values; no `,` in a value) has one
+# shape per release and kind: its keys, `: value` replaced by `:=`. A shape whose keys are printable ASCII with
+# one space after each comma is read by position (PAIR_RE would give the same pairs), the rest by PAIR_RE.
+_SHAPE_KEY_RE = re.compile(r"[!-~](?:[ -~]*[!-~])?")
+_SHAPES_MAX = 32  # distinct plain shapes read by position per chunk (the rest go through PAIR_RE)
 
 
 def _cast(expr: pl.Expr, typ: str) -> pl.Expr:
@@ -68,14 +75,81 @@ def parse_steps(df: pl.DataFrame) -> tuple[pl.DataFrame | None, pl.DataFrame | N
     cand = df.filter(pl.col("has_header") & batch).filter(msg.str.contains(KIND_RE))
     if cand.height == 0:
         return None, None
-    cand = cand.with_columns(msg.str.extract_groups(LINE_RE).alias("_m")).with_columns(
-        pl.col("_m").struct.field("1").str.to_lowercase().alias("kind"),
-        pl.col("_m").struct.field("2").cast(pl.Int64, strict=False).alias("_mixed_running"),
-        pl.col("_m").struct.field("3").fill_null("").alias("_body"),
+    # The usual headers read by literal tests (LINE_RE reads them the same; its `.` stops at a newline, hence
+    # the test for one), LINE_RE only on the others.
+    usual = (msg.str.starts_with("Prefill batch, ") | msg.str.starts_with("Decode batch, ")) \
+        & ~msg.str.contains("\n", literal=True)
+    prefill = msg.str.starts_with("P")
+    cand = cand.with_row_index("_i")
+    quick = cand.filter(usual).with_columns(
+        pl.when(prefill).then(pl.lit("prefill")).otherwise(pl.lit("decode")).alias("kind"),
+        pl.lit(None, pl.Int64).alias("_mixed_running"),
+        msg.str.slice(pl.when(prefill).then(15).otherwise(14)).alias("_body"),
     )
+    slow = cand.filter(~usual)
+    if slow.height:
+        slow = slow.with_columns(msg.str.extract_groups(LINE_RE).alias("_m")).with_columns(
+            pl.col("_m").struct.field("1").str.to_lowercase().alias("kind"),
+            pl.col("_m").struct.field("2").cast(pl.Int64, strict=False).alias("_mixed_running"),
+            pl.col("_m").struct.field("3").fill_null("").alias("_body"),
+        ).drop("_m")
+        quick = pl.concat([quick, slow]).sort("_i")
+    cand = quick.drop("_i")
     bad_head = cand.filter(pl.col("kind").is_null())
     cand = cand.filter(pl.col("kind").is_not_null()).with_row_index("_r")
+    plain, rest = _plain(cand)
+    wide = pl.concat([plain, _paired(rest)]) if rest.height else plain
+    rows = cand.select("_r", "line", "seg", "ts", "engine_index", "kind", "_mixed_running", "msg").join(
+        wide, on="_r", how="left", maintain_order="left"
+    )
+    return _typed_rows(rows, bad_head)
 
+
+def _plain(cand: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(raw values of the rows whose body has a plain shape: `_r` + COLUMNS as text, the other rows' `_r`,
+    `_body`). Each shape's keys are known, so a value is the text after `key: ` of the pair at its position:
+    one literal split per row instead of a regex scan, an explode and a group_by."""
+    empty = pl.DataFrame(schema={"_r": pl.UInt32, **{c: pl.String for c in COLUMNS}})
+    body = pl.col("_body")
+    shaped = cand.select("_r", "_body", pl.when(body.str.contains("=", literal=True)).then(None)
+                         .otherwise(body.str.replace_all(r": [^,]*", ":=")).alias("_shape"))
+    counts = shaped.group_by("_shape").len().drop_nulls().sort("len", descending=True).head(_SHAPES_MAX)
+    parts, done = [], []
+    for shape in counts["_shape"]:  # a loop over a chunk's few distinct shapes
+        keys = _shape_keys(shape)
+        if keys is None:
+            continue
+        done.append(shape)
+        first: dict[str, int] = {}  # column -> position of its first pair (the pair PAIR_RE would pick)
+        for i, k in enumerate(keys):
+            if k in FIELDS:
+                first.setdefault(FIELDS[k][0], i)
+        vals = pl.col("_v")  # split once (an eager select would split again for every column)
+        got = shaped.filter(pl.col("_shape") == shape).select("_r", pl.col("_body").str.split(", ").alias("_v"))
+        parts.append(got.select("_r", *(
+            (vals.list.get(first[c]).str.slice(len(keys[first[c]]) + 2) if c in first
+             else pl.lit(None, pl.String)).alias(c) for c in COLUMNS)))
+    plain = pl.concat(parts) if parts else empty
+    rest = shaped.filter(~pl.col("_shape").is_in(done) | pl.col("_shape").is_null()).select("_r", "_body")
+    return plain, rest
+
+
+def _shape_keys(shape: str) -> list[str] | None:
+    """The keys of a plain shape (`k1:=, k2:=`), or None when its pairs cannot be read by position."""
+    segs = shape.split(",")
+    keys = []
+    for i, seg in enumerate(segs):
+        if not seg.endswith(":=") or ":" in seg[:-2] or "=" in seg[:-2]:
+            return None
+        key = seg[:-2] if i == 0 else seg[1:-2] if seg.startswith(" ") else None
+        if key is None or not _SHAPE_KEY_RE.fullmatch(key):
+            return None
+        keys.append(key)
+    return keys
+
+
+def _paired(cand: pl.DataFrame) -> pl.DataFrame:
+    """Raw values (`_r` + COLUMNS as text) of bodies of any form, through PAIR_RE."""
     # A pair's first `:` is followed by a space (PAIR_RE), so splitting at the first `: ` gives key and value.
     kv = pl.col("_kv").struct
     pairs = (
@@ -99,18 +173,17 @@ def parse_steps(df: pl.DataFrame) -> tuple[pl.DataFrame | None, pl.DataFrame | N
             ),
         ]
     )
-    wide = long.group_by("_r").agg([pl.col("v").filter(pl.col("col") == c).first().alias(c) for c in COLUMNS])
-    rows = cand.select("_r", "line", "seg", "ts", "engine_index", "kind", "_mixed_running", "msg").join(
-        wide, on="_r", how="left", maintain_order="left"
-    )
-    typed, bad = [], []
-    for col, typ in COLUMNS.items():
-        val = _cast(pl.col(col), typ)
-        typed.append(val.alias(col))
-        bad.append(
-            pl.when(pl.col(col).is_not_null() & val.is_null()).then(pl.lit(f"unreadable value for {col}"))
-        )
-    rows = rows.with_columns(*typed, pl.coalesce(bad).alias("_bad")).with_columns(
+    return long.group_by("_r").agg([pl.col("v").filter(pl.col("col") == c).first().alias(c) for c in COLUMNS])
+
+
+def _typed_rows(rows: pl.DataFrame, bad_head: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Raw values -> typed engine_steps rows and the errors (unreadable values, no `#running-req`)."""
+    # each value cast once (beside its text), then compared with its text
+    rows = rows.with_columns(_cast(pl.col(col), typ).alias(f"{col}__t") for col, typ in COLUMNS.items())
+    bad = [pl.when(pl.col(col).is_not_null() & pl.col(f"{col}__t").is_null()).then(pl.lit(f"unreadable value for {col}"))
+           for col in COLUMNS]
+    rows = rows.with_columns(*(pl.col(f"{col}__t").alias(col) for col in COLUMNS), pl.coalesce(bad).alias("_bad"))
+    rows = rows.drop(f"{col}__t" for col in COLUMNS).with_columns(
         pl.coalesce("running", "_mixed_running").alias("running")
     )
     rows = rows.with_columns(

@@ -31,10 +31,16 @@ from attribution.sources.timefmt import to_utc
 
 # Values that mean "no value": NGINX logs `-` for an unset variable, SpendLogs CSV exports write `None`.
 NULL_TEXT = ["", "-", "null", "None", "NULL"]
+_NULL_SQL = ", ".join("'" + t + "'" for t in NULL_TEXT)
 _EPOCH_DIGITS = {"epoch_s": 6, "epoch_ms": 3, "epoch_us": 0}
 _UNIT = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
 _STRING_COLS = ["request_id", "model", "key_alias", "team", "user", "deployment", "error", "finish_reason",
                 "workload", "status"]
+# Each line's values at the paths, NULL when it does not parse: one parse with TRY (DuckDB 1.3+), else a
+# json_valid test first (pyproject allows DuckDB 1.1).
+_TRY_EXTRACT = "try(json_extract_string(text, $paths::VARCHAR[]))"
+_VALID_EXTRACT = "case when json_valid(text) then json_extract_string(text, $paths::VARCHAR[]) end"
+_EXTRACT = _TRY_EXTRACT if tuple(int(x) for x in duckdb.__version__.split(".")[:2]) >= (1, 3) else _VALID_EXTRACT
 # A JSON object key: used to build error samples that show a line's shape but never its values.
 _KEY_RE = r'"(?:[^"\\]|\\.)*"\s*:'
 
@@ -59,29 +65,31 @@ def json_records(lines: pl.DataFrame, paths: dict[str, list[str]]) -> tuple[pl.D
         df = pl.concat([lines.filter(is_obj), rest]).sort("line")
     names = list(paths)
     flat = [p for n in names for p in paths[n]]
+    # One parse per line: `try` turns the extraction's error on a document that does not parse into NULL
+    # (a document that parses always gives a list), so no separate json_valid pass reads every line again.
+    # The "no value" texts and the fallbacks (first path with a value) are resolved in the same query.
+    cols, i = [], 0
+    for n in names:
+        vals = [f"case when v[{j}] in ({_NULL_SQL}) then null else v[{j}] end"
+                for j in range(i + 1, i + 1 + len(paths[n]))]
+        i += len(paths[n])
+        expr = vals[0] if len(vals) == 1 else f"coalesce({', '.join(vals)})"
+        cols.append(f"{expr} as c{len(cols)}")  # renamed below: a name may be any text
     con = scratch()
     try:
         con.register("j", df.select("line", "text"))
         # Rows come back in input order (DuckDB preserves insertion order for a plain projection).
-        sql = ("select line, ok, case when ok then json_extract_string(text, ?::VARCHAR[]) end as v, "
-               "case when not ok then regexp_extract_all(left(text, 2000), ?) end as keys "
-               "from (select line, text, json_valid(text) as ok from j)")
-        got = fetch(con, sql, [flat, _KEY_RE])
+        sql = (f"select line, v is not null as ok, {', '.join(cols)}, "
+               "case when v is null then regexp_extract_all(left(text, 2000), $keys) end as keys "
+               f"from (select line, text, {_EXTRACT} as v from j)")
+        got = fetch(con, sql, {"paths": flat, "keys": _KEY_RE})
     finally:
         con.close()
     errors = got.filter(~pl.col("ok")).select(
         "line", pl.lit("malformed JSON: the line starts like an object but does not parse").alias("reason"),
         _keys_text(pl.col("keys")).alias("sample"))
     got = got.filter(pl.col("ok"))
-    cols, i = [], 0
-    for n in names:
-        vals = []
-        for _ in paths[n]:
-            v = pl.col("v").list.get(i, null_on_oob=True)
-            vals.append(pl.when(v.is_in(NULL_TEXT)).then(None).otherwise(v))
-            i += 1
-        cols.append(pl.coalesce(vals).alias(n))
-    return got.select("line", *cols), errors
+    return got.select("line", *(pl.col(f"c{k}").alias(n) for k, n in enumerate(names))), errors
 
 
 def _keys_text(keys: pl.Expr) -> pl.Expr:
@@ -114,6 +122,10 @@ def iso_time(raw: pl.Expr, tz: str) -> pl.Expr:
     return pl.coalesce(to_utc(naive, tz), aware.dt.convert_time_zone("UTC"))
 
 
+# What `auto` reads as epoch seconds.
+NUMBER_RE = r"^\d+(?:\.\d+)?(?:[eE][+-]?\d+)?$"
+
+
 def parse_time(raw: pl.Expr, fmt: str = "auto", tz: str = "UTC") -> pl.Expr:
     """Text -> UTC Datetime(us). `fmt`: auto (a number is epoch seconds, else ISO-8601), iso8601, epoch_s,
     epoch_ms, epoch_us, or a strftime pattern (read in `tz` unless it has %z)."""
@@ -122,7 +134,7 @@ def parse_time(raw: pl.Expr, fmt: str = "auto", tz: str = "UTC") -> pl.Expr:
     if fmt == "iso8601":
         return iso_time(raw, tz)
     if fmt == "auto":
-        numeric = raw.str.contains(r"^\d+(?:\.\d+)?(?:[eE][+-]?\d+)?$")
+        numeric = raw.str.contains(NUMBER_RE)
         return pl.when(numeric).then(epoch(raw)).otherwise(iso_time(raw, tz))
     parsed = raw.str.to_datetime(fmt, strict=False, time_unit="us")
     aware = any(z in fmt for z in ("%z", "%#z", "%:z"))

@@ -30,6 +30,8 @@ from attribution.census import doc_records
 from attribution.keys import gateway_request_key
 from attribution.sources._stray_commas import StrayCommas
 from attribution.sources.access_log import (
+    NUMBER_RE,
+    epoch,
     finish,
     first_json_line,
     host_of,
@@ -142,8 +144,12 @@ def _with_times(df: pl.DataFrame, streamed: pl.Expr, out: ParseResult, lines: pl
                 ) -> pl.DataFrame:
     """Parse start/end/first (text) into arrival/finished/first_token; rows whose times do not parse become
     errors (sampled from `lines` when given). `streamed` says where completionStartTime may be a first token."""
-    df = df.with_columns(parse_time(pl.col(c)).alias(n) for c, n in
-                         (("start", "arrival"), ("end", "finished"), ("first", "first_token")))
+    names = (("start", "arrival"), ("end", "finished"), ("first", "first_token"))
+    # `auto` evaluates its ISO-8601 branch on every row (`when` computes both); payload times are epoch
+    # numbers, so when every value is one, the epoch reading alone gives the same times.
+    epochs = df.select(pl.all_horizontal(pl.col(c).str.contains(NUMBER_RE).fill_null(True).all() for c, _ in names))
+    conv = epoch if df.height == 0 or epochs.item() else parse_time
+    df = df.with_columns(conv(pl.col(c)).alias(n) for c, n in names)
     bad = (pl.col("start").is_not_null() & pl.col("arrival").is_null()) \
         | (pl.col("end").is_not_null() & pl.col("finished").is_null()) \
         | (pl.col("arrival").is_null() & pl.col("finished").is_null())
