@@ -4,7 +4,8 @@
 --   or ended): the state from that instant to the next one. by_group false: every request of the deployment
 --   (grp NULL); true: the requests of one group (only with $per_group).
 -- Parameters: $since, $until (TIMESTAMPTZ or NULL: events before the window move to its start, events after
---   its end are dropped); $per_group (BOOLEAN).
+--   its end are dropped: the window concurrency_requests was read with); $per_group (BOOLEAN). Reads the
+--   temporary table concurrency_requests (queries/concurrency_requests.sql: the requests the sweep reads).
 -- Columns: by_group, deployment, grp, t (microseconds since the epoch), dur_us, arrivals, running, waiting,
 --   unknown, in_system, kv_start, kv_end: the rows of attribution.analyses.sweep.segments, with its
 --   arithmetic (events at one instant summed, running sums in time order, halves rounded up, KV to a
@@ -16,10 +17,7 @@ with
 
 requests as (
     select deployment, grp, t_arrival, t_admit, t_first, t_end, prompt_tokens, output_tokens
-    from int_analysis_requests
-    where t_arrival is not null and t_end > t_arrival
-      and ($since::timestamptz is null or t_end > epoch_us($since::timestamptz))
-      and ($until::timestamptz is null or t_arrival < epoch_us($until::timestamptz))
+    from concurrency_requests
 ),
 
 bounds as (

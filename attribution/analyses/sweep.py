@@ -2,9 +2,9 @@
 tokens over per-request intervals, their time-weighted statistics and time series, computed with NumPy in
 seconds on millions of requests (one sort and a few running sums per deployment).
 
-A reference implementation in SQL (tests/oracle/concurrency_segments.sql, concurrency_stats.sql and
-concurrency_timeseries.sql: a test oracle, not run by the product) states the same sweep declaratively;
-tests/test_concurrency.py checks that both give the same rows. Counts, durations, peaks and percentiles of counts are exact integer
+The same sweep in SQL window functions (queries/int_concurrency_sweep.sql and concurrency_sweep_timeseries.sql,
+run on Spark by attribution.analyses.sweep_sql) and the test oracle tests/oracle/concurrency_stats.sql over it
+state it declaratively; tests/test_concurrency.py checks that both give the same rows. Counts, durations, peaks and percentiles of counts are exact integer
 arithmetic in both. The live KV tokens are running sums of fractional growth rates: both round them to a
 thousandth of a token, and the two summation orders may leave that last digit apart (1e-3 token) where a
 value falls on the rounding boundary.
@@ -51,7 +51,7 @@ def round3(v: np.ndarray) -> np.ndarray:
 
 @dataclass
 class Segments:
-    """One partition's step function (the oracle's concurrency_segments rows for one deployment and group)."""
+    """One partition's step function (int_concurrency_sweep's rows for one deployment and group)."""
 
     deployment: str | None
     grp: str | None

@@ -35,7 +35,7 @@ def sweep_frames(con: Any, since: datetime | None, until: datetime | None, *, pe
     connection's int_analysis_requests over [since, until), and the series' bucket in seconds."""
     from attribution.analyses.exact import pick_bucket_s
 
-    queries.materialize(con, "int_concurrency_sweep", since=since, until=until, per_group=per_group)
+    sweep_states(con, since, until, per_group)
     ps = tuple(percentiles)
     peaks = queries.run(con, "concurrency_sweep_peaks")
     stats = stats_from(queries.run(con, "concurrency_sweep_histogram"), peaks, ps)
@@ -49,6 +49,13 @@ def sweep_frames(con: Any, since: datetime | None, until: datetime | None, *, pe
                                *(pl.col(c).cast(pl.Int64) for c in ("running_max", "waiting_max", "in_system_max")),
                                *(pl.col(c).cast(pl.Float64) for c in ("in_system_mean", "kv_tokens_max", "covered_s")))
     return stats, series, bucket_s
+
+
+def sweep_states(con: Any, since: datetime | None, until: datetime | None, per_group: bool) -> None:
+    """The temporary table int_concurrency_sweep: the sweep's states, kept where the engine runs (the requests
+    it reads, concurrency_requests, likewise)."""
+    queries.materialize(con, "concurrency_requests", since=since, until=until)
+    queries.materialize(con, "int_concurrency_sweep", since=since, until=until, per_group=per_group)
 
 
 def span_s(peaks: pl.DataFrame) -> float:
