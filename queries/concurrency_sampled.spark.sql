@@ -8,6 +8,8 @@
 --   `sequence` and `element_at` instead of DuckDB's generate_subscripts, the ordered list from a sorted
 --   collect_list of structs); tests/test_spark.py checks the two agree.
 -- Dialect: spark
+-- Not transpiled: `generate_subscripts` (sqlglot leaves it as it is; Spark has no such function) and the
+--   ordered list aggregate `list(v order by i)` (no Spark aggregate keeps an order).
 with
 
 long as (

@@ -9,6 +9,8 @@
 -- Engine: the Spark form of queries/goodput_by_group.sql (Spark SQL: list comprehensions as transform and
 --   filter over the terms' index); tests/test_spark.py checks the two agree.
 -- Dialect: spark
+-- Not transpiled: `list_zip` read by position `t[1]` (Spark's arrays_zip makes named fields) and the list
+--   comprehension `for t in` (sqlglot writes ARRAY(t FOR t IN ...), which Spark does not parse).
 with
 
 requests as (

@@ -7,6 +7,9 @@
 -- Engine: the Spark form of queries/latency_by_prompt_bucket.sql (Spark SQL: list comprehension and
 --   1-based list indexing as filter and element_at); tests/test_spark.py checks the two agree.
 -- Dialect: spark
+-- Not transpiled: the list comprehension `for x in e` (sqlglot writes ARRAY(x FOR x IN ...), which
+--   Spark does not parse) and the 1-based index `e[b]` with a computed index (sqlglot shifts literal indexes
+--   only; Spark's [] is 0-based).
 with
 
 requests as (

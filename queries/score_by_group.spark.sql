@@ -10,6 +10,8 @@
 -- Engine: the Spark form of queries/score_by_group.sql (Spark SQL: list comprehensions and list_sum as
 --   transform, filter and aggregate); tests/test_spark.py checks the two agree.
 -- Dialect: spark
+-- Not transpiled: `list_zip` read by position, the list comprehensions `for t in terms` and `list_sum`
+--   (no Spark text from sqlglot for any of them).
 with
 
 requests as (

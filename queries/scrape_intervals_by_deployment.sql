@@ -4,6 +4,8 @@
 -- Columns: deployment, scrapes (distinct scrape times), interval_s (median seconds between consecutive
 --   scrapes of one engine; NULL with a single scrape), log_lines (the deployment's log step lines in the
 --   window: the scrapes stand only where those are absent, see stg_engine_steps).
+-- Engine: one text for DuckDB and Spark (attribution.spark.transpile): the log lines are counted per
+--   deployment and joined, as Spark rejects a correlated scalar subquery inside an aggregate.
 with
 
 steps as (
@@ -19,13 +21,22 @@ gaps as (
     from (select distinct deployment, rank, ts from steps where kind = 'scrape')
 ),
 
+-- a NULL deployment matches no row here, as it matched none in the subquery: its count is 0
+log_lines as (
+    select deployment, count(*) as log_lines
+    from steps
+    where kind <> 'scrape'
+    group by deployment
+),
+
 final as (
     select
         g.deployment,
         count(distinct g.ts) as scrapes,
         median(g.gap_s) as interval_s,
-        (select count(*) from steps as s where s.deployment = g.deployment and s.kind <> 'scrape') as log_lines
+        coalesce(max(l.log_lines), 0) as log_lines
     from gaps as g
+    left join log_lines as l on l.deployment = g.deployment
     group by g.deployment
 )
 

@@ -6,6 +6,8 @@
 -- Engine: the Spark form of queries/slo_terms_by_group.sql (Spark SQL: two lists unnested side by side as
 --   posexplode and element_at); tests/test_spark.py checks the two agree.
 -- Dialect: spark
+-- Not transpiled: two `unnest` side by side in one select (DuckDB pairs them by position; Spark allows one
+--   generator per select).
 with
 
 requests as (

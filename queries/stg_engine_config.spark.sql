@@ -6,6 +6,8 @@
 -- Engine: the Spark form of queries/stg_engine_config.sql, the same rows: a flag named twice keeps its last
 --   value through Spark's map key dedup policy LAST_WIN (Spark SQL has no list lambdas with an index);
 --   tests/test_spark.py checks the two agree.
+-- Not transpiled: `list_filter` with an index lambda `lambda e, i` over the slice `flags[i + 1:]` (Spark's
+--   filter lambdas take (x, i) but sqlglot does not carry the slice or the index over).
 with
 
 raw as (

@@ -13,6 +13,7 @@ from conftest import shared
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from attribution import queries
 from attribution.analyses import concurrency, select, sweep
 from attribution.analyses.common import frames_connection, spread_percentiles
 from attribution.db import fetch
@@ -201,13 +202,18 @@ def test_timeseries_buckets_cover_the_sweep():
 
 
 def _sweep_matches_sql(con, sel, per_group: bool, bucket_us: int = 60_000_000) -> None:
-    """attribution.analyses.sweep gives the rows of the test oracle tests/oracle/concurrency_segments, _stats
-    and _timeseries.sql: counts, times and percentiles exactly; live KV tokens (running sums of fractional
-    rates, rounded to 1e-3) to 1e-3."""
+    """attribution.analyses.sweep gives the rows of the sweep in SQL (queries/int_concurrency_sweep.sql and
+    concurrency_sweep_timeseries.sql, what Spark runs) and of the test oracle tests/oracle/concurrency_stats.sql
+    over them: counts, times and percentiles exactly; live KV tokens (running sums of fractional rates,
+    rounded to 1e-3, summed in another order by DuckDB's windows) to 1e-3."""
     import oracle
 
+    from attribution.analyses.sweep_sql import sweep_states
+
     since, until = sel.window.since, sel.window.until
-    oracle.materialize(con, "concurrency_segments", since=since, until=until, per_group=per_group)
+    sweep_states(con, since, until, per_group)
+    con.execute("create or replace temp table concurrency_segments as "
+                "select * exclude (by_group) from int_concurrency_sweep")
     key = ["deployment", "grp", "t"]
     ref = fetch(con, "select * from concurrency_segments").sort(key, nulls_last=True)
     parts = sweep.segments(con, since, until, per_group)
@@ -230,7 +236,7 @@ def _sweep_matches_sql(con, sel, per_group: bool, bucket_us: int = 60_000_000) -
     kv_ref, kv_got = ref_s.filter(pl.col("metric") == "kv_tokens"), got_s.filter(pl.col("metric") == "kv_tokens")
     for c in ("peak", "mean", "p50", "p90", "p99", "p99_9"):
         assert kv_ref[c].to_list() == pytest.approx(kv_got[c].to_list(), abs=1.0001e-3, rel=1e-6), c
-    ts_ref = oracle.run(con, "concurrency_timeseries", bucket_us=bucket_us)
+    ts_ref = queries.run(con, "concurrency_sweep_timeseries", bucket_us=bucket_us)
     ts_got = sweep.timeseries(parts, bucket_us)
     assert ts_ref.drop("kv_tokens_max").equals(ts_got.drop("kv_tokens_max"))
     assert ((ts_ref["kv_tokens_max"] - ts_got["kv_tokens_max"]).abs().max() or 0.0) <= 1.0001e-3

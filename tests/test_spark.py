@@ -5,7 +5,9 @@ start is what costs. The transpiler and the Spark forms' DuckDB-dialect twins ar
 from __future__ import annotations
 
 import math
+import re
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import polars as pl
@@ -84,20 +86,40 @@ def test_the_window_form_of_the_scrape_asof_keeps_the_same_scrapes():
                 "stg_engine_steps")
 
 
-def test_the_join_form_of_the_scrape_intervals_counts_the_same_log_lines():
-    """scrape_intervals_by_deployment.spark.sql (the log line count as a join, not a correlated subquery in
-    the aggregate) is DuckDB SQL too and gives the file's rows: a deployment's log lines counted, one without
+def test_the_scrape_intervals_count_log_lines_by_a_join():
+    """scrape_intervals_by_deployment.sql (one text for both engines: the log line count as a join, not a
+    correlated subquery in the aggregate, which Spark rejects): a deployment's log lines counted, one without
     log lines or without a name 0."""
     logs = [("d1", "stats", t) for t in (0, 100, 1000)]
     scrapes = [("d1", "scrape", t) for t in (50, 80, 140)] + [("d2", "scrape", t) for t in (10, 25)] + [
         (None, "scrape", 20), (None, "scrape", 30)]
     con = _steps_con(logs + scrapes)
     con.execute("create view engine_steps as select * from raw_engine_steps")
-    want = queries.run(con, "scrape_intervals_by_deployment", since=None, until=None)
-    got = queries.run(con, "scrape_intervals_by_deployment.spark", since=None, until=None)
-    assert [(r["deployment"], r["scrapes"], r["interval_s"], r["log_lines"]) for r in want.iter_rows(named=True)
+    got = queries.run(con, "scrape_intervals_by_deployment", since=None, until=None)
+    assert [(r["deployment"], r["scrapes"], r["interval_s"], r["log_lines"]) for r in got.iter_rows(named=True)
             ] == [("d1", 3, 45.0, 3), ("d2", 2, 15.0, 0), (None, 2, 10.0, 0)]
-    assert_same(got, want, "scrape_intervals_by_deployment")
+    assert "scrape_intervals_by_deployment" not in SPARK_FORMS
+    text = to_spark(queries.load("scrape_intervals_by_deployment").sql, duck_schema(con), "x").lower()
+    assert "select count(*) from" not in text and "left join" in text
+
+
+def test_each_spark_form_names_the_construct_that_does_not_transpile():
+    """A query kept in two texts says why under `-- Not transpiled:`: each DuckDB `construct` it names (in
+    backticks) is in the DuckDB file's SQL; and the forms on disk are exactly SPARK_FORMS."""
+    from importlib import resources
+
+    on_disk = {p.name.removesuffix(".spark.sql") for p in resources.files("attribution.sql").iterdir()
+               if p.name.endswith(".spark.sql")}
+    assert on_disk == SPARK_FORMS
+    for name in sorted(SPARK_FORMS):
+        header = queries.load(f"{name}.spark").doc
+        reason = header[header.find("Not transpiled:"):]
+        assert "Not transpiled:" in header, f"queries/{name}.spark.sql: no `-- Not transpiled:` line"
+        named = re.findall(r"`([^`]+)`", reason.split("\n\n")[0])
+        duck = "\n".join(line for line in queries.load(name).sql.lower().splitlines() if not line.startswith("--"))
+        assert named, f"queries/{name}.spark.sql: the reason names no `construct`"
+        for construct in named:
+            assert construct.lower() in duck, f"queries/{name}.sql has no `{construct}`"
 
 
 def test_every_query_of_the_analyses_transpiles(sample_store):
@@ -195,3 +217,29 @@ def test_the_analysis_on_spark_is_duckdbs(both, name):
     for table in want.tables:
         assert_same(got.tables[table], want.tables[table], f"{name}.{table}")
     assert got.notes == want.notes
+
+
+def test_the_window_sweep_on_spark_is_the_numpy_sweep(spark):
+    """The concurrency sweep as Spark window functions (attribution.analyses.sweep_sql) gives the NumPy sweep's
+    stats and series on the adversarial requests of tests/test_sweep_sql.py (ties at one instant, zero-length
+    requests, a deployment with one request, unknown queue times), per group and in a window cutting them:
+    KV tokens too, exactly (Spark's running sums add in time order, as NumPy's)."""
+    from test_sweep_sql import ADVERSARIAL, PERCENTILES, T0, assert_same_sweep, requests
+
+    from attribution.analyses.common import frames_connection
+    from attribution.analyses.exact import exact_frames
+    from attribution.analyses.sweep_sql import sweep_frames
+    from attribution.db import fetch
+    from attribution.spark.connection import SparkConnection
+
+    duck = frames_connection(requests(ADVERSARIAL))
+    spark.conf.set("spark.sql.ansi.enabled", "false")  # as attribution.spark.connection.connect
+    con = SparkConnection(spark)
+    for window in ({}, {"since": T0 + timedelta(seconds=1), "until": T0 + timedelta(seconds=4.5)}):
+        sel = analyses.select(duck, by="workload", **window)
+        con.register("int_analysis_requests", fetch(duck, "select * from int_analysis_requests"))
+        want = exact_frames(sel, per_group=True, timeseries=True, bucket_s=1, percentiles=PERCENTILES)
+        got = sweep_frames(con, sel.window.since, sel.window.until, per_group=True, timeseries=True, bucket_s=1,
+                           percentiles=PERCENTILES)
+        assert got[0].height > 0
+        assert_same_sweep(want, got)

@@ -9,7 +9,8 @@ from collections.abc import Iterator
 
 import polars as pl
 
-from attribution.analyses import sweep
+from attribution import queries
+from attribution.analyses import sweep, sweep_sql
 from attribution.analyses.common import Selection, percentile_list
 
 NICE_BUCKETS_S = (1, 5, 10, 30, 60, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400)
@@ -56,6 +57,10 @@ def exact_frames(sel: Selection, *, per_group: bool, timeseries: bool, bucket_s:
                  percentiles: list[float] | None = None) -> tuple[pl.DataFrame, pl.DataFrame | None, int | None]:
     """Sweep the intervals of `sel` (its connection's int_analysis_requests): stats and, if asked, a time series
     (attribution.analyses.sweep) and its bucket in seconds (picked from the sweep's span when not given)."""
+    if queries.spark_connection(sel.con) is not None:
+        # swept where the rows are: only the histograms, peaks and series come back (sweep_sql)
+        return sweep_sql.exact_frames(sel, per_group=per_group, timeseries=timeseries, bucket_s=bucket_s,
+                                      percentiles=percentile_list(percentiles))
     parts = selection_segments(sel, per_group)
     stats = sweep.stats(parts, tuple(percentile_list(percentiles))).with_columns(source=pl.lit("exact"))
     series = None

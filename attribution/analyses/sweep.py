@@ -2,9 +2,9 @@
 tokens over per-request intervals, their time-weighted statistics and time series, computed with NumPy in
 seconds on millions of requests (one sort and a few running sums per deployment).
 
-A reference implementation in SQL (tests/oracle/concurrency_segments.sql, concurrency_stats.sql and
-concurrency_timeseries.sql: a test oracle, not run by the product) states the same sweep declaratively;
-tests/test_concurrency.py checks that both give the same rows. Counts, durations, peaks and percentiles of counts are exact integer
+The same sweep in SQL window functions (queries/int_concurrency_sweep.sql and concurrency_sweep_timeseries.sql,
+run on Spark by attribution.analyses.sweep_sql) and the test oracle tests/oracle/concurrency_stats.sql over it
+state it declaratively; tests/test_concurrency.py checks that both give the same rows. Counts, durations, peaks and percentiles of counts are exact integer
 arithmetic in both. The live KV tokens are running sums of fractional growth rates: both round them to a
 thousandth of a token, and the two summation orders may leave that last digit apart (1e-3 token) where a
 value falls on the rounding boundary.
@@ -51,7 +51,7 @@ def round3(v: np.ndarray) -> np.ndarray:
 
 @dataclass
 class Segments:
-    """One partition's step function (the oracle's concurrency_segments rows for one deployment and group)."""
+    """One partition's step function (int_concurrency_sweep's rows for one deployment and group)."""
 
     deployment: str | None
     grp: str | None
@@ -241,6 +241,13 @@ def _time_weighted(value: np.ndarray, dur: np.ndarray, percentiles: tuple[float,
         v, d = value[order], dur[order]
         first = np.flatnonzero(np.r_[True, v[1:] != v[:-1]])
         vals, durs = v[first], np.add.reduceat(d, first)
+    return weighted(vals, durs, percentiles)
+
+
+def weighted(vals: np.ndarray, durs: np.ndarray, percentiles: tuple[float, ...] = CONCURRENCY_PERCENTILES
+             ) -> dict[str, Any]:
+    """_time_weighted of the histogram: distinct values `vals` (ascending, float) and the time at each
+    (`durs`, int64 microseconds; a value held only for 0 us is there with 0)."""
     cum = np.cumsum(durs)
     total = int(cum[-1])
     out: dict[str, Any] = {"mean": float(np.sum(vals * durs.astype(np.float64)) / total) if total else None,
@@ -263,7 +270,6 @@ def _time_weighted(value: np.ndarray, dur: np.ndarray, percentiles: tuple[float,
 def stats(parts: list[Segments], percentiles: tuple[float, ...] = CONCURRENCY_PERCENTILES) -> pl.DataFrame:
     """Per deployment, group and metric: peak, time-weighted mean and percentiles (without ordering), with `$quantiles` = quantile_fractions of
     `percentiles` (columns p50, p99_9, ...)."""
-    names = [percentile_column(p) for p in percentiles]
     rows: list[dict[str, Any]] = []
     seen: list[dict[str, Any]] = []
     for s in parts:
@@ -287,9 +293,17 @@ def stats(parts: list[Segments], percentiles: tuple[float, ...] = CONCURRENCY_PE
         if a.any():
             seen.append({"deployment": s.deployment, "grp": s.grp, "metric": "seen_at_arrival",
                          **_seen(s.t[a], s.in_system[a] - 1, s.arrivals[a], percentiles)})
+    return stats_frame(rows + seen, percentiles)
+
+
+def stats_frame(rows: list[dict[str, Any]], percentiles: tuple[float, ...] = CONCURRENCY_PERCENTILES
+                ) -> pl.DataFrame:
+    """The stats table of rows (deployment, grp, metric, peak, peak_t in microseconds, mean, the percentile
+    columns, span_s, arrivals)."""
+    names = [percentile_column(p) for p in percentiles]
     schema = {"deployment": pl.Utf8, "grp": pl.Utf8, "metric": pl.Utf8, "peak": pl.Float64, "peak_t": pl.Int64,
               "mean": pl.Float64, **dict.fromkeys(names, pl.Float64), "span_s": pl.Float64, "arrivals": pl.Int64}
-    return pl.DataFrame(rows + seen, schema=schema).with_columns(
+    return pl.DataFrame(rows, schema=schema).with_columns(
         peak_at=pl.col("peak_t").cast(pl.Datetime("us")).dt.replace_time_zone("UTC")).select(
         "deployment", "grp", "metric", "peak", "peak_at", "mean", *names, "span_s", "arrivals")
 
@@ -317,11 +331,19 @@ def _seen(t: np.ndarray, seen: np.ndarray, arrivals: np.ndarray,
     i = int(np.argmax(seen))
     vals, inverse = np.unique(seen, return_inverse=True)
     counts = np.bincount(inverse, weights=arrivals).astype(np.int64)
-    n = int(arrivals.sum())
+    return {"peak": float(seen[i]), "peak_t": int(t[i]), **seen_weighted(vals, counts, percentiles)}
+
+
+def seen_weighted(vals: np.ndarray, counts: np.ndarray, percentiles: tuple[float, ...] = CONCURRENCY_PERCENTILES
+                  ) -> dict[str, Any]:
+    """_seen's mean and percentiles from its histogram: distinct others-in-system `vals` (ascending) and the
+    arrivals that found each (`counts`)."""
+    n = int(counts.sum())
     qs = {percentile_column(p): quantile_cont(vals, counts, q)
           for p, q in zip(percentiles, quantile_fractions(percentiles), strict=True)}
-    return {"peak": float(seen[i]), "peak_t": int(t[i]), "mean": float(np.sum(seen * arrivals)) / n, **qs,
-            "span_s": None, "arrivals": n}
+    # an integer sum (exact), as np.sum(seen * arrivals) over the arrivals
+    total = int(np.sum(vals.astype(np.int64) * counts))
+    return {"mean": float(total) / n, **qs, "span_s": None, "arrivals": n}
 
 
 def span_s(parts: list[Segments]) -> float:

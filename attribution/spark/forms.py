@@ -1,12 +1,11 @@
 """Which query files have a Spark form beside them (`queries/<name>.spark.sql`, same header): the DuckDB SQL
-that does not transpile (ASOF joins, list functions, a correlated subquery in an aggregate). A leaf module, so
-attribution.queries can ask without importing the Spark connection."""
+that does not transpile (ASOF joins, list functions); each form's header names the construct under
+`-- Not transpiled:`. A leaf module, so attribution.queries can ask without importing the Spark connection."""
 
 from __future__ import annotations
 
 SPARK_FORMS = {"stg_engine_steps", "stg_engine_config", "latency_by_prompt_bucket", "goodput_by_group",
-               "slo_terms_by_group", "score_by_group", "concurrency_sampled",
-               "scrape_intervals_by_deployment"}
+               "slo_terms_by_group", "score_by_group", "concurrency_sampled"}
 
 
 def spark_form(name: str) -> str:

@@ -3,7 +3,7 @@
 -- Grain: one row per (deployment, grp, metric); metric is running, waiting, in_system, kv_tokens or
 --   seen_at_arrival; grp NULL = every request of the deployment.
 -- Parameters: $quantiles (DOUBLE[]: the percentiles as fractions, e.g. [0.5, 0.9, 0.95, 0.99, 0.999]; compared
---   as DECIMAL(18, 6)); reads concurrency_segments.
+--   as DECIMAL(18, 6)); reads concurrency_segments (the rows of queries/int_concurrency_sweep.sql but by_group).
 -- Columns: deployment, grp, metric, peak, peak_at (first instant at the peak), mean, q (the list of percentiles,
 --   in the order of $quantiles; attribution spreads it into p50, p90, ..., p99_9), span_s, arrivals. Time-weighted (running, waiting, in_system, kv_tokens): over the partition's span (first arrival
 --   to last end, within the window), mean = time average, pXX = the smallest value v such that the state is
