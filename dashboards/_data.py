@@ -110,7 +110,7 @@ def _run(path: str, commit: int, flt: Filters, page: str, kwargs: tuple[tuple[st
          settings_key: str) -> Analysis | Empty:
     # settings_key: the settings in force (attribution.toml, $ATTRIBUTION_*), so an edited setting (a GPU-hour
     # cost, an SLO) runs the analysis again instead of showing the cached answer of the old one
-    return getattr(_view(path, commit, flt, settings_key), page)(**dict(kwargs))
+    return _view(path, commit, flt, settings_key).answer(page, **dict(kwargs))
 
 
 def _call(page: str, **kwargs: Any) -> Analysis | Empty:

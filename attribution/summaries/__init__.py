@@ -1,6 +1,7 @@
 """What an ingest prepares for the readers after its last commit, so that a first look at the week it just
-landed reads prepared inputs instead of re-deriving them: today the commit's engine x gateway join with the
-staged requests and the filter values (attribution.joincache). Readers never wait for it: they build what is
+landed reads prepared inputs instead of re-deriving them: the commit's engine x gateway join with the staged
+requests and the filter values (attribution.joincache), then, on a big store, the dashboard pages' first look
+(attribution.summaries.pages). Readers never wait for it: they build what is
 missing themselves, and a kill while building leaves only a temporary file the next build removes.
 """
 
@@ -16,6 +17,7 @@ from attribution import joincache
 from attribution.config import Settings, connect_settings, env, load_settings
 from attribution.errors import AttributionError
 from attribution.store import Store
+from attribution.summaries import pages
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,7 @@ class Built:
     commit: int
     seconds: float
     skipped: str = ""
+    pages: tuple[str, ...] = ()  # the dashboard pages whose first look was prepared
 
 
 def enabled() -> bool:
@@ -45,11 +48,13 @@ def after_commit(root: str | Path, settings: Settings | None = None) -> Built:
     try:
         con = store.connect(snap)
         try:
-            connect_settings(con, settings if settings is not None else load_settings())
+            settings = settings if settings is not None else load_settings()
+            connect_settings(con, settings)
             done = joincache.use(con)
         finally:
             con.close()
+        kept = tuple(pages.prepare(root, snap.version, settings)) if done else ()
     except (AttributionError, duckdb.Error, OSError) as exc:
         # the readers build it themselves; the ingest itself succeeded
         return Built(snap.version, time.time() - t0, f"failed: {exc}")
-    return Built(snap.version, time.time() - t0, "" if done else "the store cannot be written")
+    return Built(snap.version, time.time() - t0, "" if done else "the store cannot be written", kept)
