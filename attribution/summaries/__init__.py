@@ -17,7 +17,6 @@ from attribution import joincache
 from attribution.config import Settings, connect_settings, env, load_settings
 from attribution.errors import AttributionError
 from attribution.store import Store
-from attribution.summaries import pages
 
 
 @dataclass(frozen=True)
@@ -53,6 +52,8 @@ def after_commit(root: str | Path, settings: Settings | None = None) -> Built:
             done = joincache.use(con)
         finally:
             con.close()
+        from attribution.summaries import pages  # the dashboard's analyses: imported only when preparing
+
         kept = tuple(pages.prepare(root, snap.version, settings)) if done else ()
     except (AttributionError, duckdb.Error, OSError) as exc:
         # the readers build it themselves; the ingest itself succeeded

@@ -14,9 +14,10 @@ import os
 import re
 import shutil
 import uuid
+from collections.abc import Callable
 from datetime import date, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -24,6 +25,9 @@ import attribution
 from attribution.analyses import Analysis
 from attribution.config import Settings, env
 from attribution.joincache import cache_dir
+
+if TYPE_CHECKING:
+    from attribution.dashboard import Empty
 
 FORMAT = 1  # bump when what a page's files hold changes
 MIN_REQUESTS = 200_000  # below this a page computes within a second or two: nothing worth preparing
@@ -115,15 +119,18 @@ def _decode(v: Any) -> Any:
     if isinstance(v, list):
         return [_decode(x) for x in v]
     if isinstance(v, dict):
-        (tag, x), = v.items()
-        return {"$datetime": datetime.fromisoformat, "$date": date.fromisoformat,
-                "$timedelta": lambda d: timedelta(*d), "$tuple": lambda xs: tuple(_decode(y) for y in xs),
-                "$dict": lambda d: {k: _decode(y) for k, y in d.items()}}[tag](x)
+        tag, x = next(iter(v.items()))
+        decoders: dict[str, Callable[[Any], Any]] = {
+            "$datetime": datetime.fromisoformat, "$date": date.fromisoformat, "$timedelta": lambda d: timedelta(*d),
+            "$tuple": lambda xs: tuple(_decode(y) for y in xs), "$dict": lambda d: {k: _decode(y) for k, y in d.items()}}
+        return decoders[tag](x)
     return v
 
 
-def _same(a: Analysis, b: Analysis) -> bool:
+def _same(a: Analysis | Empty, b: Analysis | Empty) -> bool:
     """Whether a read-back answer is the computed one: every field, every table with its dtypes (NaN = NaN)."""
+    if not isinstance(a, Analysis) or not isinstance(b, Analysis):
+        return a == b
     meta = (a.name, a.params, a.titles, a.definitions, a.notes) == (b.name, b.params, b.titles, b.definitions,
                                                                     b.notes)
     return meta and list(a.tables) == list(b.tables) and all(
@@ -131,28 +138,38 @@ def _same(a: Analysis, b: Analysis) -> bool:
         for k in a.tables)
 
 
-def _read(path: Path) -> Analysis:
+def _empty() -> type[Empty]:
+    from attribution.dashboard import Empty  # the dashboard's library side reads this module
+
+    return Empty
+
+
+def _read(path: Path) -> Analysis | Empty:
     meta = json.loads((path / "meta.json").read_text())
+    if "empty" in meta:
+        return _empty()(meta["empty"])
     tables = {name: pl.read_ipc(path / f"{i}.arrow") for i, name in enumerate(meta["tables"])}
     return Analysis(meta["name"], _decode(meta["params"]), tables, _decode(meta["titles"]),
                     _decode(meta["definitions"]), _decode(meta["notes"]))
 
 
 def save(root: str | Path, commit: int, settings: Settings, page: str, kwargs: dict[str, Any],
-         res: Analysis) -> bool:
-    """Keep `res`, the answer of `page(**kwargs)` on commit `commit` unfiltered; False (nothing kept) when
-    it does not read back equal. Written into a temporary directory and renamed into place: a reader sees a
-    whole answer or none."""
+         res: Analysis | Empty) -> bool:
+    """Keep `res` (an Analysis, or the page's empty state: compare without two cohorts), the answer of
+    `page(**kwargs)` on commit `commit` unfiltered; False (nothing kept) when it does not read back equal.
+    Written into a temporary directory and renamed into place: a reader sees a whole answer or none."""
     final = commit_dir(root, commit, settings) / _call_key(page, kwargs)
     tmp = cache_dir(Path(root)) / f".pages-{uuid.uuid4().hex}.tmp"
+    tables = res.tables if isinstance(res, Analysis) else {}
     try:
         meta = {"name": res.name, "params": _encode(res.params), "titles": _encode(res.titles),
-                "definitions": _encode(res.definitions), "notes": _encode(res.notes), "tables": list(res.tables)}
+                "definitions": _encode(res.definitions), "notes": _encode(res.notes),
+                "tables": list(res.tables)} if isinstance(res, Analysis) else {"empty": res.message}
     except TypeError:
         return False
     try:
         tmp.mkdir(parents=True)
-        for i, df in enumerate(res.tables.values()):
+        for i, df in enumerate(tables.values()):
             df.write_ipc(tmp / f"{i}.arrow", compression="zstd")
         (tmp / "meta.json").write_text(json.dumps(meta))
         if not _same(_read(tmp), res):
@@ -167,7 +184,8 @@ def save(root: str | Path, commit: int, settings: Settings, page: str, kwargs: d
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def load(root: str | Path, commit: int, settings: Settings, page: str, kwargs: dict[str, Any]) -> Analysis | None:
+def load(root: str | Path, commit: int, settings: Settings, page: str, kwargs: dict[str, Any]
+         ) -> Analysis | Empty | None:
     """The prepared answer of `page(**kwargs)` on commit `commit` unfiltered, or None (not prepared, or
     unreadable: the caller computes it)."""
     path = commit_dir(root, commit, settings) / _call_key(page, kwargs)
@@ -206,6 +224,6 @@ def prepare(root: str | Path, commit: int, settings: Settings) -> list[str]:
             res = getattr(store_view, page)(**kwargs)
         except Exception:  # noqa: BLE001 - optional work after a committed ingest: the page, opened, shows it
             continue
-        if isinstance(res, Analysis) and save(root, commit, settings, page, kwargs, res):
+        if save(root, commit, settings, page, kwargs, res):
             kept.append(page)
     return kept
