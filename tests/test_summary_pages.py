@@ -5,14 +5,12 @@ the older commits' pages, and the options kept are those the page scripts pass."
 
 from __future__ import annotations
 
-import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from test_dashboard import page
 from test_join import _slp, _store, _vllm_line
-from test_thresholds import sample_store
 
 from attribution.analyses import Analysis
 from attribution.config import load_settings
@@ -22,11 +20,6 @@ from attribution.store import Store
 from attribution.summaries import after_commit, pages
 
 CHEAP = ("overview", "lengths")  # the overview runs lengths, concurrency, latency and capacity
-
-
-@pytest.fixture(scope="module")
-def sample(tmp_path_factory) -> Path:
-    return sample_store(tmp_path_factory)
 
 
 def _computed(root: Path, name: str, kwargs: dict) -> Analysis:
@@ -43,13 +36,12 @@ def _equal(a: Analysis, b: Analysis) -> None:
         assert df.schema == b.tables[k].schema and df.equals(b.tables[k], null_equal=True), k
 
 
-def test_a_prepared_page_reads_back_as_computed_and_only_unfiltered(sample, tmp_path, monkeypatch):
-    root = tmp_path / "store"
-    shutil.copytree(sample, root)
-    st = load_settings()
-    commit = Store.open(root).snapshot().version
+def test_a_prepared_page_reads_back_as_computed_and_only_unfiltered(tmp_path, monkeypatch):
     monkeypatch.setenv("ATTRIBUTION_PREPARE_PAGES", ",".join(CHEAP))
-    assert pages.prepare(root, commit, st) == []  # 103k requests: below the size worth preparing
+    store, _ = _store(tmp_path)
+    root, st = store.root, load_settings()
+    commit = store.snapshot().version
+    assert not pages.commit_dir(root, commit, st).exists()  # 4 requests: below the size worth preparing
     monkeypatch.setenv("ATTRIBUTION_PREPARE_PAGES_MIN", "0")
     assert sorted(pages.prepare(root, commit, st)) == sorted(CHEAP)
     looks = pages.first_look(st)
