@@ -25,12 +25,12 @@ import attribution
 from attribution.analyses import Analysis
 from attribution.config import Settings, env
 from attribution.joincache import cache_dir
+from attribution.summaries import prepare_pages_min
 
 if TYPE_CHECKING:
     from attribution.dashboard import Empty
 
 FORMAT = 1  # bump when what a page's files hold changes
-MIN_REQUESTS = 200_000  # below this a page computes within a second or two: nothing worth preparing
 _DIR_RE = re.compile(r"^pages-(\d{20})-[0-9a-f]{16}$")
 
 
@@ -63,12 +63,6 @@ def wanted(settings: Settings) -> dict[str, dict[str, Any]]:
         names = {p.strip() for p in chosen.split(",")}
         pages = {k: v for k, v in pages.items() if k in names}
     return pages
-
-
-def min_requests() -> int:
-    """$ATTRIBUTION_PREPARE_PAGES_MIN: the store size (requests) from which pages are prepared."""
-    raw = (env("ATTRIBUTION_PREPARE_PAGES_MIN") or "").strip()
-    return int(raw) if raw.isdigit() else MIN_REQUESTS
 
 
 @functools.cache
@@ -208,14 +202,14 @@ def prune(root: str | Path, commit: int) -> None:
 
 def prepare(root: str | Path, commit: int, settings: Settings) -> list[str]:
     """Compute and keep the first look of commit `commit` (the pages of `wanted`), when the store holds at
-    least `min_requests()`; the pages kept, in order."""
+    least `prepare_pages_min()`; the pages kept, in order."""
     from attribution.dashboard import Filters, View  # the dashboard's library side reads this module
 
     pages = wanted(settings)
     if not pages:
         return []
     store_view = View(root, Filters(), settings=settings)
-    if store_view.snapshot.version != commit or store_view.choices().requests < min_requests():
+    if store_view.snapshot.version != commit or store_view.choices().requests < prepare_pages_min():
         return []
     prune(root, commit)
     kept = []
