@@ -34,6 +34,7 @@ from attribution.pruning import SCRAPES, plan
 from attribution.status import store_counts
 from attribution.store import Snapshot, Store
 from attribution.views import JOIN_INPUTS
+from attribution.summaries import pages
 
 NONE = "(none)"  # what the analyses call a missing group value; the filters use the same word
 MEMORY_SHARE = 0.25  # of the machine's memory, for DuckDB's working memory per view (it spills beyond)
@@ -218,6 +219,16 @@ class View:
     def choices(self) -> Choices:
         with self.lock:
             return choices(self.con)
+
+    def answer(self, page: str, **kwargs: Any) -> Analysis | Empty:
+        """`page(**kwargs)`, read from the first look an ingest prepared for this commit (unfiltered views,
+        the options a page opens with: attribution.summaries.pages) where there is one, else computed."""
+        if self.filters == Filters():
+            got = pages.load(self.store.root, self.snapshot.version, self.settings, page, kwargs)
+            if got is not None:
+                return got
+        res: Analysis | Empty = getattr(self, page)(**kwargs)
+        return res
 
     def _select(self, by: GroupBy | str, from_histograms: bool = False) -> Selection | Empty:
         """The filtered selection, or why the page is empty; `from_histograms`: the analysis answers from the

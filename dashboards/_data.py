@@ -86,12 +86,12 @@ def settings_ok() -> bool:
     return True
 
 
-@st.cache_resource(max_entries=2, show_spinner="Opening the store ...")
+@st.cache_resource(max_entries=2, show_spinner="Opening the store ...", show_time=True)
 def _view(path: str, commit: int, flt: Filters, settings_key: str) -> dashboard.View:
     return dashboard.View(path, flt, _snapshot(path, commit), settings())
 
 
-@st.cache_data(max_entries=4, show_spinner="Reading the filter values ...")
+@st.cache_data(max_entries=4, show_spinner="Reading the filter values ...", show_time=True)
 def _choices(path: str, commit: int) -> Choices:
     return _view(path, commit, Filters(), repr(settings())).choices()
 
@@ -105,12 +105,12 @@ def filters() -> Filters:
     return st.session_state.get("filters", Filters())
 
 
-@st.cache_data(max_entries=64, show_spinner="Running the analysis ...")
+@st.cache_data(max_entries=64, show_spinner="Running the analysis ...", show_time=True)  # time shown after 0.5 s
 def _run(path: str, commit: int, flt: Filters, page: str, kwargs: tuple[tuple[str, Any], ...],
          settings_key: str) -> Analysis | Empty:
     # settings_key: the settings in force (attribution.toml, $ATTRIBUTION_*), so an edited setting (a GPU-hour
     # cost, an SLO) runs the analysis again instead of showing the cached answer of the old one
-    return getattr(_view(path, commit, flt, settings_key), page)(**dict(kwargs))
+    return _view(path, commit, flt, settings_key).answer(page, **dict(kwargs))
 
 
 def _call(page: str, **kwargs: Any) -> Analysis | Empty:

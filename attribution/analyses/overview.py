@@ -12,6 +12,7 @@ import polars as pl
 from attribution.analyses.capacity import capacity
 from attribution.analyses.common import Analysis, Selection, base_params, percentile_columns, select
 from attribution.analyses.concurrency import concurrency
+from attribution.analyses.exact import shared_sweeps
 from attribution.analyses.latency import Slo, latency, parse_slo
 from attribution.analyses.lengths import lengths
 from attribution.choices import GroupBy
@@ -57,8 +58,9 @@ def analyze(con, *, since: Any = None, until: Any = None, by: GroupBy | str = Gr
     sel = select(con, since=since, until=until, by=by)
     slo = slo or parse_slo()
     len_r = lengths(sel, percentiles=percentiles)
-    conc = concurrency(sel, per_group=False, percentiles=percentiles)  # the summary shows pods only
-    cap = capacity(sel, gpu_hour_cost=gpu_hour_cost, gpus_per_pod=gpus_per_pod, per_group=False, conc=conc)
+    with shared_sweeps(sel):  # capacity's estimates read the concurrency analysis' sweep of the window
+        conc = concurrency(sel, per_group=False, percentiles=percentiles)  # the summary shows pods only
+        cap = capacity(sel, gpu_hour_cost=gpu_hour_cost, gpus_per_pod=gpus_per_pod, per_group=False, conc=conc)
     lat = latency(sel, slo=slo, percentiles=percentiles)
     cohort, by_cohort = cohort_latency(sel, slo, percentiles)
     lat_cohort = by_cohort or lat

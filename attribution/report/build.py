@@ -27,6 +27,7 @@ from attribution.analyses import (
     select,
 )
 from attribution.analyses.arrival_change import ChangeRule, burstiness_change
+from attribution.analyses.exact import shared_sweeps
 from attribution.analyses.overview import cohort_latency, findings
 from attribution.config import Settings, connect_settings
 from attribution.errors import InputError, UsageError
@@ -148,10 +149,11 @@ def _run_analyses(store: Store, settings: Settings, *, since: Any, until: Any, w
     if sel.requests:
         say("lengths, concurrency, latency, capacity")
         inp.lengths = lengths(sel, percentiles=settings.percentiles)
-        inp.concurrency = concurrency(sel, per_group=False, timeseries=True, percentiles=settings.percentiles)
+        with shared_sweeps(sel):  # capacity's estimates read the concurrency analysis' sweep of the window
+            inp.concurrency = concurrency(sel, per_group=False, timeseries=True, percentiles=settings.percentiles)
+            inp.capacity = capacity(sel, gpu_hour_cost=settings.gpu_hour_cost, gpus_per_pod=settings.gpus_per_pod,
+                                    per_group=False, conc=inp.concurrency)
         inp.latency = latency(sel, slo=slo, percentiles=settings.percentiles)
-        inp.capacity = capacity(sel, gpu_hour_cost=settings.gpu_hour_cost, gpus_per_pod=settings.gpus_per_pod,
-                                per_group=False, conc=inp.concurrency)
         cohort, inp.cohort_latency = cohort_latency(sel, slo, settings.percentiles)
         inp.findings = findings(inp.lengths, inp.concurrency, inp.capacity, inp.latency, slo,
                                 "group" if by == GroupBy.all else by.value, cohort=cohort,

@@ -1,6 +1,7 @@
 """What an ingest prepares for the readers after its last commit, so that a first look at the week it just
-landed reads prepared inputs instead of re-deriving them: today the commit's engine x gateway join with the
-staged requests and the filter values (attribution.joincache). Readers never wait for it: they build what is
+landed reads prepared inputs instead of re-deriving them: the commit's engine x gateway join with the staged
+requests and the filter values (attribution.joincache), then, on a big store, the dashboard pages' first look
+(attribution.summaries.pages). Readers never wait for it: they build what is
 missing themselves, and a kill while building leaves only a temporary file the next build removes.
 """
 
@@ -17,6 +18,8 @@ from attribution.config import Settings, connect_settings, env, load_settings
 from attribution.errors import AttributionError
 from attribution.store import Store
 
+PREPARE_PAGES_MIN = 200_000  # requests; a page of a smaller store computes within a second or two
+
 
 @dataclass(frozen=True)
 class Built:
@@ -25,11 +28,19 @@ class Built:
     commit: int
     seconds: float
     skipped: str = ""
+    pages: tuple[str, ...] = ()  # the dashboard pages whose first look was prepared
 
 
 def enabled() -> bool:
     """$ATTRIBUTION_SUMMARIES=0 (or off/no/false) leaves the preparing to the readers."""
     return (env("ATTRIBUTION_SUMMARIES") or "1").strip().lower() not in ("0", "off", "no", "false")
+
+
+def prepare_pages_min() -> int:
+    """$ATTRIBUTION_PREPARE_PAGES_MIN: the store size (requests) from which an ingest prepares the dashboard
+    pages' first look (attribution.summaries.pages); below it a page computes within a second or two."""
+    raw = (env("ATTRIBUTION_PREPARE_PAGES_MIN") or "").strip()
+    return int(raw) if raw.isdigit() else PREPARE_PAGES_MIN
 
 
 def after_commit(root: str | Path, settings: Settings | None = None) -> Built:
@@ -45,11 +56,19 @@ def after_commit(root: str | Path, settings: Settings | None = None) -> Built:
     try:
         con = store.connect(snap)
         try:
-            connect_settings(con, settings if settings is not None else load_settings())
+            settings = settings if settings is not None else load_settings()
+            connect_settings(con, settings)
             done = joincache.use(con)
+            cached = joincache.choices(con) if done else None
+            big = cached is not None and int(cached["requests"].sum()) >= prepare_pages_min()
         finally:
             con.close()
+        kept: tuple[str, ...] = ()
+        if big:  # the dashboard's analyses are imported only then (a small store's ingest stays quick)
+            from attribution.summaries import pages
+
+            kept = tuple(pages.prepare(root, snap.version, settings))
     except (AttributionError, duckdb.Error, OSError) as exc:
         # the readers build it themselves; the ingest itself succeeded
         return Built(snap.version, time.time() - t0, f"failed: {exc}")
-    return Built(snap.version, time.time() - t0, "" if done else "the store cannot be written")
+    return Built(snap.version, time.time() - t0, "" if done else "the store cannot be written", kept)

@@ -1,0 +1,126 @@
+"""The dashboard's first look prepared per commit (attribution.summaries.pages): a prepared page reads back equal
+to the page computed, only an unfiltered view with a page's opening options reads it, other settings or another
+commit miss, a damaged file is a miss, an ingest prepares its commit (above the size threshold) and removes
+the older commits' pages, and the options kept are those the page scripts pass."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from test_dashboard import page
+from test_join import _slp, _store, _vllm_line
+
+from attribution.analyses import Analysis
+from attribution.config import load_settings
+from attribution.dashboard import Empty, Filters, View
+from attribution.ingest import ingest
+from attribution.store import Store
+from attribution.summaries import after_commit, pages
+
+CHEAP = ("overview", "lengths")  # the overview runs lengths, concurrency, latency and capacity
+
+
+def _computed(root: Path, name: str, kwargs: dict) -> Analysis:
+    res = getattr(View(root, Filters()), name)(**kwargs)
+    assert isinstance(res, Analysis)
+    return res
+
+
+def _equal(a: Analysis, b: Analysis) -> None:
+    assert (a.name, a.params, a.titles, a.definitions, a.notes) == (b.name, b.params, b.titles, b.definitions,
+                                                                    b.notes)
+    assert list(a.tables) == list(b.tables)
+    for k, df in a.tables.items():
+        assert df.schema == b.tables[k].schema and df.equals(b.tables[k], null_equal=True), k
+
+
+def test_a_prepared_page_reads_back_as_computed_and_only_unfiltered(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTRIBUTION_PREPARE_PAGES", ",".join(CHEAP))
+    store, _ = _store(tmp_path)
+    root, st = store.root, load_settings()
+    commit = store.snapshot().version
+    assert not pages.commit_dir(root, commit, st).exists()  # 4 requests: below the size worth preparing
+    monkeypatch.setenv("ATTRIBUTION_PREPARE_PAGES_MIN", "0")
+    assert sorted(pages.prepare(root, commit, st)) == sorted(CHEAP)
+    looks = pages.first_look(st)
+    view = View(root, Filters())
+    for name in CHEAP:
+        computed = _computed(root, name, looks[name])
+        with monkeypatch.context() as m:  # the view reads the files: computing is not an option
+            m.setattr(View, name, lambda self, **kw: pytest.fail("computed"))
+            _equal(view.answer(name, **looks[name]), computed)
+    # other options, a filter, other settings, another commit: computed (equal to the library's)
+    other = view.answer("lengths", by="deployment")
+    _equal(other, _computed(root, "lengths", {"by": "deployment"}))
+    with monkeypatch.context() as m:
+        m.setattr(pages, "load", lambda *a: pytest.fail("a filtered view read the unfiltered answer"))
+        one = Filters(deployments=view.choices().deployments[:1])
+        res = View(root, one).answer("lengths", **looks["lengths"])
+        assert isinstance(res, Analysis) and res.params["requests"] < view.choices().requests
+    assert pages.load(root, commit, st, "lengths", looks["lengths"]) is not None
+    assert pages.load(root, commit, load_settings({"by": "deployment"}), "lengths",
+                      looks["lengths"]) is None
+    assert pages.load(root, commit + 1, st, "lengths", looks["lengths"]) is None
+    # a damaged file is a miss, and the page is computed
+    path = pages.commit_dir(root, commit, st) / pages._call_key("lengths", looks["lengths"])
+    (path / "0.arrow").write_bytes(b"not arrow")
+    assert pages.load(root, commit, st, "lengths", looks["lengths"]) is None
+    _equal(view.answer("lengths", **looks["lengths"]), _computed(root, "lengths", looks["lengths"]))
+
+
+def test_params_keep_their_types_and_what_cannot_be_kept_is_not_saved(tmp_path):
+    params = {"since": datetime(2026, 5, 4, tzinfo=UTC), "day": datetime(2026, 5, 4).date(), "slo": ("ttft=0.5",),
+              "span": timedelta(hours=3), "nested": {"a": [1, 2.5, None, "x", {"b": True}]}, "nan": 0.1}
+    assert pages._decode(pages._encode(params)) == params
+    assert type(pages._decode(pages._encode(params))["slo"]) is tuple
+    res = Analysis("x", {"odd": object()}, {})
+    st = load_settings()
+    assert not pages.save(tmp_path, 1, st, "lengths", {}, res)
+    assert pages.load(tmp_path, 1, st, "lengths", {}) is None
+    # an empty state is kept too (compare on a store with one engine version computes for seconds to say so)
+    assert pages.save(tmp_path, 1, st, "compare", {}, Empty("one cohort only"))
+    assert pages.load(tmp_path, 1, st, "compare", {}) == Empty("one cohort only")
+
+
+def test_the_ingest_prepares_the_first_look_and_drops_older_commits(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTRIBUTION_PREPARE_PAGES_MIN", "0")
+    monkeypatch.setenv("ATTRIBUTION_PREPARE_PAGES", "lengths,latency")
+    store, _ = _store(tmp_path)
+    first = store.snapshot().version
+    st = load_settings()
+    assert pages.commit_dir(store.root, first, st).is_dir()
+    logs = tmp_path / "logs"
+    (logs / "pod-a" / "vllm-next.log").write_text(_vllm_line("02-14 09:00:00", "e269fdcb7c6ce894"))
+    (logs / "litellm-next.jsonl").write_text(_slp("e269fdcb7c6ce894", 1739446413.0 + 77187, "batch", None, 64))
+    ingest([str(logs)], store.root, year=2025, tz="UTC")
+    second = store.snapshot().version
+    assert second > first and not pages.commit_dir(store.root, first, st).exists()
+    looks = pages.first_look(st)
+    for name in ("lengths", "latency"):
+        got = pages.load(store.root, second, st, name, looks[name])
+        assert got is not None
+        _equal(got, _computed(store.root, name, looks[name]))
+        assert got.params["requests"] == 5
+    monkeypatch.setenv("ATTRIBUTION_PREPARE_PAGES", "off")
+    assert after_commit(store.root).pages == ()
+
+
+def test_the_options_prepared_are_those_each_page_opens_with(tmp_path, monkeypatch):
+    """Each page script, run on a store, asks View.answer for exactly `first_look`'s options."""
+    root = tmp_path / "empty"
+    Store.open(root, create=True)
+    asked: list[tuple[str, dict]] = []
+    answer = View.answer
+
+    def spy(self, name, **kwargs):
+        asked.append((name, kwargs))
+        return answer(self, name, **kwargs)
+
+    monkeypatch.setattr(View, "answer", spy)
+    looks = pages.first_look(load_settings())
+    for name in looks:
+        asked.clear()
+        page(name, root, monkeypatch)
+        assert asked == [(name, looks[name])], name
