@@ -33,8 +33,8 @@ from attribution.memsplit import memsplit
 from attribution.pruning import SCRAPES, plan
 from attribution.status import store_counts
 from attribution.store import Snapshot, Store
-from attribution.views import JOIN_INPUTS
 from attribution.summaries import pages
+from attribution.views import JOIN_INPUTS
 
 NONE = "(none)"  # what the analyses call a missing group value; the filters use the same word
 MEMORY_SHARE = 0.25  # of the machine's memory, for DuckDB's working memory per view (it spills beyond)

@@ -68,7 +68,8 @@ def json_records(lines: pl.DataFrame, paths: dict[str, list[str]]) -> tuple[pl.D
     # One parse per line: `try` turns the extraction's error on a document that does not parse into NULL
     # (a document that parses always gives a list), so no separate json_valid pass reads every line again.
     # The "no value" texts and the fallbacks (first path with a value) are resolved in the same query.
-    cols, i = [], 0
+    cols: list[str] = []
+    i = 0
     for n in names:
         vals = [f"case when v[{j}] in ({_NULL_SQL}) then null else v[{j}] end"
                 for j in range(i + 1, i + 1 + len(paths[n]))]
