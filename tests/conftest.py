@@ -268,3 +268,31 @@ def across_workers(root: Path, name: str, fn):
             tmp.write_bytes(pickle.dumps(fn()))
             tmp.rename(path)
     return pickle.loads(path.read_bytes())
+
+
+# One Spark session for the whole test session, shared by test_spark.py and test_spark_ingest.py (both marked
+# xdist_group("spark"), so under `-n 2 --dist loadgroup` one worker starts one JVM). Tuned for tiny inputs: one
+# shuffle partition, and a JVM that compiles little (C1 only, serial GC): over a few MB, JIT and GC threads
+# cost more CPU than they save. Tests only; the product's defaults are attribution.spark.session's.
+SPARK_MASTER = "local[2]"
+SPARK_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "1",
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+}
+
+
+@pytest.fixture(scope="session")
+def spark_session():
+    """The process's SparkSession (SPARK_MASTER, SPARK_CONF); skipped without pyspark or Java, except in CI,
+    where that fails (.ci/run installs both)."""
+    from attribution.errors import UsageError
+    from attribution.spark.session import get_session, require
+
+    try:
+        require()
+    except UsageError as exc:
+        if in_ci():
+            pytest.fail(f"{exc} (CI installs both: .ci/run)")
+        pytest.skip(str(exc))
+    return get_session(SPARK_MASTER, SPARK_CONF)
