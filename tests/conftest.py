@@ -108,6 +108,32 @@ def sample_master(root: Path) -> Path:
     return master
 
 
+def sample_slice(dst: Path, lines: int = 1500, points: int = 48, only: tuple[str, ...] = ()) -> None:
+    """sample_logs/ cut short, every file kept where it is (the paths name the deployments): each log's first
+    `lines` lines, each Prometheus series' first `points` samples, the ignore file and what it ignores. Every
+    format and pod of sample_logs at 1/60 of its 265 MB (by default). `only`: the files under these
+    subdirectories alone."""
+    import gzip
+    import itertools
+    import shutil
+
+    for src in SAMPLE.rglob("*"):
+        if not src.is_file() or (only and not any(src.is_relative_to(SAMPLE / o) for o in only)):
+            continue
+        out = dst / src.relative_to(SAMPLE)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if src.name.endswith(".json.gz"):
+            doc = json.loads(gzip.decompress(src.read_bytes()))
+            for series in doc["data"]["result"]:
+                series["values"] = series["values"][:points]
+            out.write_bytes(gzip.compress(json.dumps(doc).encode(), compresslevel=1))
+        elif src.suffix == ".gz":
+            with gzip.open(src, "rb") as fh:
+                out.write_bytes(gzip.compress(b"".join(itertools.islice(fh, lines)), compresslevel=1))
+        else:
+            shutil.copy(src, out)
+
+
 @pytest.fixture(scope="session")
 def sample_store(tmp_path_factory) -> Path:
     """sample_logs/ ingested once per test session (this worker's copy); tests only read it."""

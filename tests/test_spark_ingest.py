@@ -7,14 +7,13 @@ spark_session): the JVM takes seconds to start."""
 from __future__ import annotations
 
 import gzip
-import itertools
 import json
 import shutil
 from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import REPO, SAMPLE, SPARK_CONF, SPARK_MASTER
+from conftest import REPO, SAMPLE, SPARK_CONF, SPARK_MASTER, sample_slice
 from test_store import rows
 from typer.testing import CliRunner
 
@@ -46,27 +45,6 @@ def same_store(a: Path, b: Path) -> None:
     states = [{st["path"]: {k: v for k, v in st.items() if k not in WHEN} for st in Store.open(s).snapshot().files.values()}
               for s in (a, b)]
     assert states[0] == states[1]
-
-
-def sample_slice(dst: Path, lines: int = 1500, points: int = 48) -> None:
-    """sample_logs/ cut short, every file kept where it is (the paths name the deployments): each log's first
-    `lines` lines, each Prometheus series' first `points` samples, the ignore file and what it ignores. Every
-    format and pod of sample_logs at 1/60 of its 265 MB."""
-    for src in SAMPLE.rglob("*"):
-        if not src.is_file():
-            continue
-        out = dst / src.relative_to(SAMPLE)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        if src.name.endswith(".json.gz"):
-            doc = json.loads(gzip.decompress(src.read_bytes()))
-            for series in doc["data"]["result"]:
-                series["values"] = series["values"][:points]
-            out.write_bytes(gzip.compress(json.dumps(doc).encode()))
-        elif src.suffix == ".gz":
-            with gzip.open(src, "rb") as fh:
-                out.write_bytes(gzip.compress(b"".join(itertools.islice(fh, lines))))
-        else:
-            shutil.copy(src, out)
 
 
 def test_sample_logs_on_spark_equal_the_local_ingest(spark, tmp_path):
