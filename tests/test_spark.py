@@ -1,6 +1,7 @@
 """`--engine spark`: the analyses on Spark give DuckDB's answers over the same store (issue 20). The test
 session's one SparkSession (conftest's spark_session, shared with test_spark_ingest.py) over a small simulated
-store; the JVM start is what costs. The transpiler and the Spark forms' DuckDB-dialect twins are checked without Spark."""
+store; the JVM start is what costs. The transpiler and the Spark forms' DuckDB-dialect twins are checked
+without Spark."""
 
 from __future__ import annotations
 
