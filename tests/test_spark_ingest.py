@@ -61,8 +61,8 @@ def test_sample_logs_on_spark_equal_the_local_ingest(spark, tmp_path):
     first = json.loads((tmp_path / "s" / "_log" / f"{1:020d}.json").read_text())
     assert len(first["files"]) == len(got.files) and not list((tmp_path / "s" / "_tmp").iterdir())
     version = Store.open(tmp_path / "s").snapshot().version
-    again = ingest([str(tmp_path / "in")], tmp_path / "s", engine="spark", spark_master=MASTER, spark_conf=CONF,
-                   **how)
+    again = ingest([str(tmp_path / "in")], tmp_path / "s", engine="spark", spark_master=MASTER,
+                   spark_conf=CONF, **how)
     assert again.count("unchanged") == len(again.files) and not again.rows
     assert Store.open(tmp_path / "s").snapshot().version == version
 
