@@ -296,8 +296,8 @@ def across_workers(root: Path, name: str, fn):
     return pickle.loads(path.read_bytes())
 
 
-# One Spark session for the whole test session, shared by test_spark.py and test_spark_ingest.py (both
-# marked xdist_group("spark"), so under `-n 2 --dist loadgroup` one worker starts one JVM). Tuned for tiny
+# One Spark session for the whole test session, shared by test_spark.py and test_spark_ingest.py (under
+# `-n 2` both files go to one worker, see pytest_xdist_make_scheduler: one JVM). Tuned for tiny
 # inputs: one shuffle partition, and a JVM that compiles little (C1 only, serial GC): over a few MB, JIT and
 # GC threads cost more CPU than they save (about 40% of the JVM's CPU in the four analyses). Tests only; the
 # product's defaults are attribution.spark.session's.
@@ -323,3 +323,21 @@ def spark_session():
             pytest.fail(f"{exc} (CI installs both: .ci/run)")
         pytest.skip(str(exc))
     return get_session(SPARK_MASTER, SPARK_CONF)
+
+
+SPARK_FILES = ("test_spark.py", "test_spark_ingest.py")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's load scheduling, but the Spark test files are one unit of work, sent first to one worker (each
+    worker would start a JVM of its own). Every other test is a unit by itself, as under `--dist load`.
+    (`xdist_group` marks would say the same, but xdist 3.8 groups by renaming the node id, which pytest 9.2's
+    structured node ids ignore.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SparkTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "spark" if nodeid.split("::", 1)[0].rsplit("/", 1)[-1] in SPARK_FILES else nodeid
+
+    return SparkTogether(config, log)

@@ -18,7 +18,6 @@ from attribution.spark.forms import SPARK_FORMS
 from attribution.spark.transpile import NotPortable, to_spark
 from attribution.store import Store
 
-pytestmark = pytest.mark.xdist_group("spark")  # one worker, one JVM (conftest's spark_session)
 # the analyses `--engine spark` runs
 ANALYSES = ("lengths", "latency", "concurrency", "thresholds")
 

@@ -23,7 +23,6 @@ from attribution.ingest import ingest
 from attribution.schema import TABLES
 from attribution.store import Store, Writer
 
-pytestmark = pytest.mark.xdist_group("spark")  # one worker, one JVM (conftest's spark_session)
 MASTER, CONF = SPARK_MASTER, SPARK_CONF
 # file-state fields that say when a file was read or which data files hold its rows, not what was read
 WHEN = ("first_ingested", "last_ingested", "seq", "unsealed_files")
