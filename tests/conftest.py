@@ -108,6 +108,32 @@ def sample_master(root: Path) -> Path:
     return master
 
 
+def sample_slice(dst: Path, lines: int = 1500, points: int = 48, only: tuple[str, ...] = ()) -> None:
+    """sample_logs/ cut short, every file kept where it is (the paths name the deployments): each log's first
+    `lines` lines, each Prometheus series' first `points` samples, the ignore file and what it ignores. Every
+    format and pod of sample_logs at 1/60 of its 265 MB (by default). `only`: the files under these
+    subdirectories alone."""
+    import gzip
+    import itertools
+    import shutil
+
+    for src in SAMPLE.rglob("*"):
+        if not src.is_file() or (only and not any(src.is_relative_to(SAMPLE / o) for o in only)):
+            continue
+        out = dst / src.relative_to(SAMPLE)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if src.name.endswith(".json.gz"):
+            doc = json.loads(gzip.decompress(src.read_bytes()))
+            for series in doc["data"]["result"]:
+                series["values"] = series["values"][:points]
+            out.write_bytes(gzip.compress(json.dumps(doc).encode(), compresslevel=1))
+        elif src.suffix == ".gz":
+            with gzip.open(src, "rb") as fh:
+                out.write_bytes(gzip.compress(b"".join(itertools.islice(fh, lines)), compresslevel=1))
+        else:
+            shutil.copy(src, out)
+
+
 @pytest.fixture(scope="session")
 def sample_store(tmp_path_factory) -> Path:
     """sample_logs/ ingested once per test session (this worker's copy); tests only read it."""
@@ -268,3 +294,50 @@ def across_workers(root: Path, name: str, fn):
             tmp.write_bytes(pickle.dumps(fn()))
             tmp.rename(path)
     return pickle.loads(path.read_bytes())
+
+
+# One Spark session for the whole test session, shared by test_spark.py and test_spark_ingest.py (under
+# `-n 2` both files go to one worker, see pytest_xdist_make_scheduler: one JVM). Tuned for tiny
+# inputs: one shuffle partition, and a JVM that compiles little (C1 only, serial GC): over a few MB, JIT and
+# GC threads cost more CPU than they save (about 40% of the JVM's CPU in the four analyses). Tests only; the
+# product's defaults are attribution.spark.session's.
+SPARK_MASTER = "local[2]"
+SPARK_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "1",
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+}
+
+
+@pytest.fixture(scope="session")
+def spark_session():
+    """The process's SparkSession (SPARK_MASTER, SPARK_CONF); skipped without pyspark or Java, except in CI,
+    where that fails (.ci/run installs both)."""
+    from attribution.errors import UsageError
+    from attribution.spark.session import get_session, require
+
+    try:
+        require()
+    except UsageError as exc:
+        if in_ci():
+            pytest.fail(f"{exc} (CI installs both: .ci/run)")
+        pytest.skip(str(exc))
+    return get_session(SPARK_MASTER, SPARK_CONF)
+
+
+SPARK_FILES = ("test_spark.py", "test_spark_ingest.py")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's load scheduling, but the Spark test files are one unit of work, sent first to one worker (each
+    worker would start a JVM of its own). Every other test is a unit by itself, as under `--dist load`.
+    (`xdist_group` marks would say the same, but xdist 3.8 groups by renaming the node id, which pytest 9.2's
+    structured node ids ignore.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SparkTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "spark" if nodeid.split("::", 1)[0].rsplit("/", 1)[-1] in SPARK_FILES else nodeid
+
+    return SparkTogether(config, log)

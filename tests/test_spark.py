@@ -1,6 +1,7 @@
-"""`--engine spark`: the analyses on Spark give DuckDB's answers over the same store (issue 20). One Spark
-session for the test session (local[1], two shuffle partitions, no UI) over a small simulated store; the JVM
-start is what costs. The transpiler and the Spark forms' DuckDB-dialect twins are checked without Spark."""
+"""`--engine spark`: the analyses on Spark give DuckDB's answers over the same store (issue 20). The test
+session's one SparkSession (conftest's spark_session, shared with test_spark_ingest.py) over a small simulated
+store; the JVM start is what costs. The transpiler and the Spark forms' DuckDB-dialect twins are checked
+without Spark."""
 
 from __future__ import annotations
 
@@ -173,13 +174,6 @@ def test_engine_spark_from_the_environment_is_refused_by_a_command_without_a_spa
 # -- on Spark ---------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def spark():
-    from attribution.spark.session import get_session
-
-    return get_session("local[1]", {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"})
-
-
 @pytest.fixture(scope="module")
 def small_sample(tmp_path_factory) -> Path:
     """The `sample` scenario simulated small (vLLM before/after, SGLang, the LiteLLM gateway and Prometheus
@@ -194,11 +188,11 @@ def small_sample(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def both(small_sample, spark):
+def both(small_sample, spark_session):
     from attribution.spark.connection import connect
 
     store = Store.open(small_sample)
-    return store.connect(), connect(store, store.snapshot(), spark)
+    return store.connect(), connect(store, store.snapshot(), spark_session)
 
 
 def _analysis(name: str, con):

@@ -1,7 +1,8 @@
 """`ingest --engine spark` (files parsed on Spark executors, committed by the driver) gives the store exactly
-what the local ingest gives: every table's rows, the ingest_files states and the ingest_errors, on sample_logs/
-and on wrapped, broken and growing files; a rerun adds nothing; a driver that dies before its commit leaves the
-previous state. One Spark session (local[2]) for the whole test session: the JVM takes seconds to start."""
+what the local ingest gives: every table's rows, the ingest_files states and the ingest_errors, on a slice of
+sample_logs/ (every file, cut short) and on wrapped, broken and growing files; a rerun adds nothing; a driver
+that dies before its commit leaves the previous state. The session's one SparkSession (conftest's
+spark_session): the JVM takes seconds to start."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import REPO, SAMPLE, in_ci
+from conftest import REPO, SAMPLE, SPARK_CONF, SPARK_MASTER, sample_slice
 from test_store import rows
 from typer.testing import CliRunner
 
@@ -22,23 +23,14 @@ from attribution.ingest import ingest
 from attribution.schema import TABLES
 from attribution.store import Store, Writer
 
-MASTER = "local[2]"
-CONF = {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"}
+MASTER, CONF = SPARK_MASTER, SPARK_CONF
 # file-state fields that say when a file was read or which data files hold its rows, not what was read
 WHEN = ("first_ingested", "last_ingested", "seq", "unsealed_files")
 
 
-@pytest.fixture(scope="session")
-def spark():
-    from attribution.spark.session import get_session, require
-
-    try:
-        require()
-    except UsageError as exc:
-        if in_ci():
-            pytest.fail(f"{exc} (CI installs both: .ci/run)")
-        pytest.skip(str(exc))
-    return get_session(MASTER, CONF)
+@pytest.fixture
+def spark(spark_session):
+    return spark_session
 
 
 def same_store(a: Path, b: Path) -> None:
@@ -54,19 +46,22 @@ def same_store(a: Path, b: Path) -> None:
     assert states[0] == states[1]
 
 
-@pytest.mark.slow  # (265 MB on Spark; the wrapped and growing files below cover the same paths cheaply)
-def test_sample_logs_on_spark_equal_the_local_ingest(spark, tmp_path, sample_store):
+def test_sample_logs_on_spark_equal_the_local_ingest(spark, tmp_path):
+    # in chunks of 256 KiB: the gateway log's slice is several chunks on one executor, in order
     truth = json.loads((SAMPLE / "ground_truth.json").read_text())
-    got = ingest([str(SAMPLE)], tmp_path / "s", year=truth["year"], tz=truth["tz"], engine="spark",
-                 spark_master=MASTER, spark_conf=CONF)
-    assert got.count("read") >= 7 and got.rows["requests"] > 1000
-    same_store(sample_store, tmp_path / "s")
+    sample_slice(tmp_path / "in")
+    how = dict(year=truth["year"], tz=truth["tz"], chunk_bytes=256 << 10)
+    ingest([str(tmp_path / "in")], tmp_path / "local", **how)
+    got = ingest([str(tmp_path / "in")], tmp_path / "s", engine="spark", spark_master=MASTER, spark_conf=CONF,
+                 **how)
+    assert got.count("read") >= 7 and got.rows["requests"] > 1000 and got.rows["metric_histograms"] > 1000
+    same_store(tmp_path / "local", tmp_path / "s")
     # the driver committed every file's rows in one commit (then compaction, when parts are many)
     first = json.loads((tmp_path / "s" / "_log" / f"{1:020d}.json").read_text())
     assert len(first["files"]) == len(got.files) and not list((tmp_path / "s" / "_tmp").iterdir())
     version = Store.open(tmp_path / "s").snapshot().version
-    again = ingest([str(SAMPLE)], tmp_path / "s", year=truth["year"], tz=truth["tz"], engine="spark",
-                   spark_master=MASTER, spark_conf=CONF)
+    again = ingest([str(tmp_path / "in")], tmp_path / "s", engine="spark", spark_master=MASTER,
+                   spark_conf=CONF, **how)
     assert again.count("unchanged") == len(again.files) and not again.rows
     assert Store.open(tmp_path / "s").snapshot().version == version
 
@@ -102,7 +97,7 @@ def test_wrapped_bad_and_growing_files_on_spark_equal_the_local_ingest(spark, tm
     assert [f.status for f in s.files if f.path.endswith("/vllm.log")] == ["read"]
     res = CliRunner().invoke(app, ["ingest", str(src), "--store", str(tmp_path / "spark"), "--year", "2026",
                                    "--tz", "UTC", "--engine", "spark", "--spark-master", MASTER,
-                                   "--spark-conf", "spark.sql.shuffle.partitions=2"])
+                                   *(a for k, v in CONF.items() for a in ("--spark-conf", f"{k}={v}"))])
     assert res.exit_code == 0, res.output
     same_store(tmp_path / "local", tmp_path / "spark")
 
