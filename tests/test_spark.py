@@ -138,14 +138,33 @@ def test_engine_spark_without_java_is_a_usage_error(sample_store, capsys, monkey
     assert code == 2 and "Java" in err and len(err.strip().splitlines()) == 1
 
 
+# every command that reads the store for an analysis and has no Spark path (each passes its own name to
+# cli/app.connect; none may fall back to DuckDB silently)
+NO_SPARK_PATH = ("analyze", "arrivals", "cache", "metrics", "changes", "health", "replay", "report")
+
+
+@pytest.mark.parametrize("command", NO_SPARK_PATH)
 def test_engine_spark_from_the_environment_is_refused_by_a_command_without_a_spark_path(
-        sample_store, capsys, monkeypatch):
-    """`capacity` has no Spark path: ATTRIBUTION_ENGINE=spark stops it before any Spark session, naming the
-    commands that have one (concurrency and thresholds among them)."""
+        sample_store, capsys, monkeypatch, tmp_path, command):
+    """ATTRIBUTION_ENGINE=spark stops the command before any Spark session, naming it and the commands that
+    have a Spark path."""
     monkeypatch.setenv("ATTRIBUTION_ENGINE", "spark")
-    code, out, err = run_cli(capsys, "capacity", "--store", str(sample_store))
+    extra = ("--out", str(tmp_path / "r.md")) if command == "report" else ()
+    code, out, err = run_cli(capsys, command, "--store", str(sample_store), *extra)
     assert code == 2 and out == ""
-    assert "capacity" in err and "concurrency" in err and "thresholds" in err
+    assert f"`attribution {command}`" in err and "concurrency" in err and "thresholds" in err
+    assert "ATTRIBUTION_ENGINE" in err
+
+
+def test_the_dashboard_under_engine_spark_says_it_reads_with_duckdb(monkeypatch):
+    """The dashboard has no Spark path: under engine = spark it says so in one line (CLI and sidebar)."""
+    from attribution.config import load_settings
+    from attribution.spark import duckdb_only_note
+
+    assert duckdb_only_note(load_settings({}), "the dashboard") is None
+    monkeypatch.setenv("ATTRIBUTION_ENGINE", "spark")
+    note = duckdb_only_note(load_settings({}), "the dashboard")
+    assert note is not None and "\n" not in note and "DuckDB" in note and "ATTRIBUTION_ENGINE" in note
 
 
 # -- on Spark ---------------------------------------------------------------------------------------------

@@ -64,8 +64,8 @@ GpusOpt = Annotated[int | None, typer.Option(help="GPUs per pod (default: the en
                                              show_default=False)]
 
 
-def select(settings: Settings, since: str | None, until: str | None, by: GroupBy | str | None = None,
-           command: str | None = None) -> Selection:
+def select(settings: Settings, since: str | None, until: str | None, by: GroupBy | str | None = None, *,
+           command: str) -> Selection:
     """The window's requests on the settings' store, grouped by `by` (default: the `by` setting), for the
     analysis `command` (app.connect: only some run on Spark)."""
     from attribution import analyses
@@ -241,7 +241,7 @@ def capacity_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt
 
     st = with_by(resolve(config, store=store, gpu_hour_cost=gpu_hour_cost, gpus_per_pod=gpus_per_pod), by,
                  own_default=GroupBy.all)
-    res = analyses.capacity(select(st, since, until), gpu_hour_cost=st.gpu_hour_cost,
+    res = analyses.capacity(select(st, since, until, command="capacity"), gpu_hour_cost=st.gpu_hour_cost,
                             gpus_per_pod=st.gpus_per_pod)
     with_settings(res, st, ("by", "gpu_hour_cost", "gpus_per_pod", "workloads"))
     show(res, fmt, table)
@@ -277,7 +277,7 @@ def analyze_cmd(
             summary = ingest(paths, default_store_path(st.store), deployment=deployment, label=label, year=year, tz=tz,
                              progress=prog)
         print_summary(summary)
-    res = analyses.analyze(connect(st), since=since, until=until, by=st.by,
+    res = analyses.analyze(connect(st, "analyze"), since=since, until=until, by=st.by,
                            slo=analyses.parse_slo(list(st.slo) or None, st.slo_preset), gpu_hour_cost=st.gpu_hour_cost,
                            gpus_per_pod=st.gpus_per_pod, ceiling_share=st.ceiling_share, percentiles=st.percentiles)
     with_settings(res, st, ("by", "slo", "slo_preset", "gpu_hour_cost", "gpus_per_pod", "ceiling_share",

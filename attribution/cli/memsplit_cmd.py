@@ -101,7 +101,7 @@ def memsplit_cmd(
     )
     st = resolve(config, store=store, model=model)
     res = memsplit(
-        connect(st),
+        connect(st, "memsplit"),
         st.model,
         engine=engine and engine.value,
         deployments=deployment,

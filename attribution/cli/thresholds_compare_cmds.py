@@ -178,7 +178,7 @@ def compare_cmd(
         raise UsageError(f"--buckets {buckets!r}: write token counts separated by commas") from None
     st = resolve(config, store=store, catalogue=[str(p) for p in catalogue or []], thresholds=threshold,
                  tolerance=tolerance, alpha=alpha)
-    res = compare(select(st, since, until, "all"), by=cohort_by, before=before, after=after,
+    res = compare(select(st, since, until, "all", command="compare"), by=cohort_by, before=before, after=after,
                   catalogue=load_catalogue(list(st.catalogue), list(st.thresholds)), features=feature,
                   metrics=tuple(metric) if metric else tuple(("queue_s", "ttft_s", "tpot_s", "e2e_s")),
                   edges=edges, mix=mix, resamples=resamples, seed=seed, tolerance=st.tolerance, alpha=st.alpha,

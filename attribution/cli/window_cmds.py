@@ -54,7 +54,7 @@ def changes_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt 
     from attribution.report.build import report_window, window_changes
 
     st = resolve(config, store=store, by=by.value if by else None)
-    con = connect(st)
+    con = connect(st, "changes")
     res = window_changes(con, report_window(con, since=since, until=until, default=st.window), st)
     _shown(res, fmt, table)
 
@@ -73,6 +73,6 @@ def health_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt =
     from attribution.report.build import report_window, window_health
 
     st = resolve(config, store=store, gap_minutes=gap_minutes)
-    con = connect(st)
+    con = connect(st, "health")
     window = report_window(con, since=since, until=until, default=st.window)
     _shown(window_health(open_store(default_store_path(st.store)), con, window, st), fmt, table)
