@@ -100,6 +100,20 @@ def test_the_join_form_of_the_scrape_intervals_counts_the_same_log_lines():
     assert_same(got, want, "scrape_intervals_by_deployment")
 
 
+def test_the_range_join_form_of_memsplit_binding_finds_the_same_episode_requests(sample_store):
+    """memsplit_binding.spark.sql (each arrival joined to the merged episode span holding it, not an ASOF join
+    to the latest one beginning before it) is DuckDB SQL too and gives the file's rows on sample_logs, whose
+    vLLM starts have binding episodes with arrivals inside them."""
+    from attribution.memsplit import memsplit
+
+    con = Store.open(sample_store).connect()
+    memsplit(con, None, run_whatif=False)  # its int_memsplit_* tables
+    want = queries.run(con, "memsplit_binding")
+    got = queries.run(con, "memsplit_binding.spark")
+    assert want["episode_requests"].sum() > 0 and (want["episode_requests"] < want["requests"]).all()
+    assert_same(got, want, "memsplit_binding")
+
+
 def test_every_query_of_the_analyses_transpiles(sample_store):
     """Each file the analyses run has a Spark text: sqlglot's, or its Spark form's (no DuckDB-only function
     left behind)."""

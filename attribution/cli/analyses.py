@@ -230,7 +230,9 @@ def capacity_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt
                                   "whole, unless $ATTRIBUTION_BY or the config file sets `by`).",
                      show_default=False)] = None,
                  fmt: FormatOpt = Format.table, table: TableOpt = None,
-                 gpu_hour_cost: CostOpt = None, gpus_per_pod: GpusOpt = None, config: ConfigOpt = None) -> None:
+                 gpu_hour_cost: CostOpt = None, gpus_per_pod: GpusOpt = None, config: ConfigOpt = None,
+                 engine: EngineOpt = None, spark_master: SparkMasterOpt = None,
+                 spark_conf: SparkConfOpt = None) -> None:
     """Completed requests per pod per day, the requests per day it could complete at its running limit (measured
     at saturation, else extrapolated from service times, with a 95% interval), and the cost per million
     input and output tokens; where a gateway logged the requests, what it billed (USD) next to the GPU cost.
@@ -239,7 +241,8 @@ def capacity_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt
     """
     from attribution import analyses
 
-    st = with_by(resolve(config, store=store, gpu_hour_cost=gpu_hour_cost, gpus_per_pod=gpus_per_pod), by,
+    st = with_by(resolve(config, **engine_flags(engine, spark_master, spark_conf), store=store,
+                         gpu_hour_cost=gpu_hour_cost, gpus_per_pod=gpus_per_pod), by,
                  own_default=GroupBy.all)
     res = analyses.capacity(select(st, since, until, command="capacity"), gpu_hour_cost=st.gpu_hour_cost,
                             gpus_per_pod=st.gpus_per_pod)

@@ -84,12 +84,9 @@ def connect(settings: Settings, command: str) -> duckdb.DuckDBPyConnection:
     store = open_store(default_store_path(settings.store))
     refuse_spark(settings, command)
     if settings.engine == "spark":
-        from attribution.config import workload_map
-        from attribution.spark.connection import connect as spark_connect
-        from attribution.spark.session import get_session, parse_conf
+        from attribution.spark.connection import connect_settings as spark_connect
 
-        session = get_session(settings.spark_master, parse_conf(settings.spark_conf))
-        spark_con: Any = spark_connect(store, store.snapshot(), session, workload_map(settings))
+        spark_con: Any = spark_connect(store, store.snapshot(), settings)
         # the analyses take either connection (attribution.queries tells them apart)
         return cast("duckdb.DuckDBPyConnection", spark_con)
     con = store.connect()

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
+    from attribution.config import Settings
     from attribution.queries import Query
     from attribution.store import Snapshot, Store
 
@@ -66,6 +67,11 @@ class SparkConnection:
         assert isinstance(df, pl.DataFrame)
         return df
 
+    def rows(self, table: str) -> pl.DataFrame:
+        df = pl.from_arrow(self.spark.table(table).toArrow())
+        assert isinstance(df, pl.DataFrame)
+        return df
+
     def materialize(self, q: Query, params: dict[str, Any] | None, table: str) -> None:
         # computed once (as DuckDB's temporary table), kept on the executors
         self.view(table, self.sql(q, params).localCheckpoint(eager=True))
@@ -105,6 +111,16 @@ def connect(store: Store, snapshot: Snapshot, spark: SparkSession,
     con.register("workload_map", workloads if workloads is not None else load_workload_map(store))
     queries.create_view(_as_con(con), "stg_joined_requests", "joined_requests")
     return con
+
+
+def connect_settings(store: Store, snapshot: Snapshot, settings: Settings) -> SparkConnection:
+    """The Spark views of `snapshot` with the settings' workload names, on the session the settings ask for
+    (`spark_master`, `spark_conf`): what `--engine spark` runs an analysis or the report on."""
+    from attribution.config import workload_map
+    from attribution.spark.session import get_session, parse_conf
+
+    session = get_session(settings.spark_master, parse_conf(settings.spark_conf))
+    return connect(store, snapshot, session, workload_map(settings))
 
 
 def _spark_schema(table: str) -> StructType:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 SPARK_FORMS = {"stg_engine_steps", "stg_engine_config", "latency_by_prompt_bucket", "goodput_by_group",
                "slo_terms_by_group", "score_by_group", "concurrency_sampled",
-               "scrape_intervals_by_deployment"}
+               "scrape_intervals_by_deployment", "memsplit_binding"}
 
 
 def spark_form(name: str) -> str:
