@@ -18,7 +18,7 @@ from attribution.spark.transpile import NotPortable, to_spark
 from attribution.store import Store
 
 # the analyses `--engine spark` runs
-ANALYSES = ("lengths", "latency", "concurrency", "thresholds")
+ANALYSES = ("lengths", "latency", "concurrency", "thresholds", "capacity", "compare", "memsplit")
 
 
 def assert_same(a: pl.DataFrame, b: pl.DataFrame, where: str) -> None:
@@ -217,6 +217,17 @@ def _analysis(name: str, con):
         from attribution.thresholds import load_catalogue, thresholds
 
         return thresholds(analyses.select(con, by="all"), load_catalogue([], []))
+    if name == "capacity":  # as the command: each pod as a whole, with a GPU price (the cost table)
+        return analyses.capacity(analyses.select(con, by="all"), gpu_hour_cost=2.0)
+    if name == "compare":  # the store's two vLLM versions; the bootstrap on the driver, same seed
+        from attribution.compare import compare
+
+        return compare(analyses.select(con, by="all"), by="version", before="0.15.1", after="0.20.1",
+                       resamples=200)
+    if name == "memsplit":  # each engine start's split from its own logged model, with the what-if replay
+        from attribution.memsplit import memsplit
+
+        return memsplit(con, None)
     return getattr(analyses, name)(analyses.select(con))
 
 

@@ -119,7 +119,8 @@ def run_analyses(store: Store, settings: Settings, *, since: Any = None, until: 
     """Every analysis of the report on one snapshot of `store` (an ingest committing meanwhile is not seen)."""
     say = progress or (lambda _: None)
     snapshot = store.snapshot()
-    con = _connect(store, snapshot, settings)
+    con = store.connect(snapshot)
+    connect_settings(con, settings)  # the config's workload names replace the store's own mapping here
     window = report_window(con, since=since, until=until, week=week, default=settings.window)
     by = GroupBy(settings.by)
     slo = parse_slo(list(settings.slo) or None, settings.slo_preset)
@@ -164,18 +165,6 @@ def run_analyses(store: Store, settings: Settings, *, since: Any = None, until: 
     say("ingest health")
     inp.health = window_health(store, con, window, settings, ingest=ingest)
     return inp
-
-
-def _connect(store: Store, snapshot: Any, settings: Settings) -> Any:
-    """The snapshot on DuckDB, or as Spark views under `engine = spark`; the config's workload names replace
-    the store's own mapping either way."""
-    if settings.engine == "spark":
-        from attribution.spark.connection import connect_settings as spark_connect
-
-        return spark_connect(store, snapshot, settings)
-    con = store.connect(snapshot)
-    connect_settings(con, settings)
-    return con
 
 
 def run_arrivals(inp: Inputs, con: Any) -> None:
