@@ -18,7 +18,7 @@ from attribution.spark.transpile import NotPortable, to_spark
 from attribution.store import Store
 
 # the analyses `--engine spark` runs
-ANALYSES = ("lengths", "latency", "concurrency", "thresholds", "capacity", "compare")
+ANALYSES = ("lengths", "latency", "concurrency", "thresholds", "capacity", "compare", "memsplit")
 
 
 def assert_same(a: pl.DataFrame, b: pl.DataFrame, where: str) -> None:

@@ -63,7 +63,8 @@ def resolve(config: Path | None, **flags: object) -> Settings:
     return load_settings(flags, config=config)
 
 
-SPARK_COMMANDS = ("lengths", "latency", "concurrency", "thresholds", "capacity", "compare")  # with a Spark path (tested equal to DuckDB's)
+# with a Spark path (tested equal to DuckDB's)
+SPARK_COMMANDS = ("lengths", "latency", "concurrency", "thresholds", "capacity", "compare", "memsplit")
 
 
 def refuse_spark(settings: Settings, command: str) -> None:

@@ -80,6 +80,9 @@ class SparkConnection:
         self.view(view, self.sql(q, None))
 
 
+_REDUNDANT_ALIASES = "org.apache.spark.sql.catalyst.optimizer.RemoveRedundantAliases"
+
+
 def connect(store: Store, snapshot: Snapshot, spark: SparkSession,
             workloads: pl.DataFrame | None = None) -> SparkConnection:
     """The views of attribution.views.connect, on Spark; `workloads` (match, name) replaces the store's
@@ -91,6 +94,11 @@ def connect(store: Store, snapshot: Snapshot, spark: SparkSession,
     # twice keeps the last value (stg_engine_config.spark.sql)
     spark.conf.set("spark.sql.ansi.enabled", "false")
     spark.conf.set("spark.sql.mapKeyDedupPolicy", "LAST_WIN")
+    # Spark 4's RemoveRedundantAliases leaves an invalid plan for memsplit_demand.sql (PLAN_VALIDATION_FAILED);
+    # the rule only drops aliases, so leaving it out changes no answer (added to what the user excluded)
+    excluded = [r for r in (spark.conf.get("spark.sql.optimizer.excludedRules", "") or "").split(",") if r]
+    if _REDUNDANT_ALIASES not in excluded:
+        spark.conf.set("spark.sql.optimizer.excludedRules", ",".join([*excluded, _REDUNDANT_ALIASES]))
     con = SparkConnection(spark)
     for table in TABLES:
         files = [str(store.root / p) for p in sorted(snapshot.live(table))]
