@@ -117,7 +117,10 @@ def test_the_range_join_form_of_memsplit_binding_finds_the_same_episode_requests
 def test_every_query_of_the_analyses_transpiles(sample_store):
     """Each file the analyses run has a Spark text: sqlglot's, or its Spark form's (no DuckDB-only function
     left behind)."""
+    from attribution.memsplit import memsplit
+
     con = Store.open(sample_store).connect()
+    memsplit(con, None, run_whatif=False)  # the int_memsplit_* tables memsplit_binding's form reads
     sel = analyses.select(con)
     sel.materialize("int_request_lengths")
     sel.materialize("int_concurrency_step_lines", deployments=[], max_gap_s=30.0)  # its columns
