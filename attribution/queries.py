@@ -158,6 +158,14 @@ def create_view(con: duckdb.DuckDBPyConnection, name: str, view: str | None = No
         reading_store(lambda: con.execute(f"create or replace {'temp ' if temp else ''}view {view or name} as {q.sql}"))
 
 
+def table_rows(con: duckdb.DuckDBPyConnection, table: str) -> pl.DataFrame:
+    """Every row of `table`, a temporary table an analysis materialised on `con` (either engine)."""
+    if (spark := _spark(con)) is not None:
+        rows: pl.DataFrame = spark.rows(table)
+        return rows
+    return fetch(con, f"select * from {table}")
+
+
 def user_sql(con: duckdb.DuckDBPyConnection, sql: str) -> pl.DataFrame:
     """Run SQL the user wrote; DuckDB's complaint about it is a usage error. Columns of a type Polars cannot
     import (INTERVAL, also inside a list or struct) come back as DuckDB's text of the value."""

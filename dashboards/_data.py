@@ -36,6 +36,16 @@ def settings() -> Settings:
     return load_settings()
 
 
+def engine_note() -> str | None:
+    """The dashboard runs on DuckDB: under `engine = spark` it says so (attribution.spark.duckdb_only_note)."""
+    from attribution.spark import duckdb_only_note
+
+    try:
+        return duckdb_only_note(settings(), "the dashboard")
+    except AttributionError:  # a bad config: the page shows the error where it asks for the data
+        return None
+
+
 def group_index() -> int:
     """Where the pages' `Group by` box starts: the `by` setting (workload unless the config says otherwise)."""
     try:

@@ -43,6 +43,8 @@ def _sidebar() -> Filters:
     ch = data.choices()
     snap, latest = data.snapshot(), data.version(data.store())
     st.sidebar.caption(f"Store: `{data.store()}`" + (f" · commit {snap.version}" if snap else ""))
+    if (note := data.engine_note()) is not None:
+        st.sidebar.warning(note)
     if snap and latest is not None and latest > snap.version:
         st.sidebar.caption(f"An ingest has added data since (commit {latest}).")
         if st.sidebar.button("Load the newer data", icon=":material/refresh:"):

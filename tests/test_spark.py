@@ -21,7 +21,7 @@ from attribution.spark.transpile import NotPortable, to_spark
 from attribution.store import Store
 
 # the analyses `--engine spark` runs
-ANALYSES = ("lengths", "latency", "concurrency", "thresholds")
+ANALYSES = ("lengths", "latency", "concurrency", "thresholds", "capacity", "compare", "memsplit")
 
 
 def assert_same(a: pl.DataFrame, b: pl.DataFrame, where: str) -> None:
@@ -123,10 +123,27 @@ def test_each_spark_form_names_the_construct_that_does_not_transpile():
             assert construct.lower() in duck, f"queries/{name}.sql has no `{construct}`"
 
 
+def test_the_range_join_form_of_memsplit_binding_finds_the_same_episode_requests(sample_store):
+    """memsplit_binding.spark.sql (each arrival joined to the merged episode span holding it, not an ASOF join
+    to the latest one beginning before it) is DuckDB SQL too and gives the file's rows on sample_logs, whose
+    vLLM starts have binding episodes with arrivals inside them."""
+    from attribution.memsplit import memsplit
+
+    con = Store.open(sample_store).connect()
+    memsplit(con, None, run_whatif=False)  # its int_memsplit_* tables
+    want = queries.run(con, "memsplit_binding")
+    got = queries.run(con, "memsplit_binding.spark")
+    assert want["episode_requests"].sum() > 0 and (want["episode_requests"] < want["requests"]).all()
+    assert_same(got, want, "memsplit_binding")
+
+
 def test_every_query_of_the_analyses_transpiles(sample_store):
     """Each file the analyses run has a Spark text: sqlglot's, or its Spark form's (no DuckDB-only function
     left behind)."""
+    from attribution.memsplit import memsplit
+
     con = Store.open(sample_store).connect()
+    memsplit(con, None, run_whatif=False)  # the int_memsplit_* tables memsplit_binding's form reads
     sel = analyses.select(con)
     sel.materialize("int_request_lengths")
     sel.materialize("int_concurrency_step_lines", deployments=[], max_gap_s=30.0)  # its columns
@@ -161,14 +178,33 @@ def test_engine_spark_without_java_is_a_usage_error(sample_store, capsys, monkey
     assert code == 2 and "Java" in err and len(err.strip().splitlines()) == 1
 
 
+# every command that reads the store for an analysis and has no Spark path (each passes its own name to
+# cli/app.connect; none may fall back to DuckDB silently)
+NO_SPARK_PATH = ("analyze", "arrivals", "cache", "metrics", "changes", "health", "replay", "report")
+
+
+@pytest.mark.parametrize("command", NO_SPARK_PATH)
 def test_engine_spark_from_the_environment_is_refused_by_a_command_without_a_spark_path(
-        sample_store, capsys, monkeypatch):
-    """`capacity` has no Spark path: ATTRIBUTION_ENGINE=spark stops it before any Spark session, naming the
-    commands that have one (concurrency and thresholds among them)."""
+        sample_store, capsys, monkeypatch, tmp_path, command):
+    """ATTRIBUTION_ENGINE=spark stops the command before any Spark session, naming it and the commands that
+    have a Spark path."""
     monkeypatch.setenv("ATTRIBUTION_ENGINE", "spark")
-    code, out, err = run_cli(capsys, "capacity", "--store", str(sample_store))
+    extra = ("--out", str(tmp_path / "r.md")) if command == "report" else ()
+    code, out, err = run_cli(capsys, command, "--store", str(sample_store), *extra)
     assert code == 2 and out == ""
-    assert "capacity" in err and "concurrency" in err and "thresholds" in err
+    assert f"`attribution {command}`" in err and "concurrency" in err and "thresholds" in err
+    assert "ATTRIBUTION_ENGINE" in err
+
+
+def test_the_dashboard_under_engine_spark_says_it_reads_with_duckdb(monkeypatch):
+    """The dashboard has no Spark path: under engine = spark it says so in one line (CLI and sidebar)."""
+    from attribution.config import load_settings
+    from attribution.spark import duckdb_only_note
+
+    assert duckdb_only_note(load_settings({}), "the dashboard") is None
+    monkeypatch.setenv("ATTRIBUTION_ENGINE", "spark")
+    note = duckdb_only_note(load_settings({}), "the dashboard")
+    assert note is not None and "\n" not in note and "DuckDB" in note and "ATTRIBUTION_ENGINE" in note
 
 
 # -- on Spark ---------------------------------------------------------------------------------------------
@@ -200,6 +236,17 @@ def _analysis(name: str, con):
         from attribution.thresholds import load_catalogue, thresholds
 
         return thresholds(analyses.select(con, by="all"), load_catalogue([], []))
+    if name == "capacity":  # as the command: each pod as a whole, with a GPU price (the cost table)
+        return analyses.capacity(analyses.select(con, by="all"), gpu_hour_cost=2.0)
+    if name == "compare":  # the store's two vLLM versions; the bootstrap on the driver, same seed
+        from attribution.compare import compare
+
+        return compare(analyses.select(con, by="all"), by="version", before="0.15.1", after="0.20.1",
+                       resamples=200)
+    if name == "memsplit":  # each engine start's split from its own logged model, with the what-if replay
+        from attribution.memsplit import memsplit
+
+        return memsplit(con, None)
     return getattr(analyses, name)(analyses.select(con))
 
 

@@ -64,8 +64,8 @@ GpusOpt = Annotated[int | None, typer.Option(help="GPUs per pod (default: the en
                                              show_default=False)]
 
 
-def select(settings: Settings, since: str | None, until: str | None, by: GroupBy | str | None = None,
-           command: str | None = None, prune: bool = True) -> Selection:
+def select(settings: Settings, since: str | None, until: str | None, by: GroupBy | str | None = None, *,
+           command: str, prune: bool = True) -> Selection:
     """The window's requests on the settings' store, grouped by `by` (default: the `by` setting), for the
     analysis `command` (app.connect: only some run on Spark); `prune`: read only the window's days."""
     from attribution import analyses
@@ -232,7 +232,9 @@ def capacity_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt
                                   "whole, unless $ATTRIBUTION_BY or the config file sets `by`).",
                      show_default=False)] = None,
                  fmt: FormatOpt = Format.table, table: TableOpt = None,
-                 gpu_hour_cost: CostOpt = None, gpus_per_pod: GpusOpt = None, config: ConfigOpt = None) -> None:
+                 gpu_hour_cost: CostOpt = None, gpus_per_pod: GpusOpt = None, config: ConfigOpt = None,
+                 engine: EngineOpt = None, spark_master: SparkMasterOpt = None,
+                 spark_conf: SparkConfOpt = None) -> None:
     """Completed requests per pod per day, the requests per day it could complete at its running limit (measured
     at saturation, else extrapolated from service times, with a 95% interval), and the cost per million
     input and output tokens; where a gateway logged the requests, what it billed (USD) next to the GPU cost.
@@ -241,9 +243,10 @@ def capacity_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt
     """
     from attribution import analyses
 
-    st = with_by(resolve(config, store=store, gpu_hour_cost=gpu_hour_cost, gpus_per_pod=gpus_per_pod), by,
+    st = with_by(resolve(config, **engine_flags(engine, spark_master, spark_conf), store=store,
+                         gpu_hour_cost=gpu_hour_cost, gpus_per_pod=gpus_per_pod), by,
                  own_default=GroupBy.all)
-    res = analyses.capacity(select(st, since, until), gpu_hour_cost=st.gpu_hour_cost,
+    res = analyses.capacity(select(st, since, until, command="capacity"), gpu_hour_cost=st.gpu_hour_cost,
                             gpus_per_pod=st.gpus_per_pod)
     with_settings(res, st, ("by", "gpu_hour_cost", "gpus_per_pod", "workloads"))
     show(res, fmt, table)
@@ -281,7 +284,7 @@ def analyze_cmd(
         print_summary(summary)
     from attribution.pruning import window_of
 
-    con = connect(st, window=(since, until))  # (the window resolved on the whole store, then pruned)
+    con = connect(st, "analyze", window=(since, until))  # (the window resolved on the whole store, then pruned)
     res = analyses.analyze(con, since=window_of(con) or since, until=until, by=st.by,
                            slo=analyses.parse_slo(list(st.slo) or None, st.slo_preset), gpu_hour_cost=st.gpu_hour_cost,
                            gpus_per_pod=st.gpus_per_pod, ceiling_share=st.ceiling_share, percentiles=st.percentiles)

@@ -67,42 +67,32 @@ def resolve(config: Path | None, **flags: object) -> Settings:
     return load_settings(flags, config=config)
 
 
-def _current_context() -> typer.Context | None:
-    """The running command's context, to name it in a message (Typer >= 0.2x carries its own copy of click,
-    older ones use click's)."""
-    import importlib
-
-    try:
-        globals_ = importlib.import_module("typer._click.globals")
-    except ImportError:
-        globals_ = importlib.import_module("click.globals")
-    ctx: typer.Context | None = globals_.get_current_context(silent=True)
-    return ctx
+# with a Spark path (tested equal to DuckDB's)
+SPARK_COMMANDS = ("lengths", "latency", "concurrency", "thresholds", "capacity", "compare", "memsplit")
 
 
-SPARK_COMMANDS = ("lengths", "latency", "concurrency", "thresholds")  # with a Spark path (tested equal to DuckDB's)
+def refuse_spark(settings: Settings, command: str) -> None:
+    """`engine = spark` (a flag, $ATTRIBUTION_ENGINE or the config file) on a command without a Spark path:
+    a usage error naming where the setting came from, never a silent DuckDB run."""
+    if settings.engine == "spark" and command not in SPARK_COMMANDS:
+        where = settings.sources.get("engine", "setting")
+        raise UsageError(f"engine = spark (from {where}): `attribution {command}` does not run "
+                         f"on Spark yet ({', '.join(SPARK_COMMANDS)} do); set --engine duckdb")
 
 
-def connect(settings: Settings, command: str | None = None, window: tuple[Any, Any] | None = None,
+def connect(settings: Settings, command: str, window: tuple[Any, Any] | None = None,
             days: Callable[[Store, Snapshot], Any] | None = None) -> duckdb.DuckDBPyConnection:
     """A connection to the settings' store with the settings' workload names applied: DuckDB in this
     process, or Spark temporary views under `--engine spark` (attribution.spark.connection; the analyses run
     the same query files on either). `command` names the caller: one without a Spark path refuses an
-    `engine = "spark"` that came from the environment or a config file instead of failing inside Spark."""
+    `engine = "spark"` that came from the environment or a config file instead of failing inside Spark
+    (every command passes its name: no guessing from the running click context)."""
     store = open_store(default_store_path(settings.store))
-    if command is None and (ctx := _current_context()) is not None:
-        command = ctx.info_name
-    if settings.engine == "spark" and command not in SPARK_COMMANDS:
-        where = settings.sources.get("engine", "setting")
-        raise UsageError(f"engine = spark (from {where}): `attribution {command or 'this command'}` does not run "
-                         f"on Spark yet ({', '.join(SPARK_COMMANDS)} do); set --engine duckdb")
+    refuse_spark(settings, command)
     if settings.engine == "spark":
-        from attribution.config import workload_map
-        from attribution.spark.connection import connect as spark_connect
-        from attribution.spark.session import get_session, parse_conf
+        from attribution.spark.connection import connect_settings as spark_connect
 
-        session = get_session(settings.spark_master, parse_conf(settings.spark_conf))
-        spark_con: Any = spark_connect(store, store.snapshot(), session, workload_map(settings))
+        spark_con: Any = spark_connect(store, store.snapshot(), settings)
         # the analyses take either connection (attribution.queries tells them apart)
         return cast("duckdb.DuckDBPyConnection", spark_con)
     if window is not None and window != (None, None):  # (since, until): read only their days (pruning.py)

@@ -36,7 +36,7 @@ def arrivals_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt
     from attribution import analyses
 
     st = with_by(resolve(config, store=store, tz=tz), by)
-    res = analyses.arrivals(select(st, since, until), tz=st.tz, timeseries=timeseries,
+    res = analyses.arrivals(select(st, since, until, command="arrivals"), tz=st.tz, timeseries=timeseries,
                              bucket_minutes=bucket)
     with_settings(res, st, ("by", "tz", "workloads"))
     show(res, fmt, table, hide=() if profiles else ("diurnal", "weekday", "per_minute"))

@@ -52,7 +52,7 @@ def cache_cmd(
         raise UsageError("--block-tokens: a whole number >= 1")
     st = resolve(config, store=store, gpu_hour_cost=gpu_hour_cost, gpus_per_pod=gpus_per_pod,
                  prefill_tokens_per_s=prefill_tokens_per_s, input_price=input_price, cache_pricing=cache_pricing)
-    con = connect(st)
+    con = connect(st, "cache")
     res = cache(con, resolve_window(con, since, until), workload=workload, deployment=deployment,
                 capacity_blocks=capacity_blocks, block=block_tokens, econ=Economics.from_settings(st))
     with_settings(res, st, ("gpu_hour_cost", "gpus_per_pod", "prefill_tokens_per_s", "input_price",

@@ -10,6 +10,7 @@ import typer
 from attribution import dashboard_launch, render
 from attribution.cli.app import ConfigOpt, StoreOpt, app, resolve
 from attribution.errors import UsageError
+from attribution.spark import duckdb_only_note
 from attribution.store import default_store_path
 
 
@@ -35,6 +36,8 @@ def dashboard_cmd(
     if dashboard_launch.store_version(path) is None:
         render.err.print(f"[yellow]note:[/] no store at {path} yet; the pages stay empty until an ingest fills it",
                          highlight=False)
+    if (note := duckdb_only_note(st, "the dashboard")) is not None:
+        render.err.print(f"[yellow]note:[/] {note}", highlight=False)
     render.err.print(f"dashboard on http://{host}:{port}  (Ctrl-C stops it)", highlight=False)
     found = Path(st.config_file) if st.config_file else None
     dashboard_launch.launch(path, host=host, port=port, config=config or found)

@@ -9,7 +9,17 @@ from typing import Annotated
 import typer
 
 from attribution.cli.analyses import SinceOpt, TableOpt, UntilOpt, show, with_settings
-from attribution.cli.app import ConfigOpt, FormatOpt, StoreOpt, app, connect, resolve
+from attribution.cli.app import (
+    ConfigOpt,
+    FormatOpt,
+    SparkConfOpt,
+    SparkMasterOpt,
+    StoreOpt,
+    app,
+    connect,
+    engine_flags,
+    resolve,
+)
 from attribution.render import Format
 
 BRIEF = ("summary", "flags", "whatif")  # what the terminal shows unless --all
@@ -82,6 +92,13 @@ def memsplit_cmd(
     show_all: Annotated[
         bool, typer.Option("--all", help="Print every table, not only summary, flags, what-if.")
     ] = False,
+    # --engine names the inference engine here: where the queries run is --analysis-engine
+    analysis_engine: Annotated[str | None, typer.Option(
+        "--analysis-engine", help="Where the demand inputs are computed: duckdb (default) or spark (the "
+                                  "--engine of the other commands; default: $ATTRIBUTION_ENGINE, else the "
+                                  "`engine` setting).", show_default=False)] = None,
+    spark_master: SparkMasterOpt = None,
+    spark_conf: SparkConfOpt = None,
 ) -> None:
     """The current KV / state split of each engine start, how often the state pool (or running cap) bound
     while the KV pool had room, the split the traffic asks for with the flags that enact it, and a replay of
@@ -99,10 +116,10 @@ def memsplit_cmd(
         mamba_ssm_dtype=mamba_ssm_dtype,
         slots_per_request=slots_per_request,
     )
-    st = resolve(config, store=store, model=model)
+    st = resolve(config, **engine_flags(analysis_engine, spark_master, spark_conf), store=store, model=model)
     from attribution.pruning import window_of
 
-    con = connect(st, window=(since, until))  # reads only the window's days (attribution.pruning)
+    con = connect(st, "memsplit", window=(since, until))  # reads only the window's days (attribution.pruning)
     w = window_of(con)  # (resolved on the whole store: a pruned connection may not hold the newest arrival)
     res = memsplit(
         con,

@@ -36,7 +36,7 @@ def metrics_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt 
     from attribution import analyses, histograms
 
     st = resolve(config, store=store, percentiles=percentiles)
-    con = connect(st)
+    con = connect(st, "metrics")
     terms = analyses.parse_slo(slo).terms if slo else ()
     res = histograms.metrics(con, since=since, until=until, percentiles=st.percentiles,
                              thresholds=threshold or (), slo=terms)

@@ -61,7 +61,7 @@ def replay_cmd(
     st = resolve(config, store=store)
     flt = Filters(deployments=tuple(deployment or ()), workloads=tuple(workload or ()), labels=tuple(label or ()),
                   versions=tuple(version or ()))
-    con = connect(st)
+    con = connect(st, "replay")
     joincache.use(con)  # the commit's cached engine x gateway join, before the filters narrow it
     rep = replay_requests(narrow(con, flt), since=since, until=until, speed=speed, sessions=sessions)
     text = write(rep, fmt, out)

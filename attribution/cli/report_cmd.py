@@ -13,7 +13,7 @@ import typer
 from attribution import render
 from attribution.choices import FailOn, GroupBy, ReportFormat
 from attribution.cli.analyses import CostOpt, PresetOpt, SloOpt, UntilOpt
-from attribution.cli.app import StoreOpt, app
+from attribution.cli.app import StoreOpt, app, refuse_spark
 from attribution.cli.store_cmds import IngestProgress, print_summary
 from attribution.config import load_settings
 from attribution.errors import StoreLocked
@@ -88,6 +88,7 @@ def report_cmd(
     settings = load_settings({"store": store, "slo": slo, "slo_preset": preset, "gpu_hour_cost": gpu_hour_cost,
                               "gpus_per_pod": gpus_per_pod, "model": model, "by": by and by.value,
                               "whatif": whatif}, config=config)
+    refuse_spark(settings, "report")
     path = default_store_path(settings.store)
     note = _ingest(ingest, path, year, tz) if ingest else None
     progress = None if quiet else (lambda step: render.err.print(f"[dim]report: {step}[/]", highlight=False))

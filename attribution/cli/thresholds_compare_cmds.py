@@ -163,6 +163,7 @@ def compare_cmd(
     capacity: Annotated[bool, typer.Option(help="Add per-pod capacity before and after.")] = True,
     threshold: ThresholdOpt = None, catalogue: CatalogueOpt = None, feature: FeatureOpt = None,
     gpu_mem_gib: GpuOpt = None, detail: AllOpt = False, config: ConfigOpt = None,
+    engine: EngineOpt = None, spark_master: SparkMasterOpt = None, spark_conf: SparkConfOpt = None,
 ) -> None:
     """Two cohorts side by side: queue, TTFT, TPOT and end-to-end percentile ratios re-weighted to a common
     workload x prompt-length mix, with bootstrap intervals; per feature, whether it can explain the change.
@@ -176,10 +177,10 @@ def compare_cmd(
         edges = tuple(int(x) for x in buckets.split(",") if x.strip())
     except ValueError:
         raise UsageError(f"--buckets {buckets!r}: write token counts separated by commas") from None
-    st = resolve(config, store=store, catalogue=[str(p) for p in catalogue or []], thresholds=threshold,
-                 tolerance=tolerance, alpha=alpha)
+    st = resolve(config, **engine_flags(engine, spark_master, spark_conf), store=store,
+                 catalogue=[str(p) for p in catalogue or []], thresholds=threshold, tolerance=tolerance, alpha=alpha)
     # (cohorts by arrival window read the engines' histograms in those windows, wherever they fall: no pruning)
-    sel = select(st, since, until, "all", prune=CohortBy(cohort_by) != CohortBy.window)
+    sel = select(st, since, until, "all", command="compare", prune=CohortBy(cohort_by) != CohortBy.window)
     res = compare(sel, by=cohort_by, before=before, after=after,
                   catalogue=load_catalogue(list(st.catalogue), list(st.thresholds)), features=feature,
                   metrics=tuple(metric) if metric else tuple(("queue_s", "ttft_s", "tpot_s", "e2e_s")),

@@ -54,7 +54,7 @@ def changes_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt 
     from attribution.report.build import window_changes
 
     st = resolve(config, store=store, by=by.value if by else None)
-    con, window = _window_connection(st, since, until)
+    con, window = _window_connection(st, "changes", since, until)
     res = window_changes(con, window, st)
     _shown(res, fmt, table)
 
@@ -73,16 +73,16 @@ def health_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt =
     from attribution.report.build import window_health
 
     st = resolve(config, store=store, gap_minutes=gap_minutes)
-    con, window = _window_connection(st, since, until)
+    con, window = _window_connection(st, "health", since, until)
     _shown(window_health(open_store(default_store_path(st.store)), con, window, st), fmt, table)
 
 
-def _window_connection(st: Any, since: str | None, until: str | None) -> tuple[Any, Any]:
+def _window_connection(st: Any, command: str, since: str | None, until: str | None) -> tuple[Any, Any]:
     """The report's window (resolved from the newest days alone) and a connection reading only its days and
     the previous window's (report.build.report_days)."""
     from attribution.pruning import anchor_days
     from attribution.report.build import report_days, report_window
 
-    window = report_window(connect(st, days=anchor_days), since=since, until=until,
+    window = report_window(connect(st, command, days=anchor_days), since=since, until=until,
                            default=st.window)
-    return connect(st, days=lambda store, snap: report_days(store, snap, window)), window
+    return connect(st, command, days=lambda store, snap: report_days(store, snap, window)), window

@@ -15,7 +15,6 @@ import duckdb
 import polars as pl
 
 from attribution import queries
-from attribution.db import fetch
 from attribution.memsplit.current import CurrentSplit
 from attribution.queries import materialize
 
@@ -58,7 +57,7 @@ def load_starts(
     materialize(con, "int_memsplit_periods", engine=engine, deployments=deployments, since=since, until=until)
     materialize(con, "int_memsplit_step_lines")
     materialize(con, "int_memsplit_starts")
-    return fetch(con, "select * from int_memsplit_starts")
+    return queries.table_rows(con, "int_memsplit_starts")
 
 
 def step_frames(con: duckdb.DuckDBPyConnection, s: Settings) -> dict[str, pl.DataFrame]:
@@ -66,7 +65,7 @@ def step_frames(con: duckdb.DuckDBPyConnection, s: Settings) -> dict[str, pl.Dat
     lines of the starts in int_memsplit_starts."""
     materialize(con, "int_memsplit_lines", kv_low=s.kv_low, max_gap_s=s.max_gap_s)
     materialize(con, "int_memsplit_episodes", max_gap_s=s.max_gap_s, merge_s=s.merge_s)
-    episodes = fetch(con, "select * from int_memsplit_episodes")
+    episodes = queries.table_rows(con, "int_memsplit_episodes")
     return {
         "binding": queries.run(con, "memsplit_binding"),
         "episodes": episodes,

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
+    from attribution.config import Settings
     from attribution.queries import Query
     from attribution.store import Snapshot, Store
 
@@ -66,12 +67,20 @@ class SparkConnection:
         assert isinstance(df, pl.DataFrame)
         return df
 
+    def rows(self, table: str) -> pl.DataFrame:
+        df = pl.from_arrow(self.spark.table(table).toArrow())
+        assert isinstance(df, pl.DataFrame)
+        return df
+
     def materialize(self, q: Query, params: dict[str, Any] | None, table: str) -> None:
         # computed once (as DuckDB's temporary table), kept on the executors
         self.view(table, self.sql(q, params).localCheckpoint(eager=True))
 
     def create_view(self, q: Query, view: str) -> None:
         self.view(view, self.sql(q, None))
+
+
+_REDUNDANT_ALIASES = "org.apache.spark.sql.catalyst.optimizer.RemoveRedundantAliases"
 
 
 def connect(store: Store, snapshot: Snapshot, spark: SparkSession,
@@ -85,6 +94,11 @@ def connect(store: Store, snapshot: Snapshot, spark: SparkSession,
     # twice keeps the last value (stg_engine_config.spark.sql)
     spark.conf.set("spark.sql.ansi.enabled", "false")
     spark.conf.set("spark.sql.mapKeyDedupPolicy", "LAST_WIN")
+    # Spark 4's RemoveRedundantAliases leaves an invalid plan for memsplit_demand.sql (PLAN_VALIDATION_FAILED);
+    # the rule only drops aliases, so leaving it out changes no answer (added to what the user excluded)
+    excluded = [r for r in (spark.conf.get("spark.sql.optimizer.excludedRules", "") or "").split(",") if r]
+    if _REDUNDANT_ALIASES not in excluded:
+        spark.conf.set("spark.sql.optimizer.excludedRules", ",".join([*excluded, _REDUNDANT_ALIASES]))
     con = SparkConnection(spark)
     for table in TABLES:
         files = [str(store.root / p) for p in sorted(snapshot.live(table))]
@@ -105,6 +119,16 @@ def connect(store: Store, snapshot: Snapshot, spark: SparkSession,
     con.register("workload_map", workloads if workloads is not None else load_workload_map(store))
     queries.create_view(_as_con(con), "stg_joined_requests", "joined_requests")
     return con
+
+
+def connect_settings(store: Store, snapshot: Snapshot, settings: Settings) -> SparkConnection:
+    """The Spark views of `snapshot` with the settings' workload names, on the session the settings ask for
+    (`spark_master`, `spark_conf`): what `--engine spark` runs an analysis or the report on."""
+    from attribution.config import workload_map
+    from attribution.spark.session import get_session, parse_conf
+
+    session = get_session(settings.spark_master, parse_conf(settings.spark_conf))
+    return connect(store, snapshot, session, workload_map(settings))
 
 
 def _spark_schema(table: str) -> StructType:

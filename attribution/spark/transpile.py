@@ -39,6 +39,8 @@ def _utc(zone: exp.Expr, ts: exp.Expr) -> exp.Expr:
     return ts
 
 
+_INTEGERS = {exp.DataType.Type.BIGINT, exp.DataType.Type.INT, exp.DataType.Type.SMALLINT, exp.DataType.Type.TINYINT}
+
 # DuckDB functions (as sqlglot parses them: Anonymous, by lower-case name) and their Spark forms
 _ANONYMOUS: dict[str, Callable[[exp.Expr], exp.Expr]] = {
     "version_label": _version_label,
@@ -46,6 +48,10 @@ _ANONYMOUS: dict[str, Callable[[exp.Expr], exp.Expr]] = {
     "epoch_ms": lambda n: _fn("unix_millis", n.expressions[0]),
     "list_position": lambda n: _fn("array_position", *n.expressions),
     "timezone": lambda n: _utc(*n.expressions),
+    # to_microseconds(n): an interval of n microseconds (added to a timestamp), exact in DECIMAL seconds
+    "to_microseconds": lambda n: sqlglot.parse_one(
+        f"make_dt_interval(0, 0, 0, cast(cast({n.expressions[0].transform(_rewrite).sql('spark')} as decimal(20, 0)) / 1000000 "
+        "as decimal(18, 6)))", read="spark"),
 }
 
 
@@ -64,7 +70,50 @@ def _rewrite(node: exp.Expr) -> exp.Expr:
         return exp.Div(this=exp.Paren(this=micros), expression=exp.Literal.number("1e6"))
     if isinstance(node, exp.PercentileDisc):
         raise NotPortable("quantile_disc")
+    if (isinstance(node, exp.Cast) and node.to.this in _INTEGERS
+            and isinstance(node.this.unnest(), exp.Mul | exp.Div | exp.Add | exp.Sub)):
+        # (arithmetic)::bigint: DuckDB rounds a double to the nearest integer (half to even), Spark's cast
+        # truncates
+        return exp.Cast(this=_fn("bround", node.this.unnest().transform(_rewrite)), to=node.to)
+    if isinstance(node, exp.Length) and isinstance(node.this, exp.ArrayFilter | exp.Array):
+        # len(list): Spark's length() is for strings, size() for arrays
+        return _fn("size", node.this.transform(_rewrite))
+    if isinstance(node, exp.GroupConcat) or (isinstance(node, exp.Filter) and isinstance(node.this, exp.GroupConcat)):
+        return _distinct_string_agg(node)
+    if isinstance(node, exp.DateBin):
+        return _date_bin(node)
+    if isinstance(node, exp.UnixToTime) and not (node.args.get("scale") or node.args.get("format")):
+        # to_timestamp(seconds): sqlglot's from_unixtime formats to whole seconds; timestamp_seconds keeps
+        # the fraction, as DuckDB does
+        return _fn("timestamp_seconds", node.this)
     return node
+
+
+def _distinct_string_agg(node: exp.Expr) -> exp.Expr:
+    # string_agg(distinct x, sep order by x) [filter (where c)]: the sorted set joined, NULL over no value, as
+    # DuckDB gives (Spark's listagg with distinct, order and filter fails in its planner)
+    agg, where = (node.this, node.expression) if isinstance(node, exp.Filter) else (node, None)
+    order, sep = agg.this, agg.args.get("separator")
+    if not (isinstance(order, exp.Order) and isinstance(order.this, exp.Distinct) and sep is not None
+            and len(order.this.expressions) == 1 and len(order.expressions) == 1
+            and order.expressions[0].this == order.this.expressions[0] and not order.expressions[0].args.get("desc")):
+        raise NotPortable("string_agg (only `string_agg(distinct x, sep order by x)`)")
+    value = order.this.expressions[0].sql("spark")
+    filtered = f" filter (where {where.this.sql('spark')})" if where is not None else ""
+    items = f"collect_set({value}){filtered}"
+    return sqlglot.parse_one(f"case when size({items}) = 0 then null else array_join(array_sort({items}), "
+                             f"{sep.sql('spark')}) end", read="spark")
+
+
+def _date_bin(node: exp.DateBin) -> exp.Expr:
+    # time_bucket(interval 1 <unit>, ts): DuckDB's origin (2000-01-03 00:00 UTC) sits on every second, minute
+    # and hour boundary, so one such unit is Spark's date_trunc in the UTC session; other widths or origins
+    # have no form here
+    width, origin = node.this, node.args.get("origin") or node.args.get("zone")
+    unit = width.text("unit").lower() if isinstance(width, exp.Interval) else ""
+    if origin is not None or unit not in ("second", "minute", "hour") or width.name != "1":
+        raise NotPortable(f"time_bucket({width.sql('duckdb')}, ...) (one second, minute or hour only)")
+    return _fn("date_trunc", exp.Literal.string(unit), node.expression.transform(_rewrite))
 
 
 def _inline_windows(tree: exp.Expr) -> exp.Expr:
