@@ -23,6 +23,7 @@ import polars as pl
 
 from attribution import analyses, joincache, queries, thresholds
 from attribution.analyses import Analysis, GroupBy, Selection, Window
+from attribution.analyses.common import Empty
 from attribution.columns import is_p_value, p_value_text
 from attribution.compare import CohortBy, compare
 from attribution.config import Settings, connect_settings, load_settings
@@ -74,13 +75,6 @@ class Filters:
             ends = [f"{t:%Y-%m-%d %H:%M}" if t else "…" for t in (self.since, self.until)]
             parts.insert(0, f"{ends[0]} to {ends[1]} UTC")
         return "; ".join(parts) or "everything in the store"
-
-
-@dataclass(frozen=True)
-class Empty:
-    """Nothing to show on a page, and why (the page prints `message` as its empty state)."""
-
-    message: str
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ import path minus the working directory (`import_path`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -120,12 +121,22 @@ def run(plans: list[Any], jobs: int, handle: Callable[[int, Message], None], wei
     for w in started[n:]:
         w.stop()
     workers = started[:n] + [_Worker() for _ in range(n - len(started[:n]))]
+
+    def hand(w: _Worker, i: int) -> _Worker:
+        """Give plan `i` to `w`, or to a new worker when `w` died after its last message (its task pipe is
+        broken: a file it never started must not fail with it)."""
+        try:
+            w.give(i, plans[i], work)
+            return w
+        except OSError:  # BrokenPipeError
+            w.current = None
+            fresh = _Worker()
+            workers.append(fresh)
+            fresh.give(i, plans[i], work)
+            return fresh
+
     try:
-        for w in workers:
-            if order:
-                i = order.pop(0)
-                w.give(i, plans[i], work)
-        busy = [w for w in workers if w.current is not None]
+        busy = [hand(w, order.pop(0)) for w in list(workers) if order]
         while busy:
             for conn in wait([w.results for w in busy]):
                 w = next(w for w in busy if w.results is conn)
@@ -142,18 +153,18 @@ def run(plans: list[Any], jobs: int, handle: Callable[[int, Message], None], wei
                     if order:  # the other files still get read, by a new worker
                         w = _Worker()
                         workers.append(w)
-                        i = order.pop(0)
-                        w.give(i, plans[i], work)
-                        busy.append(w)
+                        busy.append(hand(w, order.pop(0)))
                     continue
                 handle(index, msg)
                 if msg[0] in ("done", "failed"):
                     if order:
-                        i = order.pop(0)
-                        w.give(i, plans[i], work)
+                        if (taker := hand(w, order.pop(0))) is not w:
+                            busy.remove(w)
+                            busy.append(taker)
                     else:
                         w.current = None
-                        w.tasks.send(None)
+                        with contextlib.suppress(OSError):  # (a worker that died meanwhile has nothing to stop)
+                            w.tasks.send(None)
                         busy.remove(w)
     finally:
         for w in workers:

@@ -14,7 +14,8 @@ from attribution import dashboard, dashboard_launch
 from attribution.analyses import Analysis
 from attribution.columns import is_share
 from attribution.config import Settings, load_settings
-from attribution.dashboard import Choices, Empty, Filters
+from attribution.analyses.common import Empty
+from attribution.dashboard import Choices, Filters
 from attribution.db import as_float
 from attribution.errors import AttributionError
 from attribution.store import Snapshot, Store, default_store_path

@@ -349,7 +349,7 @@ def test_json_records_read_the_same_with_one_parse_or_a_validity_test_first(monk
     the same records, fallbacks, no-value texts and errors either way, and a line that does not parse is an
     error, never a record."""
     from attribution.sources import access_log
-    from attribution.sources.litellm import _SLP_PATHS
+    from attribution.sources.litellm import SLP_PATHS
 
     cases = Path(__file__).parent / "cases" / "litellm"
     texts = [t for p in sorted(cases.glob("*.jsonl")) for t in p.read_text(encoding="utf-8").splitlines()]
@@ -357,7 +357,7 @@ def test_json_records_read_the_same_with_one_parse_or_a_validity_test_first(monk
               '{"id": "b", "startTime": ', '{"id": "c"} trailing', '  {"id": "d", "model": "None"}']
     lines = pl.DataFrame({"line": range(1, len(texts) + 1), "text": texts})
     monkeypatch.setattr(access_log, "_EXTRACT", getattr(access_log, extract))
-    recs, errors = access_log.json_records(lines, _SLP_PATHS)
+    recs, errors = access_log.json_records(lines, SLP_PATHS)
     n = len(texts)
     assert errors["line"].to_list()[-2:] == [n - 2, n - 1]
     assert set(recs["line"]) | set(errors["line"]) == {i + 1 for i, t in enumerate(texts) if t.lstrip().startswith("{")}
@@ -367,5 +367,5 @@ def test_json_records_read_the_same_with_one_parse_or_a_validity_test_first(monk
     assert last["raw_model"].to_list() == [None, None]  # `None` is no value
     if extract == "_TRY_EXTRACT":
         monkeypatch.setattr(access_log, "_EXTRACT", access_log._VALID_EXTRACT)
-        again = access_log.json_records(lines, _SLP_PATHS)
+        again = access_log.json_records(lines, SLP_PATHS)
         assert again[0].equals(recs) and again[1].equals(errors)

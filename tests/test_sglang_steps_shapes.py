@@ -13,7 +13,7 @@ import polars as pl
 from conftest import shared
 from polars.testing import assert_frame_equal
 
-from attribution.sources import _sglang_steps as steps
+from attribution.sources import sglang_steps as steps
 
 CASES = Path(__file__).parent / "cases" / "sglang_log"
 _BODY_RE = re.compile(r"(?:Prefill|Decode) batch(?:\(mixed #running-req: \d+\))?(?: \[\d+\])?[.,] (.*)$")
@@ -55,9 +55,9 @@ def _wide(frame: pl.DataFrame, cand: pl.DataFrame) -> pl.DataFrame:
 
 def _both(bodies: list[str]) -> tuple[pl.DataFrame, pl.DataFrame, int]:
     cand = pl.DataFrame({"_body": bodies}).with_row_index("_r")
-    plain, rest = steps._plain(cand)
-    fast = pl.concat([plain, steps._paired(rest)]) if rest.height else plain
-    return _wide(fast, cand), _wide(steps._paired(cand), cand), plain.height
+    plain, rest = steps.read_by_position(cand)
+    fast = pl.concat([plain, steps.read_by_pairs(rest)]) if rest.height else plain
+    return _wide(fast, cand), _wide(steps.read_by_pairs(cand), cand), plain.height
 
 
 def test_bodies_of_the_cases_and_the_real_log_read_by_position_as_by_pair_re():

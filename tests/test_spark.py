@@ -260,7 +260,7 @@ def test_the_analysis_on_spark_is_duckdbs(both, name):
     assert got.notes == want.notes
 
 
-def test_the_window_sweep_on_spark_is_the_numpy_sweep(spark):
+def test_the_window_sweep_on_spark_is_the_numpy_sweep(spark_session):
     """The concurrency sweep as Spark window functions (attribution.analyses.sweep_sql) gives the NumPy sweep's
     stats and series on the adversarial requests of tests/test_sweep_sql.py (ties at one instant, zero-length
     requests, a deployment with one request, unknown queue times), per group and in a window cutting them:
@@ -274,6 +274,7 @@ def test_the_window_sweep_on_spark_is_the_numpy_sweep(spark):
     from attribution.spark.connection import SparkConnection
 
     duck = frames_connection(requests(ADVERSARIAL))
+    spark = spark_session
     spark.conf.set("spark.sql.ansi.enabled", "false")  # as attribution.spark.connection.connect
     con = SparkConnection(spark)
     for window in ({}, {"since": T0 + timedelta(seconds=1), "until": T0 + timedelta(seconds=4.5)}):

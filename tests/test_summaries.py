@@ -15,6 +15,7 @@ import pytest
 from test_join import _slp, _store, _vllm_line
 
 from attribution import dashboard, joincache, queries, summaries
+from attribution.analyses.common import Empty
 from attribution.dashboard import Filters, View
 from attribution.ingest import ingest
 from attribution.store import Store
@@ -34,7 +35,7 @@ def _answers(root: Path, flt: Filters = EVERYTHING, pages: tuple[str, ...] = PAG
     out: dict[str, object] = {"choices": view.choices()}
     for page in pages:
         res = getattr(view, page)()
-        out[page] = res if isinstance(res, dashboard.Empty) else {k: df for k, df in res.tables.items()
+        out[page] = res if isinstance(res, Empty) else {k: df for k, df in res.tables.items()
                                                                  if k != "store"}
     return out
 

@@ -13,8 +13,9 @@ from test_dashboard import page
 from test_join import _slp, _store, _vllm_line
 
 from attribution.analyses import Analysis
+from attribution.analyses.common import Empty
 from attribution.config import load_settings
-from attribution.dashboard import Empty, Filters, View
+from attribution.dashboard import Filters, View
 from attribution.ingest import ingest
 from attribution.store import Store
 from attribution.summaries import after_commit, pages

@@ -195,6 +195,14 @@ def frames_connection(requests: pl.DataFrame, engine_steps: pl.DataFrame | None 
     return con
 
 
+@dataclass(frozen=True)
+class Empty:
+    """Nothing to show on a dashboard page, and why (the page prints `message` as its empty state); a page's
+    answer is an Analysis or this."""
+
+    message: str
+
+
 @dataclass
 class Analysis:
     """One analysis's answer: named frames (the first is the main one), what each column means, and labels

@@ -24,7 +24,8 @@ from attribution.analyses.common import (
     spread_percentiles,
 )
 from attribution.analyses.estimate import estimate_concurrency
-from attribution.analyses.exact import exact_frames, pick_bucket_s
+from attribution.analyses.exact import exact_frames
+from attribution.analyses.sweep import pick_bucket_s
 from attribution.choices import GroupBy
 from attribution.views import scrapes_stored
 

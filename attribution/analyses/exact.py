@@ -13,17 +13,6 @@ from attribution import queries
 from attribution.analyses import sweep, sweep_sql
 from attribution.analyses.common import Selection, percentile_list
 
-NICE_BUCKETS_S = (1, 5, 10, 30, 60, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400)
-
-
-def pick_bucket_s(span_s: float, points: int = 500) -> int:
-    """The smallest round bucket width giving at most `points` buckets over `span_s`."""
-    for b in NICE_BUCKETS_S:
-        if span_s / b <= points:
-            return b
-    return NICE_BUCKETS_S[-1]
-
-
 _SHARED: dict[int, dict[tuple[object, ...], list[sweep.Segments]]] = {}  # id(selection) -> its sweeps, inside shared_sweeps
 
 
@@ -66,6 +55,6 @@ def exact_frames(sel: Selection, *, per_group: bool, timeseries: bool, bucket_s:
     series = None
     if timeseries:
         if bucket_s is None:
-            bucket_s = pick_bucket_s(sweep.span_s(parts))
+            bucket_s = sweep.pick_bucket_s(sweep.span_s(parts))
         series = sweep.timeseries(parts, int(bucket_s * 1_000_000))
     return stats, series, bucket_s

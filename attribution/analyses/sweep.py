@@ -390,3 +390,14 @@ def timeseries(parts: list[Segments], bucket_us: int) -> pl.DataFrame:
     stamp = (pl.col("bucket") * bucket_us).cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
     return df.select("deployment", stamp.alias("ts"), pl.exclude("deployment", "bucket")).sort(
         "deployment", "ts", nulls_last=True, maintain_order=True)
+
+
+NICE_BUCKETS_S = (1, 5, 10, 30, 60, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400)
+
+
+def pick_bucket_s(span_s: float, points: int = 500) -> int:
+    """The smallest round bucket width giving at most `points` buckets over `span_s`."""
+    for b in NICE_BUCKETS_S:
+        if span_s / b <= points:
+            return b
+    return NICE_BUCKETS_S[-1]

@@ -33,7 +33,6 @@ def sweep_frames(con: Any, since: datetime | None, until: datetime | None, *, pe
                  ) -> tuple[pl.DataFrame, pl.DataFrame | None, int | None]:
     """The stats (sweep.stats + source) and, if asked, the time series (sweep.timeseries) of the sweep of the
     connection's int_analysis_requests over [since, until), and the series' bucket in seconds."""
-    from attribution.analyses.exact import pick_bucket_s
 
     sweep_states(con, since, until, per_group)
     ps = tuple(percentiles)
@@ -43,7 +42,7 @@ def sweep_frames(con: Any, since: datetime | None, until: datetime | None, *, pe
     series = None
     if timeseries:
         if bucket_s is None:
-            bucket_s = pick_bucket_s(span_s(peaks))
+            bucket_s = sweep.pick_bucket_s(span_s(peaks))
         series = queries.run(con, "concurrency_sweep_timeseries", bucket_us=int(bucket_s * 1_000_000))
         series = series.select(pl.col("deployment"), pl.col("ts").cast(pl.Datetime("us", "UTC")),
                                *(pl.col(c).cast(pl.Int64) for c in ("running_max", "waiting_max", "in_system_max")),

@@ -43,7 +43,7 @@ from attribution.sources.access_log import (
 from attribution.sources.base import ParseContext, ParseResult, Source, document_start, merged
 
 # StandardLoggingPayload fields, by the name this module gives them.
-_SLP_PATHS: dict[str, list[str]] = {
+SLP_PATHS: dict[str, list[str]] = {
     "request_id": ["$.id"],
     "stream": ["$.stream"],
     "status": ["$.status"],
@@ -182,7 +182,7 @@ def _billed(df: pl.DataFrame, out: ParseResult, lines: pl.DataFrame | None = Non
 
 def _payload_rows(lines: pl.DataFrame, out: ParseResult) -> pl.DataFrame | None:
     """StandardLoggingPayload records (line, text) -> requests rows."""
-    recs, errors = json_records(lines, _SLP_PATHS)
+    recs, errors = json_records(lines, SLP_PATHS)
     out.add_errors(errors)
     # JSON lines that are not payloads (JSON-formatted app logs in the same stream) are noise.
     recs = recs.filter(pl.col("start").is_not_null() | pl.col("end").is_not_null() | pl.col("call_type").is_not_null())

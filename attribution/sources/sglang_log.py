@@ -14,8 +14,8 @@ from attribution.privacy import redact_expr
 from attribution.sources._sglang_config import parse_memory, parse_server_args, start_lines
 from attribution.sources._sglang_header import headed
 from attribution.sources._sglang_requests import parse_requests
-from attribution.sources._sglang_steps import parse_steps
 from attribution.sources.base import ParseContext, ParseResult, Source
+from attribution.sources.sglang_steps import parse_steps
 
 # uvicorn access line; SGLang 0.4.3+ puts its own `[ts] ` header in front, older ones print it bare.
 ACCESS_RE = r'^(?:\(.*? pid=\d+\) )?[A-Z]+:\s+(\S+):(\d+) - "(\S+) (\S+) HTTP/[\d.]+" (\d{3})(?: .*)?$'

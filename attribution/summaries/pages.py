@@ -17,18 +17,16 @@ import uuid
 from collections.abc import Callable
 from datetime import date, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import polars as pl
 
 import attribution
 from attribution.analyses import Analysis
+from attribution.analyses.common import Empty
 from attribution.config import Settings, env
 from attribution.joincache import cache_dir
 from attribution.summaries import prepare_pages_min
-
-if TYPE_CHECKING:
-    from attribution.dashboard import Empty
 
 FORMAT = 1  # bump when what a page's files hold changes
 _DIR_RE = re.compile(r"^pages-(\d{20})-[0-9a-f]{16}$")
@@ -132,16 +130,10 @@ def _same(a: Analysis | Empty, b: Analysis | Empty) -> bool:
         for k in a.tables)
 
 
-def _empty() -> type[Empty]:
-    from attribution.dashboard import Empty  # the dashboard's library side reads this module
-
-    return Empty
-
-
 def _read(path: Path) -> Analysis | Empty:
     meta = json.loads((path / "meta.json").read_text())
     if "empty" in meta:
-        return _empty()(meta["empty"])
+        return Empty(meta["empty"])
     tables = {name: pl.read_ipc(path / f"{i}.arrow") for i, name in enumerate(meta["tables"])}
     return Analysis(meta["name"], _decode(meta["params"]), tables, _decode(meta["titles"]),
                     _decode(meta["definitions"]), _decode(meta["notes"]))

@@ -97,15 +97,15 @@ def parse_steps(df: pl.DataFrame) -> tuple[pl.DataFrame | None, pl.DataFrame | N
     cand = quick.drop("_i")
     bad_head = cand.filter(pl.col("kind").is_null())
     cand = cand.filter(pl.col("kind").is_not_null()).with_row_index("_r")
-    plain, rest = _plain(cand)
-    wide = pl.concat([plain, _paired(rest)]) if rest.height else plain
+    plain, rest = read_by_position(cand)
+    wide = pl.concat([plain, read_by_pairs(rest)]) if rest.height else plain
     rows = cand.select("_r", "line", "seg", "ts", "engine_index", "kind", "_mixed_running", "msg").join(
         wide, on="_r", how="left", maintain_order="left"
     )
     return _typed_rows(rows, bad_head)
 
 
-def _plain(cand: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+def read_by_position(cand: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(raw values of the rows whose body has a plain shape: `_r` + COLUMNS as text, the other rows' `_r`,
     `_body`). Each shape's keys are known, so a value is the text after `key: ` of the pair at its position:
     one literal split per row instead of a regex scan, an explode and a group_by."""
@@ -148,7 +148,7 @@ def _shape_keys(shape: str) -> list[str] | None:
     return keys
 
 
-def _paired(cand: pl.DataFrame) -> pl.DataFrame:
+def read_by_pairs(cand: pl.DataFrame) -> pl.DataFrame:
     """Raw values (`_r` + COLUMNS as text) of bodies of any form, through PAIR_RE."""
     # A pair's first `:` is followed by a space (PAIR_RE), so splitting at the first `: ` gives key and value.
     kv = pl.col("_kv").struct
