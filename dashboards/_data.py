@@ -12,9 +12,9 @@ import streamlit as st
 
 from attribution import dashboard, dashboard_launch
 from attribution.analyses import Analysis
+from attribution.analyses.common import Empty
 from attribution.columns import is_share
 from attribution.config import Settings, load_settings
-from attribution.analyses.common import Empty
 from attribution.dashboard import Choices, Filters
 from attribution.db import as_float
 from attribution.errors import AttributionError

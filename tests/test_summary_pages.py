@@ -18,7 +18,7 @@ from attribution.config import load_settings
 from attribution.dashboard import Filters, View
 from attribution.ingest import ingest
 from attribution.store import Store
-from attribution.summaries import after_commit, pages
+from attribution.summaries import after_commit, first_look, pages
 
 CHEAP = ("overview", "lengths")  # the overview runs lengths, concurrency, latency and capacity
 
@@ -44,7 +44,7 @@ def test_a_prepared_page_reads_back_as_computed_and_only_unfiltered(tmp_path, mo
     commit = store.snapshot().version
     assert not pages.commit_dir(root, commit, st).exists()  # 4 requests: below the size worth preparing
     monkeypatch.setenv("ATTRIBUTION_PREPARE_PAGES_MIN", "0")
-    assert sorted(pages.prepare(root, commit, st)) == sorted(CHEAP)
+    assert sorted(first_look.prepare(root, commit, st)) == sorted(CHEAP)
     looks = pages.first_look(st)
     view = View(root, Filters())
     for name in CHEAP:

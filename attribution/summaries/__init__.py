@@ -65,9 +65,9 @@ def after_commit(root: str | Path, settings: Settings | None = None) -> Built:
             con.close()
         kept: tuple[str, ...] = ()
         if big:  # the dashboard's analyses are imported only then (a small store's ingest stays quick)
-            from attribution.summaries import pages
+            from attribution.summaries import first_look
 
-            kept = tuple(pages.prepare(root, snap.version, settings))
+            kept = tuple(first_look.prepare(root, snap.version, settings))
     except (AttributionError, duckdb.Error, OSError) as exc:
         # the readers build it themselves; the ingest itself succeeded
         return Built(snap.version, time.time() - t0, f"failed: {exc}")

@@ -26,7 +26,6 @@ from attribution.analyses import Analysis
 from attribution.analyses.common import Empty
 from attribution.config import Settings, env
 from attribution.joincache import cache_dir
-from attribution.summaries import prepare_pages_min
 
 FORMAT = 1  # bump when what a page's files hold changes
 _DIR_RE = re.compile(r"^pages-(\d{20})-[0-9a-f]{16}$")
@@ -190,26 +189,3 @@ def prune(root: str | Path, commit: int) -> None:
             m = _DIR_RE.match(p.name)
             if m and int(m.group(1)) < commit:
                 shutil.rmtree(p, ignore_errors=True)
-
-
-def prepare(root: str | Path, commit: int, settings: Settings) -> list[str]:
-    """Compute and keep the first look of commit `commit` (the pages of `wanted`), when the store holds at
-    least `prepare_pages_min()`; the pages kept, in order."""
-    from attribution.dashboard import Filters, View  # the dashboard's library side reads this module
-
-    pages = wanted(settings)
-    if not pages:
-        return []
-    store_view = View(root, Filters(), settings=settings)
-    if store_view.snapshot.version != commit or store_view.choices().requests < prepare_pages_min():
-        return []
-    prune(root, commit)
-    kept = []
-    for page, kwargs in pages.items():
-        try:
-            res = getattr(store_view, page)(**kwargs)
-        except Exception:  # noqa: BLE001 - optional work after a committed ingest: the page, opened, shows it
-            continue
-        if save(root, commit, settings, page, kwargs, res):
-            kept.append(page)
-    return kept
