@@ -15,6 +15,7 @@ import duckdb
 from attribution import joincache, layout
 from attribution.analyses.common import Window, parse_when, resolve_window
 from attribution.config import env
+from attribution.db import scratch
 from attribution.schema import TABLES
 from attribution.views import JOIN_INPUTS
 
@@ -60,8 +61,12 @@ def resolve(store: Store, snapshot: Snapshot, since: Any = None, until: Any = No
     is the newest arrival not in the future: it lies in the newest partition of `requests` not after today
     (its engine and gateway rows within a margin of it), so only those days are read to find it."""
     s, u = parse_when(since), parse_when(until)
-    if not (isinstance(s, timedelta) or isinstance(u, timedelta)):
-        return resolve_window(duckdb.connect(":memory:"), since, until)
+    if not (isinstance(s, timedelta) or isinstance(u, timedelta)):  # (absolute: no data is read)
+        con = scratch()
+        try:
+            return resolve_window(con, since, until)
+        finally:
+            con.close()
     return resolve_window(anchor_connection(store, snapshot), since, until)
 
 
