@@ -4,7 +4,8 @@ The ingest process keeps everything that touches the store (planning, batching, 
 workers only turn a planned file into messages with the function the ingest hands over with each plan
 (`attribution.ingest.units.parse_plan`, pickled by reference, so this module imports nothing of the ingest):
 one per chunk with its rows and the parser state around it, then "done" or "failed". The ingest applies a file's messages in order,
-so the store sees exactly what a sequential read would commit, files merely interleave.
+so the store sees exactly what a sequential read would commit, files merely interleave. The ingest process
+parses files too, between the workers' messages (`run(here=True)`): one interpreter fewer to start.
 
 Workers are fresh interpreters (`python -I`, importing `attribution.workers`), not forks: Polars' thread pool makes
 a forked child unsafe, and `multiprocessing`'s spawn would re-import the caller's `__main__` (a user script without a
@@ -26,7 +27,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
@@ -110,13 +111,14 @@ class Pool:
 
 
 def run(plans: list[Any], jobs: int, handle: Callable[[int, Message], None], weight: Callable[[Any], int],
-        pool: Pool | None = None, *, work: Work) -> None:
+        pool: Pool | None = None, *, work: Work, here: bool = False) -> None:
     """Parse `plans` in `jobs` worker processes (those of `pool` first), the heaviest first: a worker calls
     `work(plan)` (a module-level function: it travels by name) and sends back the messages it yields; call
     `handle(index, message)` in this process for every message, in order per plan. A plan whose worker dies
-    gets a "failed" message."""
+    gets a "failed" message. With `here`, this process is one of the `jobs`: it parses plans itself between
+    the workers' messages (one interpreter fewer to start, each importing Polars, DuckDB and the parsers)."""
     order = sorted(range(len(plans)), key=lambda i: -weight(plans[i]))
-    n = min(jobs, len(plans))
+    n = min(jobs, len(plans)) - (1 if here else 0)
     started = pool.workers if pool else []
     for w in started[n:]:
         w.stop()
@@ -135,37 +137,54 @@ def run(plans: list[Any], jobs: int, handle: Callable[[int, Message], None], wei
             fresh.give(i, plans[i], work)
             return fresh
 
+    def receive(w: _Worker) -> None:
+        """Handle the next message of busy worker `w` (ready to be read)."""
+        index = w.current
+        assert index is not None  # (a busy worker has a file)
+        try:
+            msg = w.results.recv()
+        except (EOFError, OSError):
+            code = w.proc.wait()
+            handle(index, ("failed", f"internal error: the worker process parsing this file died "
+                                     f"(exit code {code})"))
+            w.current = None
+            busy.remove(w)
+            if order:  # the other files still get read, by a new worker
+                w = _Worker()
+                workers.append(w)
+                busy.append(hand(w, order.pop(0)))
+            return
+        handle(index, msg)
+        if msg[0] in ("done", "failed"):
+            if order:
+                if (taker := hand(w, order.pop(0))) is not w:
+                    busy.remove(w)
+                    busy.append(taker)
+            else:
+                w.current = None
+                with contextlib.suppress(OSError):  # (a worker that died meanwhile has nothing to stop)
+                    w.tasks.send(None)
+                busy.remove(w)
+
+    mine: Iterator[Message] | None = None  # the messages of the plan this process parses
+    mine_index = -1
     try:
         busy = [hand(w, order.pop(0)) for w in list(workers) if order]
-        while busy:
-            for conn in wait([w.results for w in busy]):
-                w = next(w for w in busy if w.results is conn)
-                index = w.current
-                assert index is not None  # (a busy worker has a file)
-                try:
-                    msg = w.results.recv()
-                except (EOFError, OSError):
-                    code = w.proc.wait()
-                    handle(index, ("failed", f"internal error: the worker process parsing this file died "
-                                                 f"(exit code {code})"))
-                    w.current = None
-                    busy.remove(w)
-                    if order:  # the other files still get read, by a new worker
-                        w = _Worker()
-                        workers.append(w)
-                        busy.append(hand(w, order.pop(0)))
-                    continue
-                handle(index, msg)
-                if msg[0] in ("done", "failed"):
-                    if order:
-                        if (taker := hand(w, order.pop(0))) is not w:
-                            busy.remove(w)
-                            busy.append(taker)
-                    else:
-                        w.current = None
-                        with contextlib.suppress(OSError):  # (a worker that died meanwhile has nothing to stop)
-                            w.tasks.send(None)
-                        busy.remove(w)
+        while busy or mine is not None or (here and order):
+            if here and mine is None and order:
+                mine_index = order.pop(0)
+                mine = iter(work(plans[mine_index]))
+            if mine is not None:
+                msg = next(mine, None)  # one chunk of our own, then whatever the workers sent meanwhile
+                if msg is None:
+                    mine = None
+                else:
+                    handle(mine_index, msg)
+                ready = wait([w.results for w in busy], timeout=0) if busy else []
+            else:
+                ready = wait([w.results for w in busy])
+            for conn in ready:
+                receive(next(w for w in busy if w.results is conn))
     finally:
         for w in workers:
             w.stop()

@@ -32,8 +32,9 @@ def ingest(
     """Ingest files, directories and globs into the store at `store` (created if needed).
 
     With several files to read (at least PARALLEL_MIN_BYTES in all), they are parsed in `jobs` worker
-    processes (default: `$ATTRIBUTION_JOBS`, else one per CPU; 1 reads in this process); the rows, offsets and
-    commits are the same as a sequential read's, only the order of files in the commits differs.
+    processes (default: `$ATTRIBUTION_JOBS`, else one per CPU, this process being one of them; 1 reads in this
+    process alone); the rows, offsets and commits are the same as a sequential read's, only the order of files
+    in the commits differs.
     A timestamp later than `max_future` seconds after now (default: the `max_future` setting, 1 day) is out
     of its domain (attribution.domains).
 
@@ -64,7 +65,8 @@ def ingest(
     jobs = 1 if spark else jobs or workers.default_jobs()
     # Likely parallel: start the workers now, they import while the files are planned.
     early = jobs > 1 and len(files) > 1 and sum(_size(f) for f in files) >= PARALLEL_MIN_BYTES
-    with workers.Pool(min(jobs, len(files)) if early else 0) as pool:
+    # (this process parses too: one worker fewer than the jobs)
+    with workers.Pool(min(jobs, len(files)) - 1 if early else 0) as pool:
         return _ingest(files, skipped, store, pool, jobs, t0, fmt=fmt, deployment=deployment, label=label,
                        year=year, tz=tz, options=options, chunk_bytes=chunk_bytes, max_line_bytes=max_line_bytes,
                        progress=progress, max_ts=t0 + max_future, spark=spark)
@@ -122,7 +124,7 @@ def _ingest(files: list[Path], skipped: list[discovery.Skipped], store: str | os
             for p in plans:
                 p.stage_root, p.stage_min = str(st.root), min(STAGE_MIN_BYTES, chunk_bytes // 2)
             workers.run(plans, jobs, lambda i, msg: accounts[i].handle(msg), weight=lambda p: p.to_read,
-                        pool=pool, work=parse_plan)
+                        pool=pool, work=parse_plan, here=True)
         else:
             for plan, account in zip(plans, accounts, strict=True):
                 for msg in parse_plan(plan):
