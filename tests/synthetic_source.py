@@ -44,3 +44,12 @@ def write_log(path, start: int, count: int, header: bool = True, final_newline: 
         body = body[:-1]
     with open(path, "a") as fh:
         fh.write(("SYNTH v1\n" if header else "") + body)
+
+
+def pid_messages(plan):
+    """A work function for attribution.workers.run (module level: it travels by name): which process
+    handled `plan`, then done."""
+    import os
+
+    yield "pid", os.getpid(), plan
+    yield ("done",)

@@ -12,7 +12,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 from conftest import SAMPLE, sample_slice
-from synthetic_source import register, write_log
+from synthetic_source import pid_messages, register, write_log
 from test_store import _worker, rows, same_tables
 
 from attribution import ingest as ingest_mod
@@ -81,6 +81,19 @@ def test_chunks_of_files_in_workers_interleave_into_the_sequential_rows(tmp_path
     assert [(f.status, f.rows, f.bytes) for f in par.files] == [(f.status, f.rows, f.bytes) for f in seq.files]
     same_tables(tmp_path / "par", tmp_path / "seq")
     assert not list((tmp_path / "par" / "_tmp").iterdir())  # every file a worker staged was adopted
+
+
+@pytest.mark.parametrize("jobs", [1, 2, 3])
+def test_the_ingest_process_parses_plans_too_with_one_worker_fewer(jobs):
+    """`run(here=True)`: this process is one of the jobs; every plan is handled once, its messages in order."""
+    seen: dict[int, list[tuple]] = {}
+    workers.run(list(range(7)), jobs, lambda i, msg: seen.setdefault(i, []).append(msg), weight=lambda p: 1,
+                work=pid_messages, here=True)
+    assert sorted(seen) == list(range(7))
+    assert all(msgs[0][0] == "pid" and msgs[0][2] == i and msgs[1:] == [("done",)] for i, msgs in seen.items())
+    pids = {msgs[0][1] for msgs in seen.values()}
+    assert os.getpid() in pids and len(pids) == jobs  # (the first plans go one to each worker, one here)
+    assert not _workers_of(os.getpid())
 
 
 def test_a_worker_stages_the_rows_of_large_chunks_as_parquet(tmp_path):
