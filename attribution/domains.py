@@ -121,11 +121,38 @@ def _type_losses(table: str, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFra
 
 def _domain_errors(table: str, df: pl.DataFrame, ts_hi: pl.Expr | None) -> tuple[pl.DataFrame, pl.DataFrame]:
     ts_hi = ts_max() if ts_hi is None else ts_hi
-    schema = TABLES[table]
     if "flags" in df.columns and isinstance(df.schema["flags"], pl.List):
         df = _unique_flags(df)
+    fixes, reasons, names = _checks(table, tuple(df.schema.items()), ts_hi)
+    if not names or df.height == 0:
+        return df, _EMPTY_ERRORS
+    whys = df.select([r.alias(f"_why_{i}") for i, r in enumerate(reasons)])
+    bad_cols = [i for i, c in enumerate(whys.columns) if whys[c].null_count() < df.height]
+    if not bad_cols:
+        return df, _EMPTY_ERRORS
+    errors = []
+    for i in bad_cols:
+        why_i = whys[whys.columns[i]]
+        errors.append(_error_rows(df, names[i], why_i.is_not_null(), why_i))
+    fixed = df.with_columns([fixes[i] for i in bad_cols])
+    return fixed, pl.concat(errors).sort("line", nulls_last=True)
+
+
+# The checks of a table's columns as parsed, kept per (table, parsed schema, upper time bound): building the
+# expressions costs ~0.1-0.2 ms a column in Python, which a small chunk (a wrapped log's) pays on every chunk.
+_CHECKS: dict[tuple[object, ...], tuple[list[pl.Expr], list[pl.Expr], list[str]]] = {}
+
+
+def _checks(table: str, parsed: tuple[tuple[str, PolarsType], ...], ts_hi: pl.Expr
+            ) -> tuple[list[pl.Expr], list[pl.Expr], list[str]]:
+    """For each column of `parsed` (name, type as parsed) with a domain: the value fixed (null when out of
+    the domain), the reason it is out (else null), the name."""
+    key = (table, parsed, str(ts_hi))  # (the bound's text holds its value)
+    if (hit := _CHECKS.get(key)) is not None:
+        return hit
+    schema = TABLES[table]
     fixes, reasons, names = [], [], []
-    for name, raw_dtype in df.schema.items():
+    for name, raw_dtype in parsed:
         dom = domain_of(table, name) if name in schema else None
         if dom is None:
             continue
@@ -145,18 +172,10 @@ def _domain_errors(table: str, df: pl.DataFrame, ts_hi: pl.Expr | None) -> tuple
             fixes.append(v.alias(name))
             reasons.append(why)
         names.append(name)
-    if not names or df.height == 0:
-        return df, _EMPTY_ERRORS
-    whys = df.select([r.alias(f"_why_{i}") for i, r in enumerate(reasons)])
-    bad_cols = [i for i, c in enumerate(whys.columns) if whys[c].null_count() < df.height]
-    if not bad_cols:
-        return df, _EMPTY_ERRORS
-    errors = []
-    for i in bad_cols:
-        why_i = whys[whys.columns[i]]
-        errors.append(_error_rows(df, names[i], why_i.is_not_null(), why_i))
-    fixed = df.with_columns([fixes[i] for i in bad_cols])
-    return fixed, pl.concat(errors).sort("line", nulls_last=True)
+    if len(_CHECKS) >= 256:  # (bounded: a long-lived process ingests many times, with a new bound each)
+        _CHECKS.clear()
+    _CHECKS[key] = fixes, reasons, names
+    return fixes, reasons, names
 
 
 def _error_rows(df: pl.DataFrame, name: str, mask: pl.Series, why: pl.Series | str) -> pl.DataFrame:

@@ -170,6 +170,22 @@ def test_validate_is_per_value_and_vectorised():
         (2, "running"), (2, "ts"), (3, "kv_usage"), (3, "running"), (4, "ts")]
 
 
+def test_the_checks_kept_per_schema_follow_the_time_bound_and_the_parsed_types():
+    """The checker keeps each table's checks per parsed schema and bound (domains._checks): a later call
+    with another bound or another parsed type of a column gets its own checks, not the first call's."""
+    from attribution import domains
+
+    now = 1_764_600_000.0  # 2025-12-01
+    df = pl.DataFrame({"line": [1, 2], "ts": pl.Series([datetime(2025, 6, 1), datetime(2027, 6, 1)],
+                                                       dtype=pl.Datetime("us", "UTC")), "running": [3, 4]})
+    for bound, nulls in ((now, [False, True]), (now + 4 * 365 * 86400, [False, False]), (now, [False, True])):
+        fixed, errs = domains.validate("engine_steps", df, domains.ts_max(bound, 0.0))
+        assert fixed["ts"].is_null().to_list() == nulls and errs.height == sum(nulls)
+    as_text = df.with_columns(pl.col("running").cast(pl.Utf8).replace("4", "4.5"))
+    fixed, errs = domains.validate("engine_steps", as_text, domains.ts_max(now, 0.0))
+    assert fixed["running"].to_list() == [3, None] and errs["line"].to_list() == [2, 2]
+
+
 def test_a_value_its_type_cannot_hold_is_reported_where_no_domain_checks_it():
     """Columns without a domain (booleans, lists of ids) are cast by the checker, not left to the store's
     non-failing conform: a value present that its type cannot hold is null and one error; ids that cast
