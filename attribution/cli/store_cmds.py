@@ -108,8 +108,9 @@ def ingest_cmd(
     start: Annotated[str | None, typer.Option(help="Start time for relative-time traces (Mooncake, BurstGPT, "
                                                    "bench); default 2024-01-01T00:00:00Z.")] = None,
     mapping: Annotated[Path | None, typer.Option(help="Field mapping (TOML) for a JSON access-log layout.")] = None,
-    jobs: Annotated[int | None, typer.Option(min=1, help="Worker processes parsing files in parallel; default "
-                                                        "$ATTRIBUTION_JOBS, else one per CPU (1: none).")] = None,
+    jobs: Annotated[int | None, typer.Option(min=1, help="Processes parsing files in parallel: the ingest's "
+                                                        "own and N-1 workers; default $ATTRIBUTION_JOBS, else one "
+                                                        "per CPU (1: no worker).")] = None,
     engine: Annotated[str | None, typer.Option(help="--engine spark: run on Spark (needs pyspark and Java); "
                                                    "default $ATTRIBUTION_ENGINE, else duckdb (here: local "
                                                    "worker processes).")] = None,
