@@ -12,18 +12,24 @@ from attribution.summaries import prepare_pages_min
 from attribution.summaries.pages import prune, save, wanted
 
 
-def prepare(root: str | Path, commit: int, settings: Settings) -> list[str]:
+def prepare(root: str | Path, commit: int, settings: Settings, *, memory_mb: int | None = None) -> list[str]:
     """Compute and keep the first look of commit `commit` (the pages of `wanted`), when the store holds at
-    least `prepare_pages_min()`; the pages kept, in order."""
+    least `prepare_pages_min()`; the pages kept, in order. `memory_mb` bounds DuckDB's working memory (it
+    spills beyond). Stops before the next page once a newer commit is in (that commit's preparation prunes
+    these pages)."""
     pages = wanted(settings)
     if not pages:
         return []
     store_view = View(root, Filters(), settings=settings)
     if store_view.snapshot.version != commit or store_view.choices().requests < prepare_pages_min():
         return []
+    if memory_mb is not None:
+        store_view.con.execute("set memory_limit = $limit", {"limit": f"{memory_mb}MB"})
     prune(root, commit)
     kept = []
     for page, kwargs in pages.items():
+        if store_view.store.snapshot().version != commit:
+            break
         try:
             res = getattr(store_view, page)(**kwargs)
         except Exception:  # noqa: BLE001 - optional work after a committed ingest: the page, opened, shows it
