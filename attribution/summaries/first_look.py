@@ -5,10 +5,12 @@ dashboard reads back, does not)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+from attribution.analyses import Analysis
 from attribution.config import Settings
 from attribution.dashboard import Filters, View
-from attribution.summaries import prepare_pages_min
+from attribution.summaries import days, prepare_pages_min
 from attribution.summaries.pages import prune, save, wanted
 
 
@@ -31,9 +33,22 @@ def prepare(root: str | Path, commit: int, settings: Settings, *, memory_mb: int
         if store_view.store.snapshot().version != commit:
             break
         try:
-            res = getattr(store_view, page)(**kwargs)
+            res = _merged(store_view, settings, page, kwargs) or getattr(store_view, page)(**kwargs)
         except Exception:  # noqa: BLE001 - optional work after a committed ingest: the page, opened, shows it
             continue
         if save(root, commit, settings, page, kwargs, res):
             kept.append(page)
     return kept
+
+
+def _merged(view: View, settings: Settings, page: str, kwargs: dict[str, Any]) -> Analysis | None:
+    """The page from per-day summaries where it has them (lengths: attribution.summaries.days, only the days
+    this commit changed recounted), else None (computed whole). The other pages stay whole: their answers
+    (sweeps over the step function across day boundaries, per-start memory episodes, week-over-week
+    comparisons, a bootstrap) have no exact merge of per-day parts built yet."""
+    if page != "lengths" or not days.enabled() or set(kwargs) - {"by"}:
+        return None
+    with view.lock:
+        counted = days.count_days(view.con, days.days_dir(view.store.root, view.con, settings))
+        return days.lengths(view.con, counted, by=kwargs.get("by") or settings.by,
+                            percentiles=settings.percentiles)
