@@ -12,7 +12,7 @@ import os
 import pickle
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from attribution.config import Settings, env, env_int, environment
@@ -62,7 +62,8 @@ def locked(root: str | Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def run(root: str | Path, commit: int, settings: Settings) -> list[str]:
+def run(root: str | Path, commit: int, settings: Settings, log: Callable[[str], None] | None = None
+        ) -> list[str]:
     """The detached process' work: the pages of commit `commit` prepared, unless a newer commit is there."""
     from attribution.store import Store
     from attribution.summaries import first_look
@@ -70,7 +71,7 @@ def run(root: str | Path, commit: int, settings: Settings) -> list[str]:
     with locked(root):
         if Store.open(root).snapshot().version != commit:
             return []  # a newer commit landed while we waited: its own preparer follows
-        return first_look.prepare(root, commit, settings, memory_mb=memory_mb())
+        return first_look.prepare(root, commit, settings, memory_mb=memory_mb(), log=log)
 
 
 def main(argv: list[str]) -> int:
@@ -78,7 +79,7 @@ def main(argv: list[str]) -> int:
     settings = pickle.loads(sys.stdin.buffer.read())
     with contextlib.suppress(OSError):
         os.nice(NICE)  # background work: the reader's dashboard and the next ingest go first
-    kept = run(root, commit, settings)
+    kept = run(root, commit, settings, log=lambda line: print(f"commit {commit}: {line}", flush=True))
     print(f"commit {commit}: prepared {', '.join(kept) or 'nothing'}", flush=True)
     return 0
 

@@ -4,6 +4,8 @@ dashboard reads back, does not)."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +16,12 @@ from attribution.summaries import days, prepare_pages_min
 from attribution.summaries.pages import prune, save, wanted
 
 
-def prepare(root: str | Path, commit: int, settings: Settings, *, memory_mb: int | None = None) -> list[str]:
+def prepare(root: str | Path, commit: int, settings: Settings, *, memory_mb: int | None = None,
+            log: Callable[[str], None] | None = None) -> list[str]:
     """Compute and keep the first look of commit `commit` (the pages of `wanted`), when the store holds at
     least `prepare_pages_min()`; the pages kept, in order. `memory_mb` bounds DuckDB's working memory (it
     spills beyond). Stops before the next page once a newer commit is in (that commit's preparation prunes
-    these pages)."""
+    these pages). `log` gets a line per page (its wall and CPU seconds)."""
     pages = wanted(settings)
     if not pages:
         return []
@@ -32,12 +35,15 @@ def prepare(root: str | Path, commit: int, settings: Settings, *, memory_mb: int
     for page, kwargs in pages.items():
         if store_view.store.snapshot().version != commit:
             break
+        t0, c0 = time.time(), time.process_time()
         try:
             res = _merged(store_view, settings, page, kwargs) or getattr(store_view, page)(**kwargs)
         except Exception:  # noqa: BLE001 - optional work after a committed ingest: the page, opened, shows it
             continue
         if save(root, commit, settings, page, kwargs, res):
             kept.append(page)
+        if log is not None:
+            log(f"{page}: {time.time() - t0:.2f} s wall, {time.process_time() - c0:.2f} s CPU")
     return kept
 
 
