@@ -18,7 +18,6 @@ from attribution import joincache
 from attribution.config import Settings, connect_settings, env, load_settings
 from attribution.errors import AttributionError
 from attribution.store import Store
-from attribution.summaries import background
 
 PREPARE_PAGES_MIN = 200_000  # requests; a page of a smaller store computes within a second or two
 
@@ -68,6 +67,9 @@ def after_commit(root: str | Path, settings: Settings | None = None) -> Built:
             con.close()
         kept: tuple[str, ...] = ()
         pid = 0
+        # (imported here: `python -m attribution.summaries.background` must not find it imported by the package)
+        from attribution.summaries import background
+
         if big and background.detached():  # minutes at millions of requests: the ingest does not wait
             pid = background.start(root, snap.version, settings)
         elif big:  # the dashboard's analyses are imported only then (a small store's ingest stays quick)
