@@ -13,6 +13,7 @@ import duckdb
 import polars as pl
 import pytest
 from test_join import _slp, _store, _vllm_line
+from test_summary_pages import _equal
 
 from attribution import queries
 from attribution.analyses import Analysis
@@ -54,14 +55,6 @@ def test_counted_lengths_give_the_whole_computation_bit_for_bit(seed):
     for bins in (10, 3):
         assert queries.run(con, "length_histogram_from_counts", bins_per_decade=bins).equals(
             queries.run(con, "length_histogram_by_group", bins_per_decade=bins), null_equal=True)
-
-
-def _equal(a: Analysis, b: Analysis) -> None:
-    assert (a.name, a.params, a.titles, a.definitions, a.notes) == (b.name, b.params, b.titles, b.definitions,
-                                                                    b.notes)
-    assert list(a.tables) == list(b.tables)
-    for k, df in a.tables.items():
-        assert df.schema == b.tables[k].schema and df.equals(b.tables[k], null_equal=True), k
 
 
 def _merged(root, by: str) -> tuple[Analysis, days.Counted]:

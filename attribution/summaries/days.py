@@ -53,9 +53,9 @@ def enabled() -> bool:
 
 def days_dir(root: str | Path, con: duckdb.DuckDBPyConnection, settings: Settings) -> Path:
     """Keyed by the code and settings (pages' key) and the join's key (staging SQL, workload mapping, DuckDB)."""
-    from attribution.summaries.pages import _settings_key
+    from attribution.summaries.pages import settings_key
 
-    key = hashlib.sha256(f"{_settings_key(settings)}\0{joincache._key(con)}".encode()).hexdigest()[:16]
+    key = hashlib.sha256(f"{settings_key(settings)}\0{joincache.key(con)}".encode()).hexdigest()[:16]
     return joincache.cache_dir(Path(root)) / f"days-{key}" / "lengths"
 
 

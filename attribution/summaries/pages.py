@@ -76,7 +76,7 @@ def _code() -> str:
     return h.hexdigest()
 
 
-def _settings_key(settings: Settings) -> str:
+def settings_key(settings: Settings) -> str:
     return hashlib.sha256(f"{FORMAT}\0{_code()}\0{settings!r}".encode()).hexdigest()[:16]
 
 
@@ -85,7 +85,7 @@ def _call_key(page: str, kwargs: dict[str, Any]) -> str:
 
 
 def commit_dir(root: str | Path, commit: int, settings: Settings) -> Path:
-    return cache_dir(Path(root)) / f"pages-{commit:020d}-{_settings_key(settings)}"
+    return cache_dir(Path(root)) / f"pages-{commit:020d}-{settings_key(settings)}"
 
 
 # JSON for the params, titles, definitions and notes; the types JSON lacks are tagged so they come back equal
