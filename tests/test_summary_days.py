@@ -106,6 +106,7 @@ def test_a_kill_while_counting_leaves_no_half_day_and_stale_counts_go(tmp_path, 
     (name,) = os.listdir(where)
     # a count killed before its rename leaves only a temporary file; a day's file with an old digest remains
     (where / ".0123.tmp").write_bytes(b"PAR1 half")
+    os.utime(where / ".0123.tmp", (1, 1))  # old: a count running now would have written it seconds ago
     (where / "2025-02-13-0000000000000000.parquet").write_bytes(b"old")
     again = days.count_days(view.con, where)
     assert again.recounted == [] and again.reused == first.recounted

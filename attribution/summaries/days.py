@@ -34,6 +34,8 @@ from attribution.analyses.common import (
 from attribution.analyses.lengths import DEFINITIONS
 from attribution.config import Settings, env
 
+STALE_TMP_S = 600  # a temporary file older than this was left by a killed count (one takes seconds)
+
 
 @dataclass
 class Counted:
@@ -82,10 +84,11 @@ def count_days(con: duckdb.DuckDBPyConnection, where: Path) -> Counted:
             tmp = where / f".{uuid.uuid4().hex}.tmp"
             counts.clear().write_parquet(tmp)
             os.replace(tmp, where / names[day])
-    keep = set(names.values())
+    keep, now = set(names.values()), time.time()
     for name in have - keep:  # other digests of a day, and temporary files of a killed count
         with contextlib.suppress(OSError):
-            os.unlink(where / name)
+            if not name.endswith(".tmp") or now - (where / name).stat().st_mtime > STALE_TMP_S:
+                os.unlink(where / name)
     out.files = [str(where / names[d]) for d in sorted(names)]
     out.seconds = time.time() - t0
     return out
