@@ -87,7 +87,8 @@ def cache_dir(root: Path) -> Path:
     return Path(root) / CACHE_DIR
 
 
-def _key(con: duckdb.DuckDBPyConnection) -> str:
+def key(con: duckdb.DuckDBPyConnection) -> str:
+    """What the cached join of `con` depends on besides the commit: staging SQL, workload mapping, DuckDB."""
     h = hashlib.sha256()
     h.update(f"{FORMAT}\0{duckdb.__version__}\0{','.join(TABLES)}\0".encode())
     for name in ("stg_requests", "stg_engine_config", "stg_joined_requests", "dashboard_filter_choices"):
@@ -108,7 +109,7 @@ def use(con: duckdb.DuckDBPyConnection, *, fallback_dir: Path | None = None) -> 
         return True
     if _definitions(con) != src.views:  # narrowed or redefined by the caller: leave them alone
         return False
-    name = f"joined_requests-{src.version:020d}-{_key(con)}.duckdb"
+    name = f"joined_requests-{src.version:020d}-{key(con)}.duckdb"
     path = _ready(con, cache_dir(src.root) / name)
     if path is None:  # the store is not writable (or the disk is full): a private copy for this connection
         private = Path(tempfile.mkdtemp(prefix="attribution-join-", dir=fallback_dir))

@@ -5,6 +5,10 @@ the older commits' pages, and the options kept are those the page scripts pass."
 
 from __future__ import annotations
 
+import os
+import shutil
+import signal
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -18,7 +22,7 @@ from attribution.config import load_settings
 from attribution.dashboard import Filters, View
 from attribution.ingest import ingest
 from attribution.store import Store
-from attribution.summaries import after_commit, first_look, pages
+from attribution.summaries import after_commit, background, first_look, pages
 
 CHEAP = ("overview", "lengths")  # the overview runs lengths, concurrency, latency and capacity
 
@@ -87,6 +91,7 @@ def test_params_keep_their_types_and_what_cannot_be_kept_is_not_saved(tmp_path):
 
 def test_the_ingest_prepares_the_first_look_and_drops_older_commits(tmp_path, monkeypatch):
     monkeypatch.setenv("ATTRIBUTION_PREPARE_PAGES_MIN", "0")
+    monkeypatch.setenv("ATTRIBUTION_PREPARE_PAGES_DETACH", "0")  # inside the ingest (the detached one: below)
     monkeypatch.setenv("ATTRIBUTION_PREPARE_PAGES", "lengths,latency")
     store, _ = _store(tmp_path)
     first = store.snapshot().version
@@ -125,3 +130,55 @@ def test_the_options_prepared_are_those_each_page_opens_with(tmp_path, monkeypat
         asked.clear()
         page(name, root, monkeypatch)
         assert asked == [(name, looks[name])], name
+
+
+def _wait(pid: int) -> int:
+    """The exit status of a preparation the test's ingest started (a child of this process)."""
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+def test_a_detached_preparation_lets_the_ingest_return_and_a_kill_leaves_no_half_page(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTRIBUTION_PREPARE_PAGES_MIN", "0")
+    monkeypatch.setenv("ATTRIBUTION_PREPARE_PAGES", "lengths,latency")
+    monkeypatch.setenv("ATTRIBUTION_PREPARE_MEMORY_MB", "256")
+    seen: list[dict] = []
+    monkeypatch.setattr(background, "start", _spy(background.start, seen))
+    store, _ = _store(tmp_path)
+    root, st, looks = store.root, load_settings(), pages.first_look(load_settings())
+    commit = store.snapshot().version
+    assert [s["commit"] for s in seen] == [commit]
+    assert _wait(seen[0]["pid"]) == 0  # the ingest returned first; the process finishes on its own
+    for name in ("lengths", "latency"):
+        _equal(pages.load(root, commit, st, name, looks[name]), _computed(root, name, looks[name]))
+    assert "prepared lengths, latency" in (pages.cache_dir(root) / background.LOG).read_text()
+    # a kill while writing leaves a temporary directory no reader looks at, pruned by the next preparation
+    # once stale; a kill at any point never leaves a page that is not the whole answer
+    half = pages.cache_dir(root) / f".pages-{'0' * 32}.tmp"
+    half.mkdir()
+    (half / "meta.json").write_text("{")
+    shutil.rmtree(pages.commit_dir(root, commit, st))
+    pid = background.start(root, commit, st)
+    time.sleep(1.5)
+    os.kill(pid, signal.SIGKILL)
+    assert _wait(pid) == -signal.SIGKILL
+    for name in ("lengths", "latency"):
+        got = pages.load(root, commit, st, name, looks[name])
+        assert got is None or _same_as_computed(root, name, looks[name], got)
+    monkeypatch.setattr(pages, "STALE_TMP_S", -1)
+    assert background.run(root, commit, st) == ["lengths", "latency"]
+    assert not half.exists() and not list(pages.cache_dir(root).glob(".pages-*.tmp"))
+    # a preparation that finds a newer commit in the store prepares nothing (the newer one's own does)
+    assert background.run(root, commit - 1, st) == []
+
+
+def _spy(start, seen):
+    def spy(root, commit, settings):
+        pid = start(root, commit, settings)
+        seen.append({"commit": commit, "pid": pid})
+        return pid
+    return spy
+
+
+def _same_as_computed(root: Path, name: str, kwargs: dict, got) -> bool:
+    _equal(got, _computed(root, name, kwargs))
+    return True

@@ -1,8 +1,9 @@
 """What an ingest prepares for the readers after its last commit, so that a first look at the week it just
 landed reads prepared inputs instead of re-deriving them: the commit's engine x gateway join with the staged
 requests and the filter values (attribution.joincache), then, on a big store, the dashboard pages' first look
-(attribution.summaries.pages). Readers never wait for it: they build what is
-missing themselves, and a kill while building leaves only a temporary file the next build removes.
+(attribution.summaries.pages), in a detached process (attribution.summaries.background). Readers never wait
+for it: they build what is missing themselves, and a kill while building leaves only a temporary file the next
+build removes.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class Built:
     seconds: float
     skipped: str = ""
     pages: tuple[str, ...] = ()  # the dashboard pages whose first look was prepared
+    preparing: int = 0  # the process preparing them after the ingest returned (summaries.background)
 
 
 def enabled() -> bool:
@@ -64,11 +66,18 @@ def after_commit(root: str | Path, settings: Settings | None = None) -> Built:
         finally:
             con.close()
         kept: tuple[str, ...] = ()
-        if big:  # the dashboard's analyses are imported only then (a small store's ingest stays quick)
+        pid = 0
+        # (imported here: `python -m attribution.summaries.background` must not find it imported by the package)
+        from attribution.summaries import background
+
+        if big and background.detached():  # minutes at millions of requests: the ingest does not wait
+            pid = background.start(root, snap.version, settings)
+        elif big:  # the dashboard's analyses are imported only then (a small store's ingest stays quick)
             from attribution.summaries import first_look
 
-            kept = tuple(first_look.prepare(root, snap.version, settings))
+            with background.locked(root):
+                kept = tuple(first_look.prepare(root, snap.version, settings, memory_mb=background.memory_mb()))
     except (AttributionError, duckdb.Error, OSError) as exc:
         # the readers build it themselves; the ingest itself succeeded
         return Built(snap.version, time.time() - t0, f"failed: {exc}")
-    return Built(snap.version, time.time() - t0, "" if done else "the store cannot be written", kept)
+    return Built(snap.version, time.time() - t0, "" if done else "the store cannot be written", kept, pid)

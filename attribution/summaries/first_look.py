@@ -4,30 +4,57 @@ dashboard reads back, does not)."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from attribution.analyses import Analysis
 from attribution.config import Settings
 from attribution.dashboard import Filters, View
-from attribution.summaries import prepare_pages_min
+from attribution.summaries import days, prepare_pages_min
 from attribution.summaries.pages import prune, save, wanted
 
 
-def prepare(root: str | Path, commit: int, settings: Settings) -> list[str]:
+def prepare(root: str | Path, commit: int, settings: Settings, *, memory_mb: int | None = None,
+            log: Callable[[str], None] | None = None) -> list[str]:
     """Compute and keep the first look of commit `commit` (the pages of `wanted`), when the store holds at
-    least `prepare_pages_min()`; the pages kept, in order."""
+    least `prepare_pages_min()`; the pages kept, in order. `memory_mb` bounds DuckDB's working memory (it
+    spills beyond). Stops before the next page once a newer commit is in (that commit's preparation prunes
+    these pages). `log` gets a line per page (its wall and CPU seconds)."""
     pages = wanted(settings)
     if not pages:
         return []
     store_view = View(root, Filters(), settings=settings)
     if store_view.snapshot.version != commit or store_view.choices().requests < prepare_pages_min():
         return []
+    if memory_mb is not None:
+        store_view.con.execute("set memory_limit = $limit", {"limit": f"{memory_mb}MB"})
     prune(root, commit)
     kept = []
     for page, kwargs in pages.items():
+        if store_view.store.snapshot().version != commit:
+            break
+        t0, c0 = time.time(), time.process_time()
         try:
-            res = getattr(store_view, page)(**kwargs)
+            res = _merged(store_view, settings, page, kwargs) or getattr(store_view, page)(**kwargs)
         except Exception:  # noqa: BLE001 - optional work after a committed ingest: the page, opened, shows it
             continue
         if save(root, commit, settings, page, kwargs, res):
             kept.append(page)
+        if log is not None:
+            log(f"{page}: {time.time() - t0:.2f} s wall, {time.process_time() - c0:.2f} s CPU")
     return kept
+
+
+def _merged(view: View, settings: Settings, page: str, kwargs: dict[str, Any]) -> Analysis | None:
+    """The page from per-day summaries where it has them (lengths: attribution.summaries.days, only the days
+    this commit changed recounted), else None (computed whole). The other pages stay whole: their answers
+    (sweeps over the step function across day boundaries, per-start memory episodes, week-over-week
+    comparisons, a bootstrap) have no exact merge of per-day parts built yet."""
+    if page != "lengths" or not days.enabled() or set(kwargs) - {"by"}:
+        return None
+    with view.lock:
+        counted = days.count_days(view.con, days.days_dir(view.store.root, view.con, settings))
+        return days.lengths(view.con, counted, by=kwargs.get("by") or settings.by,
+                            percentiles=settings.percentiles)

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shutil
+import time
 import uuid
 from collections.abc import Callable
 from datetime import date, datetime, timedelta
@@ -29,6 +30,8 @@ from attribution.joincache import cache_dir
 
 FORMAT = 1  # bump when what a page's files hold changes
 _DIR_RE = re.compile(r"^pages-(\d{20})-[0-9a-f]{16}$")
+_TMP_RE = re.compile(r"^\.pages-[0-9a-f]{32}\.tmp$")
+STALE_TMP_S = 600
 
 
 def first_look(settings: Settings) -> dict[str, dict[str, Any]]:
@@ -73,7 +76,7 @@ def _code() -> str:
     return h.hexdigest()
 
 
-def _settings_key(settings: Settings) -> str:
+def settings_key(settings: Settings) -> str:
     return hashlib.sha256(f"{FORMAT}\0{_code()}\0{settings!r}".encode()).hexdigest()[:16]
 
 
@@ -82,7 +85,7 @@ def _call_key(page: str, kwargs: dict[str, Any]) -> str:
 
 
 def commit_dir(root: str | Path, commit: int, settings: Settings) -> Path:
-    return cache_dir(Path(root)) / f"pages-{commit:020d}-{_settings_key(settings)}"
+    return cache_dir(Path(root)) / f"pages-{commit:020d}-{settings_key(settings)}"
 
 
 # JSON for the params, titles, definitions and notes; the types JSON lacks are tagged so they come back equal
@@ -183,9 +186,13 @@ def load(root: str | Path, commit: int, settings: Settings, page: str, kwargs: d
 
 
 def prune(root: str | Path, commit: int) -> None:
-    """Remove the prepared pages of older commits (a reader that loaded one holds its tables in memory)."""
+    """Remove the prepared pages of older commits (a reader that loaded one holds its tables in memory) and
+    the temporary directories of a preparation killed while writing (a save renames its own within seconds)."""
+    now = time.time()
     with contextlib.suppress(OSError):
         for p in cache_dir(Path(root)).iterdir():
             m = _DIR_RE.match(p.name)
             if m and int(m.group(1)) < commit:
+                shutil.rmtree(p, ignore_errors=True)
+            elif _TMP_RE.match(p.name) and now - p.stat().st_mtime > STALE_TMP_S:
                 shutil.rmtree(p, ignore_errors=True)

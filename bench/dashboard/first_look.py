@@ -1,7 +1,7 @@
 """The dashboard's first look on a store, page by page, as a reader opening it unfiltered meets it: open the view
 and read the filter values, then each page with the options it opens with (View.answer: the answer an ingest
 prepared for the commit, else computed). `--prepare` first prepares the commit as an ingest does
-(attribution.summaries.pages.prepare, every page, whatever the store's size) and times that.
+(attribution.summaries.first_look.prepare, in this process, every page, whatever the store's size) and times that.
 
     python -m bench.dashboard.first_look STORE [--prepare]
 """
@@ -16,7 +16,7 @@ import time
 from attribution.config import load_settings
 from attribution.dashboard import Filters, View
 from attribution.store import Store
-from attribution.summaries import pages
+from attribution.summaries import first_look, pages
 
 
 def _peak_mb() -> float:
@@ -33,7 +33,7 @@ def main() -> None:
     if args.prepare:
         os.environ["ATTRIBUTION_PREPARE_PAGES_MIN"] = "0"
         t = time.time()
-        kept = pages.prepare(args.store, Store.open(args.store).snapshot().version, st)
+        kept = first_look.prepare(args.store, Store.open(args.store).snapshot().version, st)
         print(f"prepare {time.time() - t:.1f} s, peak {_peak_mb():.0f} MB: {', '.join(kept)}", flush=True)
     t = time.time()
     view = View(args.store, Filters(), settings=st)

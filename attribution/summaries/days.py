@@ -1,0 +1,136 @@
+"""Per-day summaries the first look merges instead of reading every request: for the lengths page, each day's
+count of requests per (groups, metric, length), kept as one Parquet file per day named by a digest of that
+day's rows. A commit recounts only the days whose digest changed (a day added, re-touched or rotated) and
+merges the counts exactly: the stats, percentiles and histogram equal the whole-store computation's.
+
+    <store>/_cache/days-<key>/lengths/<day>-<digest>.parquet
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from attribution import joincache, queries
+from attribution.analyses.common import (
+    Analysis,
+    GroupBy,
+    Selection,
+    Window,
+    base_params,
+    name_groups,
+    percentile_list,
+    spread_percentiles,
+)
+from attribution.analyses.lengths import DEFINITIONS
+from attribution.config import Settings, env
+
+STALE_TMP_S = 600  # a temporary file older than this was left by a killed count (one takes seconds)
+
+
+@dataclass
+class Counted:
+    """What `count_days` did: the days recounted and reused, and the files of every day, in day order."""
+
+    recounted: list[str] = field(default_factory=list)
+    reused: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    requests: int = 0
+    seconds: float = 0.0
+
+
+def enabled() -> bool:
+    """$ATTRIBUTION_PREPARE_DAYS=0 (off/no/false) computes the lengths page whole, as a reader would."""
+    return (env("ATTRIBUTION_PREPARE_DAYS") or "1").strip().lower() not in ("0", "off", "no", "false")
+
+
+def days_dir(root: str | Path, con: duckdb.DuckDBPyConnection, settings: Settings) -> Path:
+    """Keyed by the code and settings (pages' key) and the join's key (staging SQL, workload mapping, DuckDB)."""
+    from attribution.summaries.pages import settings_key
+
+    key = hashlib.sha256(f"{settings_key(settings)}\0{joincache.key(con)}".encode()).hexdigest()[:16]
+    return joincache.cache_dir(Path(root)) / f"days-{key}" / "lengths"
+
+
+def count_days(con: duckdb.DuckDBPyConnection, where: Path) -> Counted:
+    """Make `where` hold one count file per day of `con`'s joined_requests, recounting only the days whose
+    digest has no file yet, and remove the files of digests gone. Written to a temporary file and renamed:
+    a kill leaves no half file under a day's name."""
+    t0 = time.time()
+    digests = queries.run(con, "length_counts_day_digest")
+    names = {d: f"{d}-{hashlib.sha256(f'{n}:{s}:{x}'.encode()).hexdigest()[:16]}.parquet"
+             for d, n, s, x in digests.select("day", "requests", "h_sum", "h_xor").iter_rows()}
+    where.mkdir(parents=True, exist_ok=True)
+    have = set(os.listdir(where))
+    missing = [d for d, name in names.items() if name not in have]
+    out = Counted(recounted=missing, reused=[d for d in names if d not in missing],
+                  requests=int(digests["requests"].sum() or 0))
+    if missing:
+        counts = queries.run(con, "length_counts_by_day", days=missing)
+        for day, part in counts.partition_by("day", as_dict=True, maintain_order=False).items():
+            tmp = where / f".{uuid.uuid4().hex}.tmp"
+            part.write_parquet(tmp, compression="zstd")
+            os.replace(tmp, where / names[day[0]])
+        for day in set(missing) - set(counts["day"].unique().to_list()):  # rows with no lengths at all
+            tmp = where / f".{uuid.uuid4().hex}.tmp"
+            counts.clear().write_parquet(tmp)
+            os.replace(tmp, where / names[day])
+    keep, now = set(names.values()), time.time()
+    for name in have - keep:  # other digests of a day, and temporary files of a killed count
+        with contextlib.suppress(OSError):
+            if not name.endswith(".tmp") or now - (where / name).stat().st_mtime > STALE_TMP_S:
+                os.unlink(where / name)
+    out.files = [str(where / names[d]) for d in sorted(names)]
+    out.seconds = time.time() - t0
+    return out
+
+
+def quantile_cont(lo: int, hi: int, rn: float) -> float:
+    """DuckDB's quantile_cont between order statistics lo <= hi at position rn: lo * (1 - d) + hi * d with the
+    product lo * (1 - d) fused into the sum (one rounding), as its build computes it."""
+    d = rn - float(int(rn))
+    if d == 0.0:
+        return float(lo)
+    return float(Fraction(float(lo)) * Fraction(1.0 - d) + Fraction(float(hi) * d))
+
+
+def lengths(con: duckdb.DuckDBPyConnection, counted: Counted, *, by: str, bins_per_decade: int = 10,
+            percentiles: tuple[float, ...] | None = None) -> Analysis | None:
+    """The lengths analysis of the whole store (no window) from the per-day counts: equal to
+    analyses.lengths on a selection of every request. None when the store holds no requests (the page's own
+    call says why)."""
+    if not counted.requests or not counted.files:
+        return None
+    pcts = percentile_list(percentiles)
+    grouping = GroupBy(by)
+    queries.materialize(con, "int_length_counts", files=counted.files, by=grouping.value)
+    try:
+        raw = queries.run(con, "length_stats_from_counts", quantiles=[q / 100 for q in pcts])
+        hist = queries.run(con, "length_histogram_from_counts", bins_per_decade=bins_per_decade)
+    finally:
+        con.execute("drop table if exists int_length_counts")
+    q = [[quantile_cont(lo, hi, rn) for lo, hi, rn in zip(los, his, rns, strict=True)]
+         for los, his, rns in raw.select("q_lo", "q_hi", "q_rn").iter_rows()]
+    at = raw.columns.index("q_lo")
+    stats = raw.drop("q_lo", "q_hi", "q_rn").insert_column(at, pl.Series("q", q, dtype=pl.List(pl.Float64)))
+    stats = spread_percentiles(stats, pcts)
+    sel = Selection(con, Window(), grouping, counted.requests)
+    res = Analysis(
+        name="lengths",
+        params={**base_params(sel), "bins_per_decade": bins_per_decade, "percentiles": pcts},
+        tables={"stats": name_groups(stats, grouping), "histogram": name_groups(hist, grouping)},
+        titles={"stats": f"token lengths by {grouping.value}", "histogram": "log-spaced histogram"},
+        definitions=DEFINITIONS,
+    )
+    from attribution.histograms.analysis import add_to_lengths
+
+    return add_to_lengths(res, sel, pcts)

@@ -1,0 +1,122 @@
+"""Per-day length counts merged into the lengths page (attribution.summaries.days): the merge of counted lengths
+gives length_stats_by_group's and length_histogram_by_group's rows bit for bit (percentiles included), and on
+a store the merged page equals the page computed from every request as the store changes (a day added, a day
+re-touched, a file rotated), recounting only the days whose rows changed; a kill while counting leaves no
+half file under a day's name."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import duckdb
+import polars as pl
+import pytest
+from test_join import _slp, _store, _vllm_line
+from test_summary_pages import _equal
+
+from attribution import queries
+from attribution.analyses import Analysis
+from attribution.config import load_settings
+from attribution.dashboard import Filters, View
+from attribution.ingest import ingest
+from attribution.summaries import days, first_look, pages
+
+BASE = 1739446413.0  # 2025-02-13 11:33:33 UTC, the day test_join's store holds
+PCTS = [0.5, 0.9, 0.95, 0.99, 0.999, 0.25, 0.123, 0.777]
+
+
+def _lengths(seed: int) -> pl.DataFrame:
+    """Lengths in long form as int_request_lengths holds them: skewed, with ties, zeros and lone values."""
+    rng = random.Random(seed)
+    rows = []
+    for g, size in (("a", rng.randint(2, 4000)), ("b", 1), ("(none)", rng.randint(2, 50)), ("c", 2)):
+        for metric in ("prompt_tokens", "output_tokens", "cached_tokens"):
+            rows += [(g, metric, int(rng.random() * rng.random() * 40000) if rng.random() > 0.05 else 0)
+                     for _ in range(size)]
+    return pl.DataFrame(rows, schema={"grp": pl.String, "metric": pl.String, "length": pl.Int64}, orient="row")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_counted_lengths_give_the_whole_computation_bit_for_bit(seed):
+    con = duckdb.connect()
+    long = _lengths(seed)
+    con.register("long_rows", long)
+    con.execute("create temp table int_request_lengths as select * from long_rows")
+    con.execute("create temp table int_length_counts as "
+                "select grp, metric, length, count(*)::bigint as n from long_rows group by all")
+    want = queries.run(con, "length_stats_by_group", quantiles=PCTS)
+    raw = queries.run(con, "length_stats_from_counts", quantiles=PCTS)
+    q = [[days.quantile_cont(lo, hi, rn) for lo, hi, rn in zip(*row, strict=True)]
+         for row in raw.select("q_lo", "q_hi", "q_rn").iter_rows()]
+    got = raw.drop("q_lo", "q_hi", "q_rn").insert_column(5, pl.Series("q", q, dtype=pl.List(pl.Float64)))
+    assert got.columns == want.columns and got.schema == want.schema
+    assert got.equals(want, null_equal=True)
+    for bins in (10, 3):
+        assert queries.run(con, "length_histogram_from_counts", bins_per_decade=bins).equals(
+            queries.run(con, "length_histogram_by_group", bins_per_decade=bins), null_equal=True)
+
+
+def _merged(root, by: str) -> tuple[Analysis, days.Counted]:
+    st = load_settings()
+    view = View(root, Filters(), settings=st)
+    counted = days.count_days(view.con, days.days_dir(root, view.con, st))
+    res = days.lengths(view.con, counted, by=by, percentiles=st.percentiles)
+    assert res is not None
+    return res, counted
+
+
+def test_the_merged_page_equals_the_computed_one_as_the_store_changes(tmp_path):
+    store, _ = _store(tmp_path)
+    logs = tmp_path / "logs"
+    vllm = logs / "pod-a" / "vllm.log"
+    steps = {
+        "added": lambda: ((logs / "pod-a" / "vllm-next.log").write_text(_vllm_line("02-14 09:00:00",
+                                                                                  "e269fdcb7c6ce894")),
+                          (logs / "litellm-next.jsonl").write_text(_slp("e269fdcb7c6ce894", BASE + 77187, "batch",
+                                                                        None, 64))),
+        "re-touched": lambda: (vllm.open("a").write(_vllm_line("02-13 12:00:00", "f269fdcb7c6ce895")),
+                               (logs / "litellm.jsonl").open("a").write(_slp("f269fdcb7c6ce895", BASE + 1587,
+                                                                             "search-backend", None, 300))),
+        "rotated": lambda: (vllm.rename(vllm.with_name("vllm.log.1")),
+                            vllm.write_text(_vllm_line("02-14 10:00:00", "0369fdcb7c6ce896"))),
+    }
+    recounted = {}
+    for step, change in {"first": lambda: None, **steps}.items():
+        change()
+        if step != "first":
+            ingest([str(logs)], store.root, year=2025, tz="UTC")
+        for by in ("workload", "deployment", "day", "version", "all"):
+            got, counted = _merged(store.root, by)
+            want = View(store.root, Filters()).lengths(by=by)
+            assert isinstance(want, Analysis)
+            _equal(got, want)
+            recounted.setdefault(step, counted.recounted)
+    assert recounted == {"first": ["2025-02-13"], "added": ["2025-02-14"], "re-touched": ["2025-02-13"],
+                         "rotated": ["2025-02-14"]}
+    assert got.params["requests"] == 7
+
+
+def test_a_kill_while_counting_leaves_no_half_day_and_stale_counts_go(tmp_path, monkeypatch):
+    store, _ = _store(tmp_path)
+    st = load_settings()
+    view = View(store.root, Filters(), settings=st)
+    where = days.days_dir(store.root, view.con, st)
+    first = days.count_days(view.con, where)
+    (name,) = os.listdir(where)
+    # a count killed before its rename leaves only a temporary file; a day's file with an old digest remains
+    (where / ".0123.tmp").write_bytes(b"PAR1 half")
+    os.utime(where / ".0123.tmp", (1, 1))  # old: a count running now would have written it seconds ago
+    (where / "2025-02-13-0000000000000000.parquet").write_bytes(b"old")
+    again = days.count_days(view.con, where)
+    assert again.recounted == [] and again.reused == first.recounted
+    assert os.listdir(where) == [name]
+    # the first look's lengths page, prepared from the counts, reads back as the page computed whole
+    monkeypatch.setenv("ATTRIBUTION_PREPARE_PAGES_MIN", "0")
+    monkeypatch.setenv("ATTRIBUTION_PREPARE_PAGES", "lengths")
+    commit = store.snapshot().version
+    assert first_look.prepare(store.root, commit, st) == ["lengths"]
+    looks = pages.first_look(st)
+    _equal(pages.load(store.root, commit, st, "lengths", looks["lengths"]),
+           View(store.root, Filters()).lengths(**looks["lengths"]))
+
