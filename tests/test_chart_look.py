@@ -7,9 +7,11 @@ import cProfile
 import pstats
 
 import plotly.graph_objects as go
+import polars as pl
 import pytest
 
-from attribution.charts import common
+from attribution.analyses import Analysis
+from attribution.charts import capacity, common
 
 
 def _plotly_way(fig: go.Figure, title: str | None, *, height: int, legend: bool, panels: bool) -> go.Figure:
@@ -76,3 +78,29 @@ def test_layout_does_a_fraction_of_plotlys_work():
     ours = calls(lambda: common.layout(go.Figure(), "t"))
     theirs = calls(lambda: _plotly_way(go.Figure(), "t", height=360, legend=True, panels=False))
     assert ours < theirs / 3
+
+
+def _capacity(values: dict[str, list[float]]) -> go.Figure:
+    n = len(values["completed_per_day"])
+    df = pl.DataFrame({"deployment": [f"pod-{i}" for i in range(n)], **values, "utilization": [0.5] * n})
+    return capacity.utilization(Analysis("capacity", {}, {"capacity": df}))
+
+
+def test_a_log_axis_inside_one_decade_has_several_ticks():
+    # two identical pods' capacity (session 9, sample_logs): all bars between 10k and 30k
+    fig = _capacity({"completed_per_day": [12_310.0, 12_105.0], "busiest_hour_per_day": [21_000.0, 20_400.0],
+                     "capacity_per_day": [14_103.0, 13_854.0]})
+    ticks = fig.layout.yaxis.tickvals
+    assert fig.layout.yaxis.type == "log" and len(ticks) >= 2
+    assert list(ticks) == [10_000.0, 20_000.0]  # the 1-2-5 sequence within 1.5x of the bars
+
+
+def test_a_wide_log_axis_ticks_powers_of_ten():
+    fig = _capacity({"completed_per_day": [3.0, 50_000.0], "busiest_hour_per_day": [12.0, 90_000.0],
+                     "capacity_per_day": [40.0, 200_000.0]})
+    assert list(fig.layout.yaxis.tickvals) == [10.0, 100.0, 1_000.0, 10_000.0, 100_000.0]
+
+
+def test_ratio_ticks_always_include_no_change():
+    assert 1.0 in common.log_ticks([1.3, 1.8], include=(1.0,))
+    assert common.log_ticks([None, 0.0, -2.0]) == []

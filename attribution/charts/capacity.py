@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 import polars as pl
 
 from attribution.analyses import Analysis
-from attribution.charts.common import group_column, layout, message, table
+from attribution.charts.common import group_column, layout, log_axis, message, table
 
 
 def _names(df: pl.DataFrame) -> list[str]:
@@ -34,7 +34,8 @@ def utilization(a: Analysis, *, title: str | None = None) -> go.Figure:
                              hovertemplate="%{x}: %{y:,.0f} (utilization %{customdata:.1%})<extra>" + name
                                            + "</extra>"))
     fig.update_layout(barmode="group")
-    fig.update_yaxes(type="log", dtick=1, title="requests per day (log scale)")
+    log_axis(fig, [v for c in ("completed_per_day", "busiest_hour_per_day", "capacity_per_day") for v in cap[c]],
+             title="requests per day (log scale)")
     fig.update_xaxes(tickangle=-20, automargin=True)
     return layout(fig, title)
 
@@ -53,6 +54,6 @@ def cost(a: Analysis, *, title: str | None = None) -> go.Figure:
         fig.add_trace(go.Bar(x=names, y=c[col].to_list(), name=name, marker_color=colour,
                              hovertemplate="%{x}: $%{y:,.3g} per million<extra>" + name + "</extra>"))
     fig.update_layout(barmode="group")
-    fig.update_yaxes(type="log", dtick=1, title="USD per million tokens (log scale)")
+    log_axis(fig, [v for col in ("usd_per_m_input", "usd_per_m_output") for v in c[col]], title="USD per million tokens (log scale)")
     fig.update_xaxes(tickangle=-20, automargin=True)
     return layout(fig, title)

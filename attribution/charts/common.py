@@ -142,16 +142,32 @@ def label(name: str) -> str:
     return names.get(name, name.replace("_", " "))
 
 
-def ratio_axis(fig: go.Figure, values: Iterable[float | None], *, title: str, axis: str = "x") -> go.Figure:
-    """A log axis for ratios (1 = no change) with ticks on the 1-2-5 sequence spanning `values` and 1, read
-    as multipliers (x0.05, x1, x2): Plotly's own log ticks label minor digits only ("2", "5")."""
-    vals = [v for v in values if v is not None and v > 0] + [1.0]
+def log_ticks(values: Iterable[float | None], *, include: tuple[float, ...] = ()) -> list[float]:
+    """Tick values on the 1-2-5 sequence spanning the positive `values` (and `include`), powers of ten only
+    when that would be more than nine ticks: a log axis whose data sit inside one decade still gets
+    several labelled ticks (Plotly's `dtick=1` shows one, its automatic ticks label minor digits "2", "5")."""
+    vals = [v for v in values if v is not None and v > 0] + list(include)
+    if not vals:
+        return []
     lo, hi = min(vals), max(vals)
-    ticks = [m * 10.0**e for e in range(-6, 7) for m in (1, 2, 5)]
+    ticks = [m * 10.0**e for e in range(-6, 10) for m in (1, 2, 5)]
     inside = [t for t in ticks if lo / 1.5 <= t <= hi * 1.5]
     if len(inside) > 9:  # a wide range: powers of ten only
         inside = [t for t in inside if f"{t:.0e}".startswith("1")]
+    return inside
+
+
+def log_axis(fig: go.Figure, values: Iterable[float | None], *, axis: str = "y", **props: object) -> go.Figure:
+    """A log axis with `log_ticks` of `values`, labelled as Plotly writes numbers (10k, 20k, 0.5)."""
+    ticks = log_ticks(values)
+    getattr(fig, f"update_{axis}axes")(type="log", **({"tickvals": ticks} if ticks else {}), **props)
+    return fig
+
+
+def ratio_axis(fig: go.Figure, values: Iterable[float | None], *, title: str, axis: str = "x") -> go.Figure:
+    """A log axis for ratios (1 = no change) with ticks on the 1-2-5 sequence spanning `values` and 1, read
+    as multipliers (x0.05, x1, x2): Plotly's own log ticks label minor digits only ("2", "5")."""
+    inside = log_ticks(values, include=(1.0,))
     text = [f"x{t:g}" for t in inside]
     getattr(fig, f"update_{axis}axes")(type="log", tickvals=inside, ticktext=text, title=title)
     return fig
-

@@ -9,7 +9,16 @@ import polars as pl
 from plotly.subplots import make_subplots
 
 from attribution.analyses import Analysis
-from attribution.charts.common import QUANTILE_COLOURS, colours, group_column, label, layout, message, table
+from attribution.charts.common import (
+    QUANTILE_COLOURS,
+    colours,
+    group_column,
+    label,
+    layout,
+    log_axis,
+    message,
+    table,
+)
 
 METRICS = ("ttft_s", "tpot_s", "e2e_s")
 
@@ -35,7 +44,7 @@ def percentiles(a: Analysis, *, metrics: tuple[str, ...] = METRICS, quantiles: t
             fig.add_trace(go.Bar(x=names, y=rows[q].to_list(), name=q, legendgroup=q, showlegend=col == 1,
                                  marker_color=QUANTILE_COLOURS.get(q),
                                  hovertemplate="%{x}: %{y:.3g} s<extra>" + f"{label(m)} {q}</extra>"), row=1, col=col)
-        fig.update_yaxes(type="log", dtick=1, row=1, col=col)
+        log_axis(fig, [v for q in quantiles if q in pct.columns for v in rows[q]], row=1, col=col)
     fig.update_layout(barmode="group")
     fig.update_xaxes(tickangle=-25, automargin=True)
     fig.update_annotations(font_size=12)
@@ -61,7 +70,7 @@ def by_bucket(a: Analysis, *, metric: str = "ttft_s", quantile: str = "p90", tit
             mode="lines+markers", name=str(name), line={"color": cmap[str(name)]},
             hovertemplate="%{x} tokens: %{y:.3g} s (%{customdata:,} requests)<extra>%{fullData.name}</extra>"))
     fig.update_xaxes(title="prompt tokens", categoryorder="array", categoryarray=order)
-    fig.update_yaxes(type="log", dtick=1, title=f"{label(metric)} {quantile}")
+    log_axis(fig, rows[quantile], title=f"{label(metric)} {quantile}")
     return layout(fig, title)
 
 

@@ -8,7 +8,16 @@ import polars as pl
 from plotly.subplots import make_subplots
 
 from attribution.analyses import Analysis
-from attribution.charts.common import QUANTILE_COLOURS, colours, group_column, label, layout, message, table
+from attribution.charts.common import (
+    QUANTILE_COLOURS,
+    colours,
+    group_column,
+    label,
+    layout,
+    log_axis,
+    message,
+    table,
+)
 
 WEIGHTS = {"requests": ("request_share", "share of requests"), "tokens": ("token_share", "share of tokens")}
 
@@ -95,5 +104,6 @@ def percentiles(a: Analysis, *, metric: str = "prompt_tokens", title: str | None
         fig.add_trace(go.Bar(x=names, y=rows[q].to_list(), name=q, marker_color=QUANTILE_COLOURS[q],
                              hovertemplate="%{x}: %{y:,.0f}<extra>" + q + "</extra>"))
     fig.update_layout(barmode="group")
-    fig.update_yaxes(type="log", dtick=1, title=f"{label(metric)} (log scale)")
+    log_axis(fig, [v for q in ("p50", "p90", "p95", "p99", "max") if q in rows.columns for v in rows[q]],
+             title=f"{label(metric)} (log scale)")
     return layout(fig, title)
