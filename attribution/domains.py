@@ -151,7 +151,9 @@ def _checks(table: str, parsed: tuple[tuple[str, PolarsType], ...], ts_hi: pl.Ex
     if (hit := _CHECKS.get(key)) is not None:
         return hit
     schema = TABLES[table]
-    fixes, reasons, names = [], [], []
+    fixes: list[pl.Expr] = []
+    reasons: list[pl.Expr] = []
+    names: list[str] = []
     for name, raw_dtype in parsed:
         dom = domain_of(table, name) if name in schema else None
         if dom is None:

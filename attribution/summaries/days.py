@@ -23,7 +23,6 @@ import polars as pl
 from attribution import joincache, queries
 from attribution.analyses.common import (
     Analysis,
-    GroupBy,
     Selection,
     Window,
     base_params,
@@ -32,6 +31,7 @@ from attribution.analyses.common import (
     spread_percentiles,
 )
 from attribution.analyses.lengths import DEFINITIONS
+from attribution.choices import GroupBy
 from attribution.config import Settings, env
 
 STALE_TMP_S = 600  # a temporary file older than this was left by a killed count (one takes seconds)
