@@ -203,10 +203,9 @@ def _estimate(p: sweep.Segments, limit: int | None, t_end: np.ndarray | None) ->
     seg = seg[seg >= 0]
     block = (p.t - p.t[0]) // int(np.clip((p.t[-1] - p.t[0]) / 24, *BLOCK_US))
     nb, nl = int(block[-1]) + 1, int(level.max()) + 1
-    time_bl = np.zeros((nb, nl))
-    np.add.at(time_bl, (block, level), dur)
-    done_bl = np.zeros((nb, nl))
-    np.add.at(done_bl, (block[seg], level[seg]), 1.0)
+    # (bincount adds in the same order as np.add.at, an order of magnitude faster on a million segments)
+    time_bl = np.bincount(block * nl + level, weights=dur, minlength=nb * nl).reshape(nb, nl)
+    done_bl = np.bincount(block[seg] * nl + level[seg], minlength=nb * nl).reshape(nb, nl).astype(np.float64)
     n = np.arange(nl)
     T, C = time_bl.sum(axis=0), done_bl.sum(axis=0)
     if C[1:].sum() == 0:
