@@ -379,6 +379,7 @@ def timeseries(parts: list[Segments], bucket_us: int) -> pl.DataFrame:
         overlap = np.minimum(te, (bucket + 1) * bucket_us) - np.maximum(ts, bucket * bucket_us)
         first = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
         in_sys = s.in_system[keep][idx]
+        assert s.kv_start is not None and s.kv_end is not None, "swept without kv"
         kv = np.maximum(s.kv_start, s.kv_end)[keep][idx]
         covered = np.add.reduceat(overlap, first)
         frames.append(pl.DataFrame({
