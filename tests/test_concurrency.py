@@ -230,6 +230,15 @@ def _sweep_matches_sql(con, sel, per_group: bool, bucket_us: int = 60_000_000) -
                                ).sort(order, nulls_last=True)
     got_s = sweep.stats(parts, tuple(ps)).sort(order, nulls_last=True)
     assert ref_s.schema == got_s.schema and ref_s.height == got_s.height
+    # swept without the live KV tokens (capacity's sweep): the same counts, and the stats of the metrics asked
+    lean = sweep.segments(con, since, until, per_group, kv=False)
+    assert all(p.kv_start is None for p in lean) and len(lean) == len(parts)
+    for a, b in zip(lean, parts, strict=True):
+        for c in ("t", "dur", "arrivals", "running", "waiting", "unknown", "in_system"):
+            assert np.array_equal(getattr(a, c), getattr(b, c)), c
+    asked = ("running", "in_system")
+    assert sweep.stats(lean, tuple(ps), asked).sort(order, nulls_last=True).equals(
+        got_s.filter(pl.col("metric").is_in(asked)))
     counts_ref, counts_got = (x.filter(pl.col("metric") != "kv_tokens") for x in (ref_s, got_s))
     assert counts_ref.drop("mean").equals(counts_got.drop("mean"))
     assert counts_ref["mean"].to_list() == pytest.approx(counts_got["mean"].to_list(), rel=1e-12)

@@ -407,3 +407,28 @@ def test_step_rows_are_kept_for_the_same_window_starts_and_lines(tmp_path_factor
     narrow(con, Filters(deployments=(dep,)))
     one = steps.step_rows(con)
     assert one.size < whole.size and set(one.deployments) == {dep, None}
+
+
+def test_file_order_is_the_three_key_sort():
+    """steps._file_order (the rows' permutation into file, time, line order, skipping the full sort where the
+    rows are in file order already or sort by file and line alone) is always the stable sort by file, time
+    and line: on rows already in order, on rows whose time never goes back within a file, and on rows with
+    ties, repeated lines and time going back."""
+    import numpy as np
+
+    from attribution.thresholds.steps import _file_order
+
+    rng = np.random.default_rng(7)
+    paths = set()
+    for case in range(600):
+        n = int(rng.integers(1, 40))
+        file = rng.integers(1, 4, n).astype(np.int32)
+        line = rng.permutation(n) if case % 3 else rng.integers(0, 6, n)
+        t = line * 10 + rng.integers(0, 3, n) if case % 2 else rng.integers(0, 5, n)
+        if case % 4 == 0:  # already in order
+            o = np.lexsort((line, t, file))
+            file, t, line = file[o], t[o], line[o]
+        got = _file_order(file, t, line)
+        paths.add(type(got).__name__ if isinstance(got, slice) else "sorted")
+        assert np.array_equal(np.arange(n)[got], np.lexsort((line, t, file)))
+    assert paths == {"slice", "sorted"}

@@ -77,7 +77,9 @@ def capacity(sel: Selection, *, gpu_hour_cost: float | None = None, gpus_per_pod
     per_group = per_group and sel.by not in (GroupBy.all, GroupBy.deployment)
     with shared_sweeps(sel):  # the concurrency analysis and the estimates read one sweep of the window
         if conc is None or (per_group and "groups" not in conc.tables):
-            conc = concurrency_analysis(sel, per_group=per_group, estimate=False)
+            # _peaks reads the running and in-system rows only: the sweep skips the live KV tokens
+            conc = concurrency_analysis(sel, per_group=per_group, estimate=False,
+                                        exact_metrics=("running", "in_system"))
         keys = ["deployment"] + ([sel.by.value] if per_group else [])
         base = sel.run("capacity_by_deployment", per_group=per_group)
         deps = conc.tables["deployments"]
@@ -153,7 +155,7 @@ def _peaks(conc_rows: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
 def _estimates(sel: Selection, per_group: bool, limits: pl.DataFrame) -> pl.DataFrame:
     """Per (deployment, grp) of the sweep: service_s, time at the limit, and the capacity estimates."""
     cap = dict(zip(limits["deployment"], limits["running_limit"], strict=True))
-    parts = selection_segments(sel, per_group)
+    parts = selection_segments(sel, per_group, kv=False)
     done = sel.run("capacity_completions", per_group=per_group)
     ends = {k: g["t_end"].sort().to_numpy() for k, g in
             done.partition_by("deployment", "grp", as_dict=True, maintain_order=True).items()}
@@ -201,10 +203,9 @@ def _estimate(p: sweep.Segments, limit: int | None, t_end: np.ndarray | None) ->
     seg = seg[seg >= 0]
     block = (p.t - p.t[0]) // int(np.clip((p.t[-1] - p.t[0]) / 24, *BLOCK_US))
     nb, nl = int(block[-1]) + 1, int(level.max()) + 1
-    time_bl = np.zeros((nb, nl))
-    np.add.at(time_bl, (block, level), dur)
-    done_bl = np.zeros((nb, nl))
-    np.add.at(done_bl, (block[seg], level[seg]), 1.0)
+    # (bincount adds in the same order as np.add.at, an order of magnitude faster on a million segments)
+    time_bl = np.bincount(block * nl + level, weights=dur, minlength=nb * nl).reshape(nb, nl)
+    done_bl = np.bincount(block[seg] * nl + level[seg], minlength=nb * nl).reshape(nb, nl).astype(np.float64)
     n = np.arange(nl)
     T, C = time_bl.sum(axis=0), done_bl.sum(axis=0)
     if C[1:].sum() == 0:

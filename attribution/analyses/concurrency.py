@@ -111,11 +111,13 @@ def scrape_sampling(con: duckdb.DuckDBPyConnection, since: Any, until: Any, depl
 def concurrency(sel: Selection, *, per_group: bool = True, estimate: bool = True,
                 service_model: str = DEFAULT_SERVICE_MODEL, timeseries: bool = False,
                 bucket_s: int | None = None, max_gap_s: float = 60.0,
-                percentiles: tuple[float, ...] | list[float] | None = None) -> Analysis:
+                percentiles: tuple[float, ...] | list[float] | None = None,
+                exact_metrics: tuple[str, ...] | None = None) -> Analysis:
     """Running, waiting, in-system and live KV tokens per deployment (`pods`) and per deployment and group
     (`groups`, when `per_group` and the grouping is not by deployment): peak, time-weighted mean and
     percentiles (`percentiles`, default the setting's, always with p50/p90/p99), and the concurrency each
-    arrival saw. `deployments` says where each figure comes from."""
+    arrival saw. `deployments` says where each figure comes from. `exact_metrics`: only these metrics of the
+    exact sweep (sweep.stats; default all), for a caller that reads only those."""
     ps = percentile_list(percentiles)
     per_group = per_group and sel.by not in (GroupBy.all, GroupBy.deployment)
     sources = sel.run("concurrency_sources_by_deployment")
@@ -129,7 +131,7 @@ def concurrency(sel: Selection, *, per_group: bool = True, estimate: bool = True
     if by_source["exact"].height:
         # one bucket for every pod's series (the first source to need one picks it)
         stats, ts, bucket_s = exact_frames(sel, per_group=per_group, timeseries=timeseries, bucket_s=bucket_s,
-                                           percentiles=ps)
+                                           percentiles=ps, metrics=exact_metrics)
         frames.append(stats)
         if ts is not None:
             # there, running and waiting are unknown, not 0

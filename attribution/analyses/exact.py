@@ -30,28 +30,33 @@ def shared_sweeps(sel: Selection) -> Iterator[None]:
             _SHARED.pop(id(sel), None)
 
 
-def selection_segments(sel: Selection, per_group: bool) -> list[sweep.Segments]:
-    """sweep.segments of the selection's window (shared inside shared_sweeps)."""
+def selection_segments(sel: Selection, per_group: bool, kv: bool = True) -> list[sweep.Segments]:
+    """sweep.segments of the selection's window (shared inside shared_sweeps: a sweep with the live KV tokens
+    serves a caller that does not need them)."""
     memo = _SHARED.get(id(sel))
     key = (sel.serial, sel.window.since, sel.window.until, per_group)
-    if memo is None or key not in memo:
-        parts = sweep.segments(sel.con, sel.window.since, sel.window.until, per_group)
-        if memo is None:
-            return parts
-        memo[key] = parts
-    return memo[key]
+    for has_kv in (True,) if kv else (True, False):
+        if memo is not None and (*key, has_kv) in memo:
+            return memo[(*key, has_kv)]
+    parts = sweep.segments(sel.con, sel.window.since, sel.window.until, per_group, kv=kv)
+    if memo is not None:
+        memo[(*key, kv)] = parts
+    return parts
 
 
 def exact_frames(sel: Selection, *, per_group: bool, timeseries: bool, bucket_s: int | None,
-                 percentiles: list[float] | None = None) -> tuple[pl.DataFrame, pl.DataFrame | None, int | None]:
-    """Sweep the intervals of `sel` (its connection's int_analysis_requests): stats and, if asked, a time series
-    (attribution.analyses.sweep) and its bucket in seconds (picked from the sweep's span when not given)."""
+                 percentiles: list[float] | None = None, metrics: tuple[str, ...] | None = None
+                 ) -> tuple[pl.DataFrame, pl.DataFrame | None, int | None]:
+    """Sweep the intervals of `sel` (its connection's int_analysis_requests): stats (of `metrics` only, when
+    given: sweep.stats) and, if asked, a time series (attribution.analyses.sweep) and its bucket in seconds
+    (picked from the sweep's span when not given)."""
     if queries.spark_connection(sel.con) is not None:
         # swept where the rows are: only the histograms, peaks and series come back (sweep_sql)
         return sweep_sql.exact_frames(sel, per_group=per_group, timeseries=timeseries, bucket_s=bucket_s,
                                       percentiles=percentile_list(percentiles))
-    parts = selection_segments(sel, per_group)
-    stats = sweep.stats(parts, tuple(percentile_list(percentiles))).with_columns(source=pl.lit("exact"))
+    kv = timeseries or metrics is None or "kv_tokens" in metrics
+    parts = selection_segments(sel, per_group, kv)
+    stats = sweep.stats(parts, tuple(percentile_list(percentiles)), metrics).with_columns(source=pl.lit("exact"))
     series = None
     if timeseries:
         if bucket_s is None:

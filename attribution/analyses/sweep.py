@@ -62,8 +62,8 @@ class Segments:
     waiting: np.ndarray
     unknown: np.ndarray
     in_system: np.ndarray
-    kv_start: np.ndarray
-    kv_end: np.ndarray
+    kv_start: np.ndarray | None  # None: swept without the live KV tokens (kv=False)
+    kv_end: np.ndarray | None
 
     def frame(self) -> pl.DataFrame:
         n = self.t.size
@@ -94,50 +94,55 @@ class _Events:
     """One deployment's events (arrival, admission, first token, end of each request) in time order."""
 
     t: np.ndarray
-    request: np.ndarray  # the request (row of the deployment's frame) of each event
-    ints: np.ndarray  # (4, n): arrivals, d_wait, d_run, d_unk
-    floats: np.ndarray  # (3, n): d_c, d_r, d_b
+    request: np.ndarray | None  # the request (row of the deployment's frame) of each event; None: not asked
+    ints: np.ndarray  # (4, n) int8 (each -1, 0 or 1): arrivals, d_wait, d_run, d_unk
+    floats: np.ndarray | None  # (3, n): d_c, d_r, d_b; None: the live KV tokens were not asked for
+
+    def subset(self, of: np.ndarray) -> _Events:
+        return _Events(self.t[of], None if self.request is None else self.request[of], self.ints[:, of],
+                       None if self.floats is None else self.floats[:, of])
 
 
-def _events(df: pl.DataFrame, b: _Bounds) -> _Events:
-    """The sweep events (the oracle's `events`, `clipped`) for one deployment's requests."""
+def _events(df: pl.DataFrame, b: _Bounds, kv: bool = True, requests: bool = True) -> _Events:
+    """The sweep events (the oracle's `events`, `clipped`) for one deployment's requests: arrivals, admissions,
+    first tokens (where admitted) and ends, in that order before the sort. Each delta array is filled in place
+    (no zero columns concatenated) and the KV growth only with `kv`: on a million requests the copies, not
+    the sort, were the cost."""
     ta = df["t_arrival"].to_numpy()
     te = df["t_end"].to_numpy()
     tadm, known = _column(df, "t_admit")
     tfirst, has_first = _column(df, "t_first")
-    prompt = df["prompt_tokens"].fill_null(0).cast(pl.Float64).to_numpy()
-    output = df["output_tokens"].fill_null(0).cast(pl.Float64).to_numpy()
     tgrow = np.where(has_first, tfirst, tadm)
-    counted = (ta >= b.lo).astype(np.int64) if b.lo is not None else np.ones(ta.size, np.int64)
-    growing = known & (te > tgrow)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rate = np.where(growing, output / np.where(growing, te - tgrow, 1).astype(np.float64), 0.0)
-    jump = np.where(known & (te <= tgrow), output, 0.0)
-    offset = rate * (tgrow - b.origin).astype(np.float64)
-    kn = known.astype(np.int64)
-    unk = 1 - kn
     k = np.flatnonzero(known)
-    n = np.arange(ta.size)
-    zero_i, zero_f = np.zeros(ta.size, np.int64), np.zeros(ta.size)
+    n, nk = ta.size, k.size
+    adm, grow, end = slice(n, n + nk), slice(n + nk, n + 2 * nk), slice(n + 2 * nk, None)
     t = np.concatenate([ta, tadm[k], tgrow[k], te])
-    request = np.concatenate([n, k, k, n])
-    ints = np.stack([
-        np.concatenate([counted, zero_i[k], zero_i[k], zero_i]),  # arrivals
-        np.concatenate([kn, -np.ones(k.size, np.int64), zero_i[k], zero_i]),  # d_wait
-        np.concatenate([zero_i, np.ones(k.size, np.int64), zero_i[k], -kn]),  # d_run
-        np.concatenate([unk, zero_i[k], zero_i[k], -unk]),  # d_unk
-    ])
-    floats = np.stack([
-        np.concatenate([zero_f, prompt[k], jump[k], np.where(known, -(prompt + jump), 0.0)]),  # d_c
-        np.concatenate([zero_f, zero_f[k], rate[k], -rate]),  # d_r
-        np.concatenate([zero_f, zero_f[k], offset[k], np.where(known, -offset, 0.0)]),  # d_b
-    ])
     if b.lo is not None:
-        t = np.maximum(t, b.lo)
-    keep = t < b.hi if b.hi is not None else np.ones(t.size, bool)
-    order = np.flatnonzero(keep)
+        np.maximum(t, b.lo, out=t)
+    order = np.flatnonzero(t < b.hi) if b.hi is not None else np.arange(t.size)
     order = order[np.argsort(t[order])]
-    return _Events(t[order], request[order], ints[:, order], floats[:, order])
+    kn = known.astype(np.int8)
+    ints = np.zeros((4, t.size), np.int8)
+    ints[0, :n] = (ta >= b.lo) if b.lo is not None else 1  # arrivals
+    ints[1, :n], ints[1, adm] = kn, -1  # d_wait
+    ints[2, adm], ints[2, end] = 1, -kn  # d_run
+    ints[3, :n], ints[3, end] = 1 - kn, kn - 1  # d_unk
+    floats = None
+    if kv:
+        prompt = df["prompt_tokens"].fill_null(0).cast(pl.Float64).to_numpy()
+        output = df["output_tokens"].fill_null(0).cast(pl.Float64).to_numpy()
+        growing = known & (te > tgrow)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rate = np.where(growing, output / np.where(growing, te - tgrow, 1).astype(np.float64), 0.0)
+        jump = np.where(known & (te <= tgrow), output, 0.0)
+        offset = rate * (tgrow - b.origin).astype(np.float64)
+        floats = np.zeros((3, t.size))
+        floats[0, adm], floats[0, grow], floats[0, end] = prompt[k], jump[k], np.where(known, -(prompt + jump), 0.0)
+        floats[1, grow], floats[1, end] = rate[k], -rate  # d_r
+        floats[2, grow], floats[2, end] = offset[k], np.where(known, -offset, 0.0)  # d_b
+        floats = floats[:, order]
+    request = np.concatenate([np.arange(n), k, k, np.arange(n)])[order] if requests else None
+    return _Events(t[order], request, ints[:, order], floats)
 
 
 def _sweep(e: _Events, b: _Bounds, deployment: str | None, grp: str | None) -> Segments:
@@ -149,27 +154,29 @@ def _sweep(e: _Events, b: _Bounds, deployment: str | None, grp: str | None) -> S
                         empty_f)
     first = np.flatnonzero(np.r_[True, t[1:] != t[:-1]])
     inst = t[first]
-    arrivals, d_wait, d_run, d_unk = np.add.reduceat(e.ints, first, axis=1)
+    arrivals, d_wait, d_run, d_unk = np.add.reduceat(e.ints, first, axis=1, dtype=np.int64)
     running, waiting, unknown = np.cumsum(d_run), np.cumsum(d_wait), np.cumsum(d_unk)
-    c, r, bb = np.cumsum(np.add.reduceat(e.floats, first, axis=1), axis=1)
     in_system = running + waiting + unknown
     t_next = np.empty_like(inst)
     t_next[:-1] = inst[1:]
     t_next[-1] = b.hi if in_system[-1] > 0 and b.hi is not None else inst[-1]
-    rel = (inst - b.origin).astype(np.float64)
-    rel_next = (t_next - b.origin).astype(np.float64)
-    kv_start = np.maximum(round3(c + r * rel - bb), 0.0) + 0.0
-    kv_end = np.maximum(round3(c + r * rel_next - bb), 0.0) + 0.0
+    kv_start = kv_end = None
+    if e.floats is not None:
+        c, r, bb = np.cumsum(np.add.reduceat(e.floats, first, axis=1), axis=1)
+        rel = (inst - b.origin).astype(np.float64)
+        rel_next = (t_next - b.origin).astype(np.float64)
+        kv_start = np.maximum(round3(c + r * rel - bb), 0.0) + 0.0
+        kv_end = np.maximum(round3(c + r * rel_next - bb), 0.0) + 0.0
     return Segments(deployment, grp, inst, t_next - inst, arrivals, running, waiting, unknown, in_system, kv_start,
                     kv_end)
 
 
 def segments(con: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None,
-             per_group: bool) -> list[Segments]:
+             per_group: bool, kv: bool = True) -> list[Segments]:
     """The sweep of the connection's int_analysis_requests: one Segments per deployment (grp None) and, with
     `per_group`, per deployment and group. A deployment's events are sorted once; each group's are a subset
-    of them, already in order."""
-    return sweep_requests(interval_requests(con, since, until), since, until, per_group)
+    of them, already in order. Without `kv` the live KV tokens are not computed (kv_start/kv_end None)."""
+    return sweep_requests(interval_requests(con, since, until), since, until, per_group, kv=kv)
 
 
 def interval_requests(con: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None
@@ -179,7 +186,7 @@ def interval_requests(con: duckdb.DuckDBPyConnection, since: datetime | None, un
 
 
 def sweep_requests(df: pl.DataFrame, since: datetime | None, until: datetime | None, per_group: bool,
-                   deployments: set[str | None] | None = None) -> list[Segments]:
+                   deployments: set[str | None] | None = None, kv: bool = True) -> list[Segments]:
     """`segments` of interval_requests' rows `df` for [since, until); with `deployments`, only theirs (the
     bounds still come from every row, so each one's segments are those of the whole sweep)."""
     lo, until_us = epoch_us(since), epoch_us(until)
@@ -192,7 +199,7 @@ def sweep_requests(df: pl.DataFrame, since: datetime | None, until: datetime | N
     for (dep,), part in df.partition_by("deployment", maintain_order=True, as_dict=True).items():
         if deployments is not None and dep not in deployments:
             continue
-        e = _events(part, bounds)
+        e = _events(part, bounds, kv, per_group)
         whole.append(_sweep(e, bounds, dep, None))
         if per_group:
             names = part["grp"].unique(maintain_order=True)
@@ -200,8 +207,7 @@ def sweep_requests(df: pl.DataFrame, since: datetime | None, until: datetime | N
                                               return_dtype=pl.Int64).to_numpy()[e.request]
             for i, g in enumerate(names.to_list()):
                 of = code == i
-                groups.append(_sweep(_Events(e.t[of], e.request[of], e.ints[:, of], e.floats[:, of]), bounds, dep,
-                                     g))
+                groups.append(_sweep(e.subset(of), bounds, dep, g))
     return whole + groups
 
 
@@ -267,30 +273,32 @@ def weighted(vals: np.ndarray, durs: np.ndarray, percentiles: tuple[float, ...] 
     return out
 
 
-def stats(parts: list[Segments], percentiles: tuple[float, ...] = CONCURRENCY_PERCENTILES) -> pl.DataFrame:
+def stats(parts: list[Segments], percentiles: tuple[float, ...] = CONCURRENCY_PERCENTILES,
+          metrics: tuple[str, ...] | None = None) -> pl.DataFrame:
     """Per deployment, group and metric: peak, time-weighted mean and percentiles (without ordering), with `$quantiles` = quantile_fractions of
-    `percentiles` (columns p50, p99_9, ...)."""
+    `percentiles` (columns p50, p99_9, ...). `metrics`: only these of METRICS and seen_at_arrival (default:
+    all; kv_tokens needs segments swept with kv)."""
     rows: list[dict[str, Any]] = []
     seen: list[dict[str, Any]] = []
+    wanted = set(metrics) if metrics is not None else {*METRICS, "seen_at_arrival"}
     for s in parts:
         if not s.t.size:
             continue
         split_known = int(s.running.max()) > 0
-        kv_peak = np.maximum(s.kv_start, s.kv_end)
-        by_metric = {
-            "running": (s.running, s.running.astype(np.float64)),
-            "waiting": (s.waiting, s.waiting.astype(np.float64)),
-            "in_system": (s.in_system, s.in_system.astype(np.float64)),
-            "kv_tokens": (kv_peak, round_half_up((s.kv_start + s.kv_end) / 2)),
-        }
-        for metric, (peak_of, value) in by_metric.items():
-            if metric != "in_system" and not split_known:
+        for metric in METRICS:
+            if metric not in wanted or (metric != "in_system" and not split_known):
                 continue
+            if metric == "kv_tokens":
+                assert s.kv_start is not None and s.kv_end is not None, "swept without kv"
+                peak_of, value = np.maximum(s.kv_start, s.kv_end), round_half_up((s.kv_start + s.kv_end) / 2)
+            else:
+                peak_of = getattr(s, metric)
+                value = peak_of.astype(np.float64)
             peak, at = _first_at_max(peak_of, s.t)
             rows.append({"deployment": s.deployment, "grp": s.grp, "metric": metric, "peak": float(peak),
                          "peak_t": at, **_time_weighted(value, s.dur, percentiles), "arrivals": None})
         a = s.arrivals > 0
-        if a.any():
+        if "seen_at_arrival" in wanted and a.any():
             seen.append({"deployment": s.deployment, "grp": s.grp, "metric": "seen_at_arrival",
                          **_seen(s.t[a], s.in_system[a] - 1, s.arrivals[a], percentiles)})
     return stats_frame(rows + seen, percentiles)
@@ -371,6 +379,7 @@ def timeseries(parts: list[Segments], bucket_us: int) -> pl.DataFrame:
         overlap = np.minimum(te, (bucket + 1) * bucket_us) - np.maximum(ts, bucket * bucket_us)
         first = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
         in_sys = s.in_system[keep][idx]
+        assert s.kv_start is not None and s.kv_end is not None, "swept without kv"
         kv = np.maximum(s.kv_start, s.kv_end)[keep][idx]
         covered = np.add.reduceat(overlap, first)
         frames.append(pl.DataFrame({

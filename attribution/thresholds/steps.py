@@ -76,15 +76,17 @@ def _codes(s: pl.Series) -> tuple[np.ndarray, list[Any]]:
 def _file_order(file: np.ndarray, t: np.ndarray, line: np.ndarray) -> np.ndarray | slice:
     """The permutation putting rows in (file, time, line) order: none when they already are; by (file, line)
     when time never goes back within a file in that order (log files are written in time order); else a full
-    three-key sort."""
-    def ordered(f: np.ndarray, tt: np.ndarray, ln: np.ndarray) -> bool:
-        df, dt, dl = np.diff(f), np.diff(tt), np.diff(ln)
-        return bool(np.all((df > 0) | ((df == 0) & ((dt > 0) | ((dt == 0) & (dl > 0))))))
+    three-key sort. Rows strictly ascending by (file, line) whose time never goes back within a file are in
+    (file, time, line) order: one key and two comparisons per row check it."""
+    key = (file.astype(np.int64) << 40) | line
 
-    if ordered(file, t, line):
+    def in_order(k: np.ndarray, f: np.ndarray, tt: np.ndarray) -> bool:
+        return bool(np.all(np.diff(k) > 0)) and bool(np.all((np.diff(tt) >= 0) | (np.diff(f) != 0)))
+
+    if in_order(key, file, t):
         return slice(None)
-    order = np.argsort((file.astype(np.int64) << 40) | line, kind="stable")
-    if ordered(file[order], t[order], line[order]):
+    order = np.argsort(key, kind="stable")
+    if in_order(key[order], file[order], t[order]):
         return order
     return np.lexsort((line, t, file))
 
@@ -257,9 +259,12 @@ def _feature_steps(f: Feature, rows: StepRows, max_gap_s: float, shared: dict[tu
     ci = np.flatnonzero(crossed)
     # episodes: runs of consecutive crossing lines of one file (SQL: gaps and islands per feature and file),
     # grouped with the deployment as the SQL groups them; an episode counts on the day it began
-    opens = crossed & ~(np.r_[False, crossed[:-1]] & same_prev)
+    # (over the crossing lines only: one opens an episode unless the line before it is a crossing of its file)
+    follows = np.zeros(ci.size, bool)
+    np.equal(np.diff(ci), 1, out=follows[1:])
+    opens = ~(follows & same_prev[ci])
     n_dep = len(rows.deployments)
-    ep_key = np.cumsum(opens)[ci] * n_dep + dep[ci]
+    ep_key = np.cumsum(opens) * n_dep + dep[ci]
     ep_ids, ep_of = np.unique(ep_key, return_inverse=True)
     ep_seconds = np.bincount(ep_of, weights=dt[ci], minlength=ep_ids.size)
     ep_day = np.full(ep_ids.size, np.iinfo(np.int64).max)
@@ -306,8 +311,10 @@ def _per_group(key: np.ndarray, size: int, dt: np.ndarray, value: np.ndarray, ln
                n_kinds: int) -> tuple:
     counts = np.bincount(key, minlength=size)
     seconds = np.bincount(key, weights=dt, minlength=size)
+    # the lines are in file order, so a key holds for long runs: the maximum of each run, then of the runs
+    runs = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
     max_value = np.full(size, -np.inf)
-    np.maximum.at(max_value, key, value)
+    np.maximum.at(max_value, key[runs], np.maximum.reduceat(value, runs))
     off_rows = np.bincount(key[ln.off], minlength=size)
     est = np.bincount(key[ln.estimated], minlength=size) > 0
     present = (np.bincount(key * n_kinds + kind, minlength=size * n_kinds) > 0).reshape(size, n_kinds)
