@@ -35,6 +35,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def pytest_configure(config) -> None:
     config.addinivalue_line("markers", "summaries: the ingests of this test prepare the readers' inputs after "
                             "their commit (attribution.summaries), as a user's do; off in every other test")
+    # For the whole process (module and session fixtures too) and the processes it starts: an ingest's
+    # after-commit preparing (join cache, filter values: a DuckDB file per commit) costs more CPU than the
+    # ingest of a small test file, and the readers build what they read lazily, with the same answers
+    # (test_summaries checks both ways); tests of the preparing itself are marked `summaries` (_isolated).
+    # Scratch stores are not fsynced: a kill, which the kill tests send, still leaves a consistent store.
+    os.environ["ATTRIBUTION_SUMMARIES"] = "0"
+    os.environ["ATTRIBUTION_FSYNC"] = "0"
 
 
 @pytest.fixture(autouse=True)
@@ -42,14 +49,7 @@ def _isolated(request, tmp_path, monkeypatch):
     monkeypatch.setenv("ATTRIBUTION_STORE", str(tmp_path / "store"))
     monkeypatch.setenv("TZ", "UTC")
     monkeypatch.delenv("ATTRIBUTION_CHUNK_BYTES", raising=False)
-    # scratch stores: no fsync (a kill, which the kill tests send, still leaves a consistent store)
-    monkeypatch.setenv("ATTRIBUTION_FSYNC", "0")
-    # An ingest's after-commit preparing (join cache, filter values: a DuckDB file per commit) costs more CPU
-    # than the ingest of a small test file; the readers build what they read lazily, with the same answers
-    # (test_summaries checks both ways). Tests of the preparing itself are marked `summaries`.
-    if request.node.get_closest_marker("summaries") is None:
-        monkeypatch.setenv("ATTRIBUTION_SUMMARIES", "0")
-    else:
+    if request.node.get_closest_marker("summaries") is not None:  # (off for every other test: pytest_configure)
         monkeypatch.delenv("ATTRIBUTION_SUMMARIES", raising=False)
 
 
