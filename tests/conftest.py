@@ -32,11 +32,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items[:] = first + [i for i in items if id(i) not in ids]
 
 
+def pytest_configure(config) -> None:
+    config.addinivalue_line("markers", "summaries: the ingests of this test prepare the readers' inputs after "
+                            "their commit (attribution.summaries), as a user's do; off in every other test")
+    # For the whole process (module and session fixtures too) and the processes it starts: an ingest's
+    # after-commit preparing (join cache, filter values: a DuckDB file per commit) costs more CPU than the
+    # ingest of a small test file, and the readers build what they read lazily, with the same answers
+    # (test_summaries checks both ways); tests of the preparing itself are marked `summaries` (_isolated).
+    # Scratch stores are not fsynced: a kill, which the kill tests send, still leaves a consistent store.
+    os.environ["ATTRIBUTION_SUMMARIES"] = "0"
+    os.environ["ATTRIBUTION_FSYNC"] = "0"
+
+
 @pytest.fixture(autouse=True)
-def _isolated(tmp_path, monkeypatch):
+def _isolated(request, tmp_path, monkeypatch):
     monkeypatch.setenv("ATTRIBUTION_STORE", str(tmp_path / "store"))
     monkeypatch.setenv("TZ", "UTC")
     monkeypatch.delenv("ATTRIBUTION_CHUNK_BYTES", raising=False)
+    if request.node.get_closest_marker("summaries") is not None:  # (off for every other test: pytest_configure)
+        monkeypatch.delenv("ATTRIBUTION_SUMMARIES", raising=False)
 
 
 @pytest.fixture
@@ -103,7 +117,14 @@ def sample_master(root: Path) -> Path:
         if not done.exists():
             truth = json.loads((SAMPLE / "ground_truth.json").read_text())
             shutil.rmtree(master, ignore_errors=True)  # a half-written store of a worker that failed
-            ingest([str(SAMPLE)], master, year=truth["year"], tz=truth.get("tz", "UTC"))
+            # prepared after its commit as a user's ingest is (whatever the asking test's environment): the
+            # workers' copies carry the join cache instead of each building it
+            was = os.environ.pop("ATTRIBUTION_SUMMARIES", None)
+            try:
+                ingest([str(SAMPLE)], master, year=truth["year"], tz=truth.get("tz", "UTC"))
+            finally:
+                if was is not None:
+                    os.environ["ATTRIBUTION_SUMMARIES"] = was
             done.write_text("")
     return master
 

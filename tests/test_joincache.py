@@ -8,6 +8,7 @@ from __future__ import annotations
 import fcntl
 
 import polars as pl
+import pytest
 from test_join import _slp, _store, _vllm_line
 
 from attribution import joincache
@@ -16,6 +17,9 @@ from attribution.dashboard import Filters, narrow
 from attribution.db import fetch
 from attribution.ingest import ingest
 from attribution.store import Store
+
+# the ingests here prepare the commit's join as a user's do (off by default in tests: conftest)
+pytestmark = pytest.mark.summaries
 
 
 def _rows(con, table: str) -> pl.DataFrame:

@@ -50,6 +50,23 @@ def test_second_ingest_changes_nothing(tmp_path):
     assert rows(tmp_path / "s").equals(before)
 
 
+def test_every_write_is_synced_unless_the_store_is_scratch(tmp_path, monkeypatch):
+    # The suite runs with $ATTRIBUTION_FSYNC=0 (conftest); a user's store syncs every file, commit and directory.
+    log = tmp_path / "pod.log"
+    write_log(log, 0, 50)
+    synced: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd))[1])
+    monkeypatch.delenv("ATTRIBUTION_FSYNC")
+    ingest([str(log)], tmp_path / "synced")
+    assert len(synced) >= 4  # the data file, its directory, the commit, the log directory
+    monkeypatch.setenv("ATTRIBUTION_FSYNC", "0")
+    n = len(synced)
+    ingest([str(log)], tmp_path / "scratch")
+    assert len(synced) == n
+    same_tables(tmp_path / "synced", tmp_path / "scratch")
+
+
 def test_grown_file_is_read_from_its_offset(tmp_path):
     log = tmp_path / "pod.log"
     write_log(log, 0, 300)

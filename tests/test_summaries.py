@@ -24,6 +24,9 @@ PAGES = ("overview", "thresholds")  # the overview runs lengths, concurrency, la
 EVERYTHING = Filters()
 BASE = 1739446413.0  # 2025-02-13 11:33:33 UTC, the day test_join's store holds
 
+# these tests are about what an ingest prepares after its commit (off by default in tests: conftest)
+pytestmark = pytest.mark.summaries
+
 
 def _prepared(store: Store) -> list[str]:
     d = joincache.cache_dir(store.root)

@@ -26,6 +26,9 @@ from attribution.summaries import after_commit, background, first_look, pages
 
 CHEAP = ("overview", "lengths")  # the overview runs lengths, concurrency, latency and capacity
 
+# these tests are about what an ingest prepares after its commit (off by default in tests: conftest)
+pytestmark = pytest.mark.summaries
+
 
 def _computed(root: Path, name: str, kwargs: dict) -> Analysis:
     res = getattr(View(root, Filters()), name)(**kwargs)
