@@ -36,7 +36,8 @@ METHOD = (
     "request weighs the same. A re-weighted percentile is the inverted-CDF one (the smallest value whose "
     "re-weighted CDF reaches p; raw_* columns: each cohort's own mix, linear interpolation as DuckDB "
     "quantile_cont). 95% intervals: ratio x exp(+-1.96 se) with se the standard deviation of the log ratio "
-    "over {B} bootstrap resamples (seed {seed}) of the same estimator, resampling each stratum's requests with "
+    "over {B} bootstrap resamples (seed {seed}; blocks of {block}, each from its own random stream, on Spark drawn "
+    "on the executors) of the same estimator, resampling each stratum's requests with "
     "replacement in each cohort independently (computed exactly by bisection with conditional binomial "
     "draws)."
 )
@@ -134,7 +135,7 @@ def compare(sel: Selection, *, by: CohortBy | str = CohortBy.label, before: str 
         "histograms": hist_compare.HISTOGRAM_TITLE,
     }
     definitions = {
-        "method": METHOD.format(B=resamples, seed=seed, mix={
+        "method": METHOD.format(B=resamples, seed=seed, block=stats.BLOCK, mix={
             "pooled": "both cohorts' requests together", "before": "the before cohort's requests",
             "after": "the after cohort's requests"}[mix]),
         "ratio": "after / before of the re-weighted percentile; ratio_lo/ratio_hi: its 95% bootstrap interval",

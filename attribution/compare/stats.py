@@ -6,7 +6,8 @@ request of s counts w_s / n_s. The point estimate interpolates linearly between 
 weights it is DuckDB's quantile_cont); the bootstrap resamples n_s requests with replacement within every
 stratum and takes the inverted-CDF percentile (the smallest value whose re-weighted CDF reaches p), found
 by bisection over the sorted values with conditional binomial draws (a rounded normal where a draw's
-variance exceeds 25), so no index arrays of size resamples x requests are ever built.
+variance exceeds 25), so no index arrays of size resamples x requests are ever built. Resamples come in
+blocks of BLOCK, each from its own random stream, so any process can draw any block (compare on Spark).
 """
 
 from __future__ import annotations
