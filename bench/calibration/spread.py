@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import polars as pl
-from attribution.compare.core import METRICS, latency_tables
+from attribution.compare.comparison import METRICS, latency_tables
 from calibrate import rows, week  # bench/calibration is the script's own directory
 
 
