@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from attribution.compare.resample import Ask, Columns, Item, assemble, draw_blocks, items
+from attribution.compare.resample import Ask, Columns, Item, assemble, draw_blocks, items, local_draws
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -28,7 +28,10 @@ class SparkDraws:
         todo = items(asks)
         if not todo:
             return assemble(asks, [])
-        sc = self.spark.sparkContext
+        try:
+            sc = self.spark.sparkContext
+        except Exception:  # Spark Connect has no RDD API: the same blocks and streams, drawn on the driver
+            return local_draws(columns, asks)
         shared = sc.broadcast((columns, asks))
         try:
             # contiguous slices: an ask's blocks mostly share a task, which prepares the ask once; the draws
