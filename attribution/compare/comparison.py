@@ -18,7 +18,7 @@ from attribution.choices import CohortBy
 from attribution.compare import attribution_table as attr
 from attribution.compare import judge, stats
 from attribution.compare.cohorts import Cohorts, resolve
-from attribution.compare.estimator import Estimator
+from attribution.compare.estimator import Estimator, Question
 from attribution.compare.resample import Draws
 from attribution.db import as_int
 from attribution.errors import UsageError
@@ -112,12 +112,14 @@ def compare(sel: Selection, *, by: CohortBy | str = CohortBy.label, before: str 
         raise UsageError(f"a cohort has no completed requests ({cohorts.describe('before')}: {counts['before']}, "
                          f"{cohorts.describe('after')}: {counts['after']})")
     data = CompareRows(rows, edges)
+    groups = attr.crossing_groups(con, engine_starts(con), settings, rows, max_gap_s)
+    # the attribution table's bootstrap joins the latency tables' batch (on Spark: one job a compare)
     tables = latency_tables(data, metrics=metrics, percentiles=percentiles, mix=mix, resamples=resamples,
-                            seed=seed, tolerance=tolerance, alpha=alpha, draws=_draws(con))
+                            seed=seed, tolerance=tolerance, alpha=alpha, draws=_draws(con),
+                            more=_attribution_questions(data, groups, metrics, attribution_percentile))
     est = tables.pop("_estimator")
     overall = {m: _headline(part.to_dicts()) for (m,), part in
                tables["summary"].group_by("metric", maintain_order=True)}
-    groups = attr.crossing_groups(con, engine_starts(con), settings, rows, max_gap_s)
     tables["attribution"] = _attribution(est, data, groups, metrics, overall, attribution_percentile, tolerance)
     tables["cohorts"] = _cohorts(rows, cohorts)
     if capacity:
@@ -163,15 +165,19 @@ def compare(sel: Selection, *, by: CohortBy | str = CohortBy.label, before: str 
 def latency_tables(data: CompareRows, *, metrics: tuple[str, ...] = METRICS,
                    percentiles: tuple[float, ...] = stats.PERCENTILES, mix: str = "pooled",
                    resamples: int = stats.RESAMPLES, seed: int = 0, tolerance: float = 0.05,
-                   alpha: float = judge.ALPHA, draws: Draws | None = None) -> dict[str, Any]:
+                   alpha: float = judge.ALPHA, draws: Draws | None = None,
+                   more: list[Question] | None = None) -> dict[str, Any]:
     """summary, by_workload, by_bucket and mix tables of compare rows (no store needed: bench/calibration
     runs it on simulated requests), judged as one family; `_estimator` holds the estimator for more
-    subsets. `draws` draws the bootstrap (in-process unless given; compare's Spark path: on executors)."""
+    subsets. `draws` draws the bootstrap (in-process unless given; compare's Spark path: on executors);
+    `more`: questions asked later of the estimator, drawn in the same batch."""
     est = Estimator(data, ps=tuple(percentiles), mix=mix, resamples=resamples, seed=seed, tolerance=tolerance,
                     draws=draws)
-    # every row's bootstrap in one batch (on Spark one job), then read from the estimator's cache
+    # every row's bootstrap in one batch (on Spark one job), then read from the estimator's cache; the
+    # answers do not depend on the batch (each question has its own random streams)
     est.ratios([(m, subset, None) for subset in [None, *(s for k in ("workload", "bucket")
-                                                         for _, s in _groups(data, k))] for m in metrics])
+                                                         for _, s in _groups(data, k))] for m in metrics]
+               + list(more or []))
     summary = [{"metric": m, **r} for m in metrics for r in est.ratio(m)]
     tables: dict[str, Any] = judge.judge({
         "summary": _frame(summary), "by_workload": _by_group(est, data, metrics, "workload"),
@@ -232,17 +238,28 @@ def _mix(data: CompareRows, mix: str) -> pl.DataFrame:
     })  # fmt: skip
 
 
+def _crossed(data: CompareRows, groups: list[attr.Group]) -> list[tuple[attr.Group, int, int]]:
+    """Each feature group with its crossing requests before and after."""
+    return [(g, int((g.crossed & ~data.after).sum()), int((g.crossed & data.after).sum())) for g in groups]
+
+
+def _attribution_questions(data: CompareRows, groups: list[attr.Group], metrics: tuple[str, ...],
+                           p: float) -> list[Question]:
+    """The ratios _attribution asks (crossing and other requests of each group), for every metric: a metric
+    _attribution skips has a cohort without requests, whose question draws nothing."""
+    n_b, n_a = int((~data.after).sum()), int(data.after.sum())
+    return [q for g, cb, ca in _crossed(data, groups) for m in metrics for q in
+            ([(m, g.crossed, (p,))] if cb and ca else []) + ([(m, ~g.crossed, (p,))] if cb < n_b or ca < n_a
+                                                               else [])]
+
+
 def _attribution(est: Estimator, data: CompareRows, groups: list[attr.Group], metrics: tuple[str, ...],
                  overall: dict[str, dict[str, Any]], p: float, tolerance: float) -> pl.DataFrame:
     rows = []
     n_b, n_a = int((~data.after).sum()), int(data.after.sum())
-    crossed = [(g, int((g.crossed & ~data.after).sum()), int((g.crossed & data.after).sum())) for g in groups]
     judged = [m for m in metrics if np.isfinite(overall[m]["ratio"]) or
               (overall[m]["n_before"] and overall[m]["n_after"])]
-    est.ratios([q for g, cb, ca in crossed for m in judged for q in  # one batch, as in latency_tables
-                ([(m, g.crossed, (p,))] if cb and ca else []) + ([(m, ~g.crossed, (p,))] if cb < n_b or ca < n_a
-                                                                   else [])])
-    for g, cb, ca in crossed:
+    for g, cb, ca in _crossed(data, groups):
         for m in judged:
             o = overall[m]
             cr = est.ratio(m, g.crossed, ps=(p,))[0] if cb and ca else None
