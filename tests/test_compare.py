@@ -56,7 +56,7 @@ def test_bootstrap_matches_brute_force_resampling():
         u = np.concatenate([np.full(25, 0.3 / 25), np.full(9, 0.7 / 9)])
         o = np.argsort(vals, kind="stable")
         brute[i] = vals[o][np.searchsorted(np.cumsum(u[o]), 0.5 - 1e-12)]
-    mine = bootstrap_percentiles(v, c, w, (0.5,), draws, np.random.default_rng(5))[0]
+    mine = bootstrap_percentiles(v, c, w, (0.5,), draws, seed=5)[0]
     support = np.unique(v)
     p_brute = np.array([(brute == s).mean() for s in support])
     p_mine = np.array([(mine == s).mean() for s in support])
@@ -64,16 +64,19 @@ def test_bootstrap_matches_brute_force_resampling():
     assert 0.5 * np.abs(p_brute - p_mine).sum() < 0.04  # total variation distance of the two distributions
 
 
-def _reference_ratio(est: Estimator, vals: np.ndarray, ok: np.ndarray, ps: tuple[float, ...]) -> tuple:
+def _reference_ratio(est: Estimator, metric: str, subset: np.ndarray | None, ps: tuple[float, ...]) -> tuple:
     """The re-weighted percentiles and bootstrap draws of each cohort straight from the request-order
-    functions (each side's requests in request order, sorted by the functions themselves)."""
+    functions (each side's requests in request order, sorted by the functions themselves; the draws from
+    the random streams the estimator gives the question)."""
+    key, _, ok, _ = est._key(metric, subset, ps)
+    vals = est.d.values[metric]
     d = est.d
     b, a = ok & ~d.after, ok & d.after
     w = mix_weights(d.codes[b], d.codes[a], d.n_strata, est.mix)
     pb = weighted_percentiles(vals[b], d.codes[b], w, ps, method="inverted_cdf")
     pa = weighted_percentiles(vals[a], d.codes[a], w, ps, method="inverted_cdf")
-    db = bootstrap_percentiles(vals[b], d.codes[b], w, ps, est.resamples, est.rng)
-    da = bootstrap_percentiles(vals[a], d.codes[a], w, ps, est.resamples, est.rng)
+    db = bootstrap_percentiles(vals[b], d.codes[b], w, ps, est.resamples, est.stream_key(key, 0))
+    da = bootstrap_percentiles(vals[a], d.codes[a], w, ps, est.resamples, est.stream_key(key, 1))
     return pb, pa, db, da, np.quantile(vals[b], ps), np.quantile(vals[a], ps)
 
 
@@ -98,9 +101,7 @@ def test_estimator_sorted_masks_equal_request_order_functions(seed):
             mine = Estimator(data, ps=(0.5, 0.9, 0.99), mix="pooled", resamples=200, seed=seed)
             ref = Estimator(data, ps=(0.5, 0.9, 0.99), mix="pooled", resamples=200, seed=seed)
             got = mine.ratio(metric, subset)
-            vals = data.values[metric]
-            ok = np.isfinite(vals) if subset is None else np.isfinite(vals) & subset
-            pb, pa, db, da, raw_b, raw_a = _reference_ratio(ref, vals, ok, (0.5, 0.9, 0.99))
+            pb, pa, db, da, raw_b, raw_a = _reference_ratio(ref, metric, subset, (0.5, 0.9, 0.99))
             assert [r["before"] for r in got] == list(pb)
             assert [r["after"] for r in got] == list(pa)
             assert [r["raw_before"] for r in got] == list(raw_b) and [r["raw_after"] for r in got] == list(raw_a)
@@ -109,6 +110,8 @@ def test_estimator_sorted_masks_equal_request_order_functions(seed):
             for r, s in zip(got, iid, strict=True):
                 if np.isfinite(r["ratio"]) and np.isfinite(s):
                     assert r["se_log"] >= s * (1 - 1e-12)
+                    if r["design_effect"] == 1.0:  # no widening: the same draws (the question's streams)
+                        assert r["se_log"] == pytest.approx(s, rel=1e-12)
                     assert (r["ratio_lo"], r["ratio_hi"]) == ratio_interval(r["ratio"], r["se_log"], r["df"])
 
 

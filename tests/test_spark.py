@@ -238,7 +238,7 @@ def _analysis(name: str, con):
         return thresholds(analyses.select(con, by="all"), load_catalogue([], []))
     if name == "capacity":  # as the command: each pod as a whole, with a GPU price (the cost table)
         return analyses.capacity(analyses.select(con, by="all"), gpu_hour_cost=2.0)
-    if name == "compare":  # the store's two vLLM versions; the bootstrap on the driver, same seed
+    if name == "compare":  # the store's two vLLM versions; on Spark the bootstrap is drawn on executors
         from attribution.compare import compare
 
         return compare(analyses.select(con, by="all"), by="version", before="0.15.1", after="0.20.1",
@@ -285,3 +285,21 @@ def test_the_window_sweep_on_spark_is_the_numpy_sweep(spark_session):
                            percentiles=PERCENTILES)
         assert got[0].height > 0
         assert_same_sweep(want, got)
+
+
+def test_the_bootstrap_drawn_on_executors_is_the_in_process_one(spark_session, monkeypatch):
+    # compare --engine spark draws its resamples on the executors, block by block, from each block's own
+    # stream: the same draws as in-process, whatever the number of tasks
+    import numpy as np
+    from test_compare_resample import _columns_and_asks
+
+    from attribution.compare.resample import local_draws
+    from attribution.spark import bootstrap
+
+    cols, asks = _columns_and_asks(2)
+    want = local_draws(cols, asks)
+    for per_core in (1, 5):  # 2 and 10 tasks on local[2]: other slices of the (ask, block) items
+        monkeypatch.setattr(bootstrap, "TASKS_PER_CORE", per_core)
+        got = bootstrap.SparkDraws(spark_session)(cols, asks)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_array_equal(g, w)

@@ -7,7 +7,6 @@ and after comes from the capacity analysis.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import numpy as np
@@ -19,6 +18,8 @@ from attribution.choices import CohortBy
 from attribution.compare import attribution_table as attr
 from attribution.compare import judge, stats
 from attribution.compare.cohorts import Cohorts, resolve
+from attribution.compare.estimator import Estimator, Question
+from attribution.compare.resample import Draws
 from attribution.db import as_int
 from attribution.errors import UsageError
 from attribution.histograms import compare as hist_compare
@@ -35,7 +36,8 @@ METHOD = (
     "request weighs the same. A re-weighted percentile is the inverted-CDF one (the smallest value whose "
     "re-weighted CDF reaches p; raw_* columns: each cohort's own mix, linear interpolation as DuckDB "
     "quantile_cont). 95% intervals: ratio x exp(+-1.96 se) with se the standard deviation of the log ratio "
-    "over {B} bootstrap resamples (seed {seed}) of the same estimator, resampling each stratum's requests with "
+    "over {B} bootstrap resamples (seed {seed}; blocks of {block}, each from its own random stream, on Spark drawn "
+    "on the executors) of the same estimator, resampling each stratum's requests with "
     "replacement in each cohort independently (computed exactly by bisection with conditional binomial "
     "draws)."
 )
@@ -75,98 +77,6 @@ class CompareRows:
         return np.arange(self.n_strata) % self.nb
 
 
-class Estimator:
-    """Percentile ratios after/before of CompareRows, re-weighted to one traffic mix, with bootstrap
-    intervals over blocks of arrivals; cached per metric and row mask."""
-
-    def __init__(self, data: CompareRows, *, ps: tuple[float, ...], mix: str, resamples: int, seed: int,
-                 tolerance: float = 0.05) -> None:
-        self.d, self.ps, self.mix, self.resamples, self.tolerance = data, ps, mix, resamples, tolerance
-        self.rng = np.random.default_rng(seed)
-        self._cache: dict[tuple[str, tuple[float, ...], bytes], list[dict[str, Any]]] = {}
-        self._sorted: dict[str, tuple[np.ndarray, ...]] = {}  # metric -> its rows in stable sorted order
-
-    def ratio(self, metric: str, subset: np.ndarray | None = None, ps: tuple[float, ...] | None = None
-              ) -> list[dict[str, Any]]:
-        """One dict per percentile: re-weighted before/after, ratio with interval, raw (unweighted) ratio.
-        The same requests asked twice (a feature that crossed nowhere, two features with one threshold) get
-        the same answer, computed once."""
-        ps = ps or self.ps
-        vals = self.d.values[metric]
-        ok = np.isfinite(vals) if subset is None else np.isfinite(vals) & subset
-        key = (metric, ps, hashlib.blake2b(np.packbits(ok).tobytes(), digest_size=16).digest())
-        if key not in self._cache:
-            if metric not in self._sorted:  # sorted once per metric; every subset is a mask over that order
-                order = np.argsort(vals, kind="stable")
-                self._sorted[metric] = (order, vals[order], self.d.codes[order], self.d.after[order])
-            self._cache[key] = self._ratio(ok, ps, *self._sorted[metric])
-        return self._cache[key]
-
-    def _ratio(self, ok: np.ndarray, ps: tuple[float, ...], order: np.ndarray, sv: np.ndarray, sc: np.ndarray,
-               s_after: np.ndarray) -> list[dict[str, Any]]:
-        """`ok` (request order) selects the requests; sv, sc, s_after are the metric's values, strata and
-        cohort in stable sorted order (`order`). Each side's values come out sorted as the stable argsort
-        would sort them, so the percentiles are those of stats.weighted_percentiles and
-        stats.bootstrap_percentiles over the side's requests."""
-        d = self.d
-        oks = ok[order]
-        b, a = oks & ~s_after, oks & s_after
-        vb, cb, va, ca = sv[b], sc[b], sv[a], sc[a]
-        w = stats.mix_weights(cb, ca, d.n_strata, self.mix)
-        nan = np.full(len(ps), np.nan)
-        weighted = w > 0
-        kb, ka = weighted[cb], weighted[ca]
-        se = dsd = nan
-        d_b = d_a = np.ones(len(ps))
-        if w.sum() == 0:
-            pb = pa = nan
-        else:
-            # the sum of the unit weights in request order, as weighted_percentiles adds it
-            kept = ok & weighted[d.codes]
-            unit_b, unit_a = stats.unit_weights(cb[kb], w), stats.unit_weights(ca[ka], w)
-            total_b = float(unit_b[d.codes[kept & ~d.after]].sum())
-            total_a = float(unit_a[d.codes[kept & d.after]].sum())
-            pb = stats.sorted_weighted_percentiles(vb[kb], cb[kb], unit_b, total_b, ps, "inverted_cdf")
-            pa = stats.sorted_weighted_percentiles(va[ka], ca[ka], unit_a, total_a, ps, "inverted_cdf")
-            db = stats.bootstrap_percentiles(vb[kb], cb[kb], w, ps, self.resamples, self.rng, presorted=True)
-            da = stats.bootstrap_percentiles(va[ka], ca[ka], w, ps, self.resamples, self.rng, presorted=True)
-            ob, oa = order[oks & ~s_after], order[oks & s_after]  # request indices of each side
-            keep_b, keep_a = ob[kb], oa[ka]
-            d_b = np.array([judge.design_effect(vb[kb], d.blocks[keep_b], pb[i], p)
-                            for i, p in enumerate(ps)])
-            d_a = np.array([judge.design_effect(va[ka], d.blocks[keep_a], pa[i], p) for i, p in enumerate(ps)])
-            se = np.sqrt(judge.log_se(db) ** 2 * d_b + judge.log_se(da) ** 2 * d_a)
-            dsd = np.sqrt(judge.sd(db) ** 2 * d_b + judge.sd(da) ** 2 * d_a)
-        neff_b = judge.effective_n(cb[kb], w) if w.sum() else 0.0
-        neff_a = judge.effective_n(ca[ka], w) if w.sum() else 0.0
-        raw_b = np.quantile(vb, ps) if vb.size else nan
-        raw_a = np.quantile(va, ps) if va.size else nan
-        matched_b, matched_a = int(kb.sum()), int(ka.sum())
-        out = []
-        with np.errstate(all="ignore"):
-            for i, p in enumerate(ps):
-                ratio = pa[i] / pb[i] if pb[i] > 0 else np.nan
-                # the design effect is estimated from BLOCKS blocks: Student's t where it widened the se
-                df = judge.BLOCKS - 1.0 if max(d_b[i], d_a[i]) > 1 else np.inf
-                lo, hi = judge.ratio_interval(ratio, se[i], df)
-                q = judge.z_to_t(judge.Z, df)
-                diff, need = pa[i] - pb[i], judge.min_requests(p)
-                out.append({
-                    "percentile": f"p{p * 100:g}", "before": pb[i], "after": pa[i], "ratio": ratio,
-                    "ratio_lo": lo, "ratio_hi": hi,
-                    "diff": diff, "diff_lo": diff - q * dsd[i], "diff_hi": diff + q * dsd[i],
-                    "raw_before": raw_b[i], "raw_after": raw_a[i],
-                    "raw_ratio": raw_a[i] / raw_b[i] if raw_b[i] > 0 else np.nan,
-                    "n_before": matched_b, "n_after": matched_a,
-                    "unmatched": int(vb.size + va.size - matched_b - matched_a),
-                    "n_eff_before": neff_b, "n_eff_after": neff_a, "min_requests": need,
-                    "enough": bool(min(neff_b, neff_a) >= need), "se_log": se[i],
-                    "design_effect": float(np.sqrt(d_b[i] * d_a[i])) if w.sum() else np.nan,
-                    "df": df, "p_value": judge.p_material(ratio, se[i], self.tolerance, df),
-                })  # fmt: skip
-        return out
-
-
 def _frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
     return pl.DataFrame(rows).with_columns(pl.col(pl.Float64).fill_nan(None)) if rows else pl.DataFrame()
 
@@ -202,12 +112,14 @@ def compare(sel: Selection, *, by: CohortBy | str = CohortBy.label, before: str 
         raise UsageError(f"a cohort has no completed requests ({cohorts.describe('before')}: {counts['before']}, "
                          f"{cohorts.describe('after')}: {counts['after']})")
     data = CompareRows(rows, edges)
+    groups = attr.crossing_groups(con, engine_starts(con), settings, rows, max_gap_s)
+    # the attribution table's bootstrap joins the latency tables' batch (on Spark: one job a compare)
     tables = latency_tables(data, metrics=metrics, percentiles=percentiles, mix=mix, resamples=resamples,
-                            seed=seed, tolerance=tolerance, alpha=alpha)
+                            seed=seed, tolerance=tolerance, alpha=alpha, draws=_draws(con),
+                            more=_attribution_questions(data, groups, metrics, attribution_percentile))
     est = tables.pop("_estimator")
     overall = {m: _headline(part.to_dicts()) for (m,), part in
                tables["summary"].group_by("metric", maintain_order=True)}
-    groups = attr.crossing_groups(con, engine_starts(con), settings, rows, max_gap_s)
     tables["attribution"] = _attribution(est, data, groups, metrics, overall, attribution_percentile, tolerance)
     tables["cohorts"] = _cohorts(rows, cohorts)
     if capacity:
@@ -225,7 +137,7 @@ def compare(sel: Selection, *, by: CohortBy | str = CohortBy.label, before: str 
         "histograms": hist_compare.HISTOGRAM_TITLE,
     }
     definitions = {
-        "method": METHOD.format(B=resamples, seed=seed, mix={
+        "method": METHOD.format(B=resamples, seed=seed, block=stats.BLOCK, mix={
             "pooled": "both cohorts' requests together", "before": "the before cohort's requests",
             "after": "the after cohort's requests"}[mix]),
         "ratio": "after / before of the re-weighted percentile; ratio_lo/ratio_hi: its 95% bootstrap interval",
@@ -253,11 +165,19 @@ def compare(sel: Selection, *, by: CohortBy | str = CohortBy.label, before: str 
 def latency_tables(data: CompareRows, *, metrics: tuple[str, ...] = METRICS,
                    percentiles: tuple[float, ...] = stats.PERCENTILES, mix: str = "pooled",
                    resamples: int = stats.RESAMPLES, seed: int = 0, tolerance: float = 0.05,
-                   alpha: float = judge.ALPHA) -> dict[str, Any]:
+                   alpha: float = judge.ALPHA, draws: Draws | None = None,
+                   more: list[Question] | None = None) -> dict[str, Any]:
     """summary, by_workload, by_bucket and mix tables of compare rows (no store needed: bench/calibration
     runs it on simulated requests), judged as one family; `_estimator` holds the estimator for more
-    subsets."""
-    est = Estimator(data, ps=tuple(percentiles), mix=mix, resamples=resamples, seed=seed, tolerance=tolerance)
+    subsets. `draws` draws the bootstrap (in-process unless given; compare's Spark path: on executors);
+    `more`: questions asked later of the estimator, drawn in the same batch."""
+    est = Estimator(data, ps=tuple(percentiles), mix=mix, resamples=resamples, seed=seed, tolerance=tolerance,
+                    draws=draws)
+    # every row's bootstrap in one batch (on Spark one job), then read from the estimator's cache; the
+    # answers do not depend on the batch (each question has its own random streams)
+    est.ratios([(m, subset, None) for subset in [None, *(s for k in ("workload", "bucket")
+                                                         for _, s in _groups(data, k))] for m in metrics]
+               + list(more or []))
     summary = [{"metric": m, **r} for m in metrics for r in est.ratio(m)]
     tables: dict[str, Any] = judge.judge({
         "summary": _frame(summary), "by_workload": _by_group(est, data, metrics, "workload"),
@@ -265,6 +185,15 @@ def latency_tables(data: CompareRows, *, metrics: tuple[str, ...] = METRICS,
     tables["mix"] = _mix(data, mix)
     tables["_estimator"] = est
     return tables
+
+
+def _draws(con: object) -> Draws | None:
+    """On Spark the bootstrap is drawn on the executors (attribution.spark.bootstrap); else in-process."""
+    if (spark := queries.spark_connection(con)) is None:
+        return None
+    from attribution.spark.bootstrap import SparkDraws
+
+    return SparkDraws(spark.spark)
 
 
 def _headline(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -279,14 +208,17 @@ def _headline(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return max(changed or [r for r in rows if r["enough"]] or rows, key=size)
 
 
-def _by_group(est: Estimator, data: CompareRows, metrics: tuple[str, ...], kind: str) -> pl.DataFrame:
+def _groups(data: CompareRows, kind: str) -> list[tuple[str, np.ndarray]]:
+    """Each workload's (or prompt-length bucket's) name and its requests, where it has any."""
     of = data.stratum_workload() if kind == "workload" else data.stratum_bucket()
     names = data.workloads if kind == "workload" else data.labels
+    subsets = [(name, of[data.codes] == i) for i, name in enumerate(names)]
+    return [(name, subset) for name, subset in subsets if subset.any()]
+
+
+def _by_group(est: Estimator, data: CompareRows, metrics: tuple[str, ...], kind: str) -> pl.DataFrame:
     rows = []
-    for i, name in enumerate(names):
-        subset = of[data.codes] == i
-        if not subset.any():
-            continue
+    for name, subset in _groups(data, kind):
         for m in metrics:
             for r in est.ratio(m, subset):
                 if r["n_before"] or r["n_after"]:
@@ -306,16 +238,30 @@ def _mix(data: CompareRows, mix: str) -> pl.DataFrame:
     })  # fmt: skip
 
 
+def _crossed(data: CompareRows, groups: list[attr.Group]) -> list[tuple[attr.Group, int, int]]:
+    """Each feature group with its crossing requests before and after."""
+    return [(g, int((g.crossed & ~data.after).sum()), int((g.crossed & data.after).sum())) for g in groups]
+
+
+def _attribution_questions(data: CompareRows, groups: list[attr.Group], metrics: tuple[str, ...],
+                           p: float) -> list[Question]:
+    """The ratios _attribution asks (crossing and other requests of each group), for every metric: a metric
+    _attribution skips has a cohort without requests, whose question draws nothing."""
+    n_b, n_a = int((~data.after).sum()), int(data.after.sum())
+    return [q for g, cb, ca in _crossed(data, groups) for m in metrics for q in
+            ([(m, g.crossed, (p,))] if cb and ca else []) + ([(m, ~g.crossed, (p,))] if cb < n_b or ca < n_a
+                                                               else [])]
+
+
 def _attribution(est: Estimator, data: CompareRows, groups: list[attr.Group], metrics: tuple[str, ...],
                  overall: dict[str, dict[str, Any]], p: float, tolerance: float) -> pl.DataFrame:
     rows = []
     n_b, n_a = int((~data.after).sum()), int(data.after.sum())
-    for g in groups:
-        cb, ca = int((g.crossed & ~data.after).sum()), int((g.crossed & data.after).sum())
-        for m in metrics:
+    judged = [m for m in metrics if np.isfinite(overall[m]["ratio"]) or
+              (overall[m]["n_before"] and overall[m]["n_after"])]
+    for g, cb, ca in _crossed(data, groups):
+        for m in judged:
             o = overall[m]
-            if not np.isfinite(o["ratio"]) and not (o["n_before"] and o["n_after"]):
-                continue
             cr = est.ratio(m, g.crossed, ps=(p,))[0] if cb and ca else None
             ot = est.ratio(m, ~g.crossed, ps=(p,))[0] if cb < n_b or ca < n_a else None
             if not o["enough"]:

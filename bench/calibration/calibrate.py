@@ -23,7 +23,7 @@ import numpy as np
 import polars as pl
 
 from attribution.compare import DEFAULT_EDGES, judge
-from attribution.compare.comparison import METRICS, _Rows, latency_tables
+from attribution.compare.comparison import METRICS, CompareRows, latency_tables
 from attribution.report import drift as drifts
 from attribution.report.changes import regressions
 from attribution.simulate import simulate
@@ -43,9 +43,9 @@ def bucket(prompt: pl.Expr) -> pl.Expr:
     return pl.sum_horizontal([(prompt >= e).cast(pl.Int64) for e in DEFAULT_EDGES])
 
 
-def rows(a: pl.DataFrame, b: pl.DataFrame) -> _Rows:
+def rows(a: pl.DataFrame, b: pl.DataFrame) -> CompareRows:
     both = pl.concat([a.with_columns(pl.lit("before").alias("cohort")), b.with_columns(pl.lit("after").alias("cohort"))])
-    return _Rows(both.with_columns(bucket(pl.col("prompt_tokens")).alias("bucket")), DEFAULT_EDGES)
+    return CompareRows(both.with_columns(bucket(pl.col("prompt_tokens")).alias("bucket")), DEFAULT_EDGES)
 
 
 def alarms(a: pl.DataFrame, b: pl.DataFrame, hours: float, seed: int, resamples: int) -> dict:

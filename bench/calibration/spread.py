@@ -18,8 +18,9 @@ import time
 from pathlib import Path
 
 import polars as pl
-from attribution.compare.core import METRICS, latency_tables
 from calibrate import rows, week  # bench/calibration is the script's own directory
+
+from attribution.compare.comparison import METRICS, latency_tables
 
 
 def _phi(x: float) -> float:
