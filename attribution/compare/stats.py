@@ -162,6 +162,7 @@ class Resampler:
         """Requests of each stratum below cut e (the first e distinct values)."""
         if self.table is not None:
             return self.table[self.base + e[..., None]]
+        assert self.keys is not None and self.offsets is not None  # (the other branch of __init__)
         return np.searchsorted(self.keys, self.base + e[..., None]) - self.offsets
 
     def draw(self, ps: tuple[float, ...], blocks: list[tuple[int, np.random.Generator]]) -> np.ndarray:
