@@ -147,6 +147,7 @@ def test_every_query_of_the_analyses_transpiles(sample_store):
     sel = analyses.select(con)
     sel.materialize("int_request_lengths")
     sel.materialize("int_concurrency_step_lines", deployments=[], max_gap_s=30.0)  # its columns
+    sel.materialize("int_arrival_times", overall=True)  # arrival_profile_by_group's form reads it
     for name in ("stg_requests", "stg_joined_requests", "stg_ingest_line_shapes", "int_analysis_requests",
                  "window_newest_request", "analysis_requests_in_window", "int_request_lengths",
                  "length_stats_by_group", "length_histogram_by_group", "latency_by_group",
