@@ -158,6 +158,15 @@ def create_view(con: duckdb.DuckDBPyConnection, name: str, view: str | None = No
         reading_store(lambda: con.execute(f"create or replace {'temp ' if temp else ''}view {view or name} as {q.sql}"))
 
 
+def inline(con: duckdb.DuckDBPyConnection, sql: str) -> pl.DataFrame:
+    """The rows of a one-line question in DuckDB SQL, too small for a file of its own, on either engine
+    (transpiled on Spark as a query file is)."""
+    if (spark := _spark(con)) is not None:
+        rows: pl.DataFrame = spark.fetch(Query("<inline>", sql, "", ()), None)
+        return rows
+    return fetch(con, sql)
+
+
 def table_rows(con: duckdb.DuckDBPyConnection, table: str) -> pl.DataFrame:
     """Every row of `table`, a temporary table an analysis materialised on `con` (either engine)."""
     if (spark := _spark(con)) is not None:

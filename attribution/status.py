@@ -8,26 +8,30 @@ from __future__ import annotations
 from typing import Any
 
 from attribution import joincache, queries
-from attribution.db import fetch
 from attribution.schema import TABLES
 from attribution.store import Store
 
 UNKNOWN_SHAPES = 15  # the most frequent unrecognised shapes shown
 
 
-def store_counts(store: Store) -> dict[str, Any]:
+def store_counts(store: Store, spark: Any = None) -> dict[str, Any]:
     """The head of `store_status`: files by status, rows per table and the count of ingest errors (what the
-    dashboard's overview lists), without the per-deployment, per-file and census questions."""
-    snap = store.snapshot()
-    con = store.connect(snap)
-    joincache.use(con)
-    return {"commit": snap.version, "con": con, "files": queries.run(con, "store_files_by_status"),
-            "rows": {t: fetch(con, f"select count(*) as n from {t}").item() for t in [*TABLES, "ingest_files"]},
+    dashboard's overview lists), without the per-deployment, per-file and census questions. `spark`: a Spark
+    connection over one snapshot of `store` (attribution.spark.connection) to ask instead of DuckDB."""
+    if spark is None:
+        snap = store.snapshot()
+        con, commit = store.connect(snap), snap.version
+        joincache.use(con)
+    else:
+        con, commit = spark, spark.commit
+    return {"commit": commit, "con": con, "files": queries.run(con, "store_files_by_status"),
+            "rows": {t: queries.inline(con, f"select count(*) as n from {t}").item()
+                     for t in [*TABLES, "ingest_files"]},
             "errors": queries.run(con, "ingest_errors_by_reason")}
 
 
-def store_status(store: Store) -> dict[str, Any]:
-    head = store_counts(store)
+def store_status(store: Store, spark: Any = None) -> dict[str, Any]:
+    head = store_counts(store, spark)
     con, files, rows, errors = head["con"], head["files"], head["rows"], head["errors"]
     coverage = queries.run(con, "store_coverage_by_deployment")
     joins = queries.run(con, "join_coverage_by_source")

@@ -147,6 +147,7 @@ def test_every_query_of_the_analyses_transpiles(sample_store):
     sel = analyses.select(con)
     sel.materialize("int_request_lengths")
     sel.materialize("int_concurrency_step_lines", deployments=[], max_gap_s=30.0)  # its columns
+    sel.materialize("int_arrival_times", overall=True)  # arrival_profile_by_group's form reads it
     for name in ("stg_requests", "stg_joined_requests", "stg_ingest_line_shapes", "int_analysis_requests",
                  "window_newest_request", "analysis_requests_in_window", "int_request_lengths",
                  "length_stats_by_group", "length_histogram_by_group", "latency_by_group",
@@ -180,7 +181,9 @@ def test_engine_spark_without_java_is_a_usage_error(sample_store, capsys, monkey
 
 # every command that reads the store for an analysis and has no Spark path (each passes its own name to
 # cli/app.connect; none may fall back to DuckDB silently)
-NO_SPARK_PATH = ("analyze", "arrivals", "cache", "metrics", "changes", "health", "replay", "report")
+NO_SPARK_PATH = ("analyze", "replay")
+# the report's commands beyond ANALYSES with a Spark path (tests/test_spark.py's report test covers their analyses)
+REPORT_COMMANDS = ("arrivals", "cache", "changes", "health", "metrics", "report")
 
 
 @pytest.mark.parametrize("command", NO_SPARK_PATH)
@@ -194,6 +197,31 @@ def test_engine_spark_from_the_environment_is_refused_by_a_command_without_a_spa
     assert code == 2 and out == ""
     assert f"`attribution {command}`" in err and "concurrency" in err and "thresholds" in err
     assert "ATTRIBUTION_ENGINE" in err
+
+
+@pytest.mark.parametrize("command", REPORT_COMMANDS)
+def test_the_report_commands_take_engine_spark(sample_store, capsys, monkeypatch, tmp_path, command):
+    """`--engine spark` on a command of the report goes to Spark (here: the usage error of a missing pyspark),
+    not to the refusal of a command without a Spark path."""
+    monkeypatch.setitem(sys.modules, "pyspark", None)
+    monkeypatch.setitem(sys.modules, "pyspark.sql", None)
+    extra = ("--out", str(tmp_path / "r.md")) if command == "report" else ()
+    code, out, err = run_cli(capsys, command, "--store", str(sample_store), "--engine", "spark", *extra)
+    assert code == 2 and out == ""
+    assert "pyspark" in err and "does not run on Spark" not in err
+
+
+def test_the_transpiler_tells_a_list_from_a_string_and_unnests_with_subscripts():
+    """len() of a list column is Spark's size(), of a string length(); `unnest(x) as v, generate_subscripts(x, 1)
+    as i` is one generator of (value, 1-based index) pairs (Spark allows one per select)."""
+    cols = {"t": {"h": "array<string>", "s": "string"}}
+    text = to_spark("select len(h) as a, len(s) as b from t", cols.__getitem__, "x").lower()
+    assert "size(`t`.`h`)" in text and "length(`t`.`s`)" in text
+    text = to_spark("select s, unnest(h) as k, generate_subscripts(h, 1) as i from t", cols.__getitem__, "x").lower()
+    assert "inline(transform(`t`.`h`, (_v, _i) -> struct(_v as k, _i + 1 as i)))" in text
+    assert "generate_subscripts" not in text and "explode" not in text
+    with pytest.raises(NotPortable, match="generate_subscripts"):
+        to_spark("select generate_subscripts(h, 1) as i from t", cols.__getitem__, "x")
 
 
 def test_the_dashboard_under_engine_spark_says_it_reads_with_duckdb(monkeypatch):
@@ -303,3 +331,74 @@ def test_the_bootstrap_drawn_on_executors_is_the_in_process_one(spark_session, m
         got = bootstrap.SparkDraws(spark_session)(cols, asks)
         for g, w in zip(got, want, strict=True):
             np.testing.assert_array_equal(g, w)
+
+
+def _plain_report(text: str) -> dict:
+    """A report's JSON without what names the engine (the settings it ran with)."""
+    import json
+
+    doc = json.loads(text)
+    for key in ("engine", "spark_master", "spark_conf"):
+        doc["settings"].pop(key, None)
+    doc["settings"]["from"].pop("engine", None)
+    return doc
+
+
+def test_the_report_on_spark_is_duckdbs(small_sample, spark_session, capsys, monkeypatch):
+    """`attribution report --engine spark --format json`: every analysis the report is made of gives DuckDB's
+    tables (same rows and order, numbers to 1e-9 relative) and notes, and the JSON is DuckDB's (its numbers are
+    rounded to 6 significant digits: equal to one unit of the last, where a sum in another order falls on
+    the other side of a rounding), the same findings and actions; only the settings' engine differs. The one
+    Spark report of the suite (the whole report on the small store: each query of its analyses runs once)."""
+    from attribution.report import build
+
+    inputs: list = []
+    run = build.run_analyses
+    monkeypatch.setattr(build, "run_analyses", lambda *a, **k: inputs.append(run(*a, **k)) or inputs[-1])
+    args = ("report", "--store", str(small_sample), "--out", "-", "--format", "json", "-q")
+    code, want, err = run_cli(capsys, *args)
+    assert code == 0, err
+    code, got, err = run_cli(capsys, *args, "--engine", "spark")
+    assert code == 0, err
+    duck_in, spark_in = inputs
+    for name, value in vars(duck_in).items():
+        other = getattr(spark_in, name)
+        if isinstance(value, pl.DataFrame):
+            assert_same(other, value, name)
+        elif isinstance(value, analyses.Analysis):
+            assert list(other.tables) == list(value.tables), name
+            for table in value.tables:
+                assert_same(other.tables[table], value.tables[table], f"{name}.{table}")
+            assert other.notes == value.notes, name
+    spark, duck = _plain_report(got), _plain_report(want)
+    assert json_settings_engine(got) == "spark"
+    assert [s["id"] for s in spark["sections"]] == [s["id"] for s in duck["sections"]]
+    assert spark["found"] == duck["found"] and spark["actions"] == duck["actions"]
+    assert not (diff := _first_difference(spark, duck)), diff
+
+
+def json_settings_engine(text: str) -> str:
+    import json
+
+    return json.loads(text)["settings"]["engine"]
+
+
+def _first_difference(a: object, b: object, path: str = "") -> str:
+    if isinstance(a, dict) and isinstance(b, dict):
+        if a.keys() != b.keys():
+            return f"{path}: keys {sorted(a.keys() ^ b.keys())}"
+        return next((d for k in a if (d := _first_difference(a[k], b[k], f"{path}.{k}"))), "")
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return f"{path}: {len(a)} items != {len(b)}"
+        return next((d for i, (x, y) in enumerate(zip(a, b, strict=True))
+                     if (d := _first_difference(x, y, f"{path}[{i}]"))), "")
+    return "" if _close(a, b) or _same_rounded(a, b) else f"{path}: {a!r} != {b!r}"
+
+
+def _same_rounded(x: object, y: object) -> bool:
+    """Two numbers of the report's JSON (6 significant digits) one unit of the last digit apart at most."""
+    if not (isinstance(x, float) and isinstance(y, float)) or not (math.isfinite(x) and math.isfinite(y)):
+        return False
+    top = max(abs(x), abs(y))
+    return top > 0 and abs(x - y) <= 10 ** (math.floor(math.log10(top)) - 5) * (1 + 1e-9)

@@ -68,7 +68,8 @@ def resolve(config: Path | None, **flags: object) -> Settings:
 
 
 # with a Spark path (tested equal to DuckDB's)
-SPARK_COMMANDS = ("lengths", "latency", "concurrency", "thresholds", "capacity", "compare", "memsplit")
+SPARK_COMMANDS = ("lengths", "latency", "concurrency", "thresholds", "capacity", "compare", "memsplit", "arrivals",
+                  "cache", "changes", "health", "metrics", "report")
 
 
 def refuse_spark(settings: Settings, command: str) -> None:

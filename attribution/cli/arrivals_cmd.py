@@ -9,7 +9,17 @@ from typing import Annotated
 import typer
 
 from attribution.cli.analyses import ByOpt, SinceOpt, TableOpt, UntilOpt, select, show, with_by, with_settings
-from attribution.cli.app import ConfigOpt, FormatOpt, StoreOpt, app, resolve
+from attribution.cli.app import (
+    ConfigOpt,
+    EngineOpt,
+    FormatOpt,
+    SparkConfOpt,
+    SparkMasterOpt,
+    StoreOpt,
+    app,
+    engine_flags,
+    resolve,
+)
 from attribution.render import Format
 
 TzOpt = Annotated[str | None, typer.Option(
@@ -26,7 +36,9 @@ def arrivals_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt
                  bucket: Annotated[int | None, typer.Option(help="Per-minute series bucket in minutes (default: "
                                                                  "at most 500 buckets).", show_default=False)] = None,
                  profiles: Annotated[bool, typer.Option(help="Also print the hour-of-day and weekday "
-                                                              "tables.")] = False) -> None:
+                                                              "tables.")] = False,
+                 engine: EngineOpt = None, spark_master: SparkMasterOpt = None,
+                 spark_conf: SparkConfOpt = None) -> None:
     """Arrival rate and burstiness per group and overall: mean rate, requests per clock minute (min, p50, p99,
     max; empty minutes count as 0), inter-arrival CV, index of dispersion over 1/10/60 s, longest gap, fitted
     exponential/Gamma/Weibull gaps with KS distance, hour and weekday profiles, turns per conversation.
@@ -35,7 +47,7 @@ def arrivals_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt
     """
     from attribution import analyses
 
-    st = with_by(resolve(config, store=store, tz=tz), by)
+    st = with_by(resolve(config, **engine_flags(engine, spark_master, spark_conf), store=store, tz=tz), by)
     res = analyses.arrivals(select(st, since, until, command="arrivals"), tz=st.tz, timeseries=timeseries,
                              bucket_minutes=bucket)
     with_settings(res, st, ("by", "tz", "workloads"))

@@ -8,7 +8,18 @@ from typing import Annotated
 import typer
 
 from attribution.cli.analyses import SinceOpt, TableOpt, UntilOpt, show, with_settings
-from attribution.cli.app import ConfigOpt, FormatOpt, StoreOpt, app, connect, resolve
+from attribution.cli.app import (
+    ConfigOpt,
+    EngineOpt,
+    FormatOpt,
+    SparkConfOpt,
+    SparkMasterOpt,
+    StoreOpt,
+    app,
+    connect,
+    engine_flags,
+    resolve,
+)
 from attribution.errors import UsageError
 from attribution.render import Format
 
@@ -36,6 +47,7 @@ def cache_cmd(
     cache_pricing: Annotated[str | None, typer.Option(
         help="Cached-input price: a preset (anthropic-5m, anthropic-1h, openai, gemini-vertex, mistral) or a read "
              "ratio such as 0.1 (default with --input-price: openai).", show_default=False)] = None,
+    engine: EngineOpt = None, spark_master: SparkMasterOpt = None, spark_conf: SparkConfOpt = None,
 ) -> None:
     """Prompt-cache reuse: cached-token share per source, workload, deployment and day (token-weighted); where
     requests carry block hashes, the exact LRU hit ratio against cache capacity in four definitions, one
@@ -50,7 +62,7 @@ def cache_cmd(
         raise UsageError("--capacity-blocks: a whole number of blocks >= 1")
     if block_tokens < 1:
         raise UsageError("--block-tokens: a whole number >= 1")
-    st = resolve(config, store=store, gpu_hour_cost=gpu_hour_cost, gpus_per_pod=gpus_per_pod,
+    st = resolve(config, **engine_flags(engine, spark_master, spark_conf), store=store, gpu_hour_cost=gpu_hour_cost, gpus_per_pod=gpus_per_pod,
                  prefill_tokens_per_s=prefill_tokens_per_s, input_price=input_price, cache_pricing=cache_pricing)
     con = connect(st, "cache")
     res = cache(con, resolve_window(con, since, until), workload=workload, deployment=deployment,

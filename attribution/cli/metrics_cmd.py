@@ -9,7 +9,18 @@ from typing import Annotated
 import typer
 
 from attribution.cli.analyses import PercentilesOpt, SinceOpt, SloOpt, TableOpt, UntilOpt, show, with_settings
-from attribution.cli.app import ConfigOpt, FormatOpt, StoreOpt, app, connect, resolve
+from attribution.cli.app import (
+    ConfigOpt,
+    EngineOpt,
+    FormatOpt,
+    SparkConfOpt,
+    SparkMasterOpt,
+    StoreOpt,
+    app,
+    connect,
+    engine_flags,
+    resolve,
+)
 from attribution.render import Format
 
 ThresholdOpt = Annotated[list[float] | None, typer.Option(
@@ -26,7 +37,9 @@ BaselineUntilOpt = Annotated[str | None, typer.Option(
 def metrics_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt = None,
                 fmt: FormatOpt = Format.table, table: TableOpt = None, config: ConfigOpt = None,
                 percentiles: PercentilesOpt = None, threshold: ThresholdOpt = None, slo: SloOpt = None,
-                baseline_since: BaselineSinceOpt = None, baseline_until: BaselineUntilOpt = None) -> None:
+                baseline_since: BaselineSinceOpt = None, baseline_until: BaselineUntilOpt = None,
+                engine: EngineOpt = None, spark_master: SparkMasterOpt = None,
+                spark_conf: SparkConfOpt = None) -> None:
     """Prometheus histograms and counters per deployment and model: TTFT/TPOT/ITL/e2e/queue and length
     percentiles (bucket-interpolated, with the bucket edges around each), requests above --threshold,
     goodput for --slo, prefix-cache hit rate; with --baseline-since, the window against the baseline.
@@ -35,7 +48,7 @@ def metrics_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt 
     """
     from attribution import analyses, histograms
 
-    st = resolve(config, store=store, percentiles=percentiles)
+    st = resolve(config, **engine_flags(engine, spark_master, spark_conf), store=store, percentiles=percentiles)
     con = connect(st, "metrics")
     terms = analyses.parse_slo(slo).terms if slo else ()
     res = histograms.metrics(con, since=since, until=until, percentiles=st.percentiles,

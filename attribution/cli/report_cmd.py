@@ -13,7 +13,7 @@ import typer
 from attribution import render
 from attribution.choices import FailOn, GroupBy, ReportFormat
 from attribution.cli.analyses import CostOpt, PresetOpt, SloOpt, UntilOpt
-from attribution.cli.app import StoreOpt, app, refuse_spark
+from attribution.cli.app import EngineOpt, SparkConfOpt, SparkMasterOpt, StoreOpt, app, refuse_spark
 from attribution.cli.store_cmds import IngestProgress, print_summary
 from attribution.config import load_settings
 from attribution.errors import StoreLocked
@@ -74,6 +74,7 @@ def report_cmd(
         help="Exit with 5 (after writing) when this holds: regression, drift, health, empty, action. "
              "Repeatable.", show_default=False)] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")] = False,
+    engine: EngineOpt = None, spark_master: SparkMasterOpt = None, spark_conf: SparkConfOpt = None,
 ) -> None:
     """The week at a glance, and what changed: traffic, lengths, concurrency, latency and goodput, capacity,
     feature thresholds, memory split, changes against the previous window, ingest health. Same store and
@@ -87,7 +88,8 @@ def report_cmd(
     check(out, out_dir, fmt)
     settings = load_settings({"store": store, "slo": slo, "slo_preset": preset, "gpu_hour_cost": gpu_hour_cost,
                               "gpus_per_pod": gpus_per_pod, "model": model, "by": by and by.value,
-                              "whatif": whatif}, config=config)
+                              "whatif": whatif, "engine": engine, "spark_master": spark_master,
+                              "spark_conf": spark_conf}, config=config)
     refuse_spark(settings, "report")
     path = default_store_path(settings.store)
     note = _ingest(ingest, path, year, tz) if ingest else None

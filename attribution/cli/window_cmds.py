@@ -10,7 +10,19 @@ import typer
 
 from attribution.choices import GroupBy
 from attribution.cli.analyses import SinceOpt, TableOpt, UntilOpt, show
-from attribution.cli.app import ConfigOpt, FormatOpt, StoreOpt, app, connect, open_store, resolve
+from attribution.cli.app import (
+    ConfigOpt,
+    EngineOpt,
+    FormatOpt,
+    SparkConfOpt,
+    SparkMasterOpt,
+    StoreOpt,
+    app,
+    connect,
+    engine_flags,
+    open_store,
+    resolve,
+)
 from attribution.columns import view
 from attribution.render import Format
 from attribution.store import default_store_path
@@ -44,7 +56,9 @@ def changes_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt 
                 by: Annotated[GroupBy | None, typer.Option(
                     "--by", help="Group the traffic and length drift by workload, model, deployment, label, day, "
                                  "version or all (default: the `by` setting, workload).", show_default=False)] = None,
-                fmt: FormatOpt = Format.table, table: TableOpt = None, config: ConfigOpt = None) -> None:
+                fmt: FormatOpt = Format.table, table: TableOpt = None, config: ConfigOpt = None,
+                engine: EngineOpt = None, spark_master: SparkMasterOpt = None,
+                spark_conf: SparkConfOpt = None) -> None:
     """What changed: this window against the one before it (traffic and length drift per group, latency
     ratios with bootstrap intervals overall and per workload, material regressions) and inside it (engine
     starts, a before/after when it holds two versions or labels). The report's "what changed" section.
@@ -53,7 +67,7 @@ def changes_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt 
     """
     from attribution.report.build import window_changes
 
-    st = resolve(config, store=store, by=by.value if by else None)
+    st = resolve(config, **engine_flags(engine, spark_master, spark_conf), store=store, by=by.value if by else None)
     con, window = _window_connection(st, "changes", since, until)
     res = window_changes(con, window, st)
     _shown(res, fmt, table)
@@ -64,7 +78,9 @@ def health_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt =
                gap_minutes: Annotated[float | None, typer.Option(
                    help="A pod's logs silent for longer than this inside the window is a gap (default: the "
                         "`gap_minutes` setting, 120).", show_default=False)] = None,
-               fmt: FormatOpt = Format.table, table: TableOpt = None, config: ConfigOpt = None) -> None:
+               fmt: FormatOpt = Format.table, table: TableOpt = None, config: ConfigOpt = None,
+               engine: EngineOpt = None, spark_master: SparkMasterOpt = None,
+               spark_conf: SparkConfOpt = None) -> None:
     """Can the numbers be trusted: input files by status, ingest problems, engine <-> gateway matches per
     source, rows per deployment, and log gaps in the window. The report's "ingest health" section.
 
@@ -72,7 +88,7 @@ def health_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt =
     """
     from attribution.report.build import window_health
 
-    st = resolve(config, store=store, gap_minutes=gap_minutes)
+    st = resolve(config, **engine_flags(engine, spark_master, spark_conf), store=store, gap_minutes=gap_minutes)
     con, window = _window_connection(st, "health", since, until)
     _shown(window_health(open_store(default_store_path(st.store)), con, window, st), fmt, table)
 
@@ -83,6 +99,9 @@ def _window_connection(st: Any, command: str, since: str | None, until: str | No
     from attribution.pruning import anchor_days
     from attribution.report.build import report_days, report_window
 
+    if st.engine == "spark":  # one set of Spark views over the whole snapshot (no days to leave out)
+        con = connect(st, command)
+        return con, report_window(con, since=since, until=until, default=st.window)
     window = report_window(connect(st, command, days=anchor_days), since=since, until=until,
                            default=st.window)
     return connect(st, command, days=lambda store, snap: report_days(store, snap, window)), window

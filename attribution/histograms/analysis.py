@@ -15,7 +15,6 @@ import polars as pl
 
 from attribution import queries
 from attribution.analyses.common import Analysis, Selection, Window, parse_when, percentile_list
-from attribution.db import fetch
 from attribution.errors import UsageError
 from attribution.histograms.catalogue import DEFINITIONS, LABEL, LATENCY, LENGTHS
 from attribution.histograms.tables import (
@@ -33,7 +32,7 @@ def metric_window(con: duckdb.DuckDBPyConnection, since: Any = None, until: Any 
     s, u = parse_when(since), parse_when(until)
     newest = None
     if isinstance(s, timedelta) or isinstance(u, timedelta):
-        newest = fetch(con, "select max(ts) from (select ts from metric_histograms union all "
+        newest = queries.inline(con, "select max(ts) from (select ts from metric_histograms union all "
                        "select ts from metric_counters)").item()
         if newest is None:
             raise UsageError("a relative --since/--until needs Prometheus samples in the store, and it has none")
@@ -166,7 +165,7 @@ def has_histograms(con: duckdb.DuckDBPyConnection) -> bool:
 
 def histograms_stored(con: duckdb.DuckDBPyConnection) -> bool:
     """Whether the store behind `con` holds any Prometheus histogram sample (an empty store has the view)."""
-    return has_histograms(con) and bool(fetch(con, "select exists (select 1 from metric_histograms)").item())
+    return has_histograms(con) and bool(queries.inline(con, "select exists (select 1 from metric_histograms)").item())
 
 
 def add_to_latency(res: Analysis, sel: Selection, percentiles: Iterable[float]) -> Analysis:

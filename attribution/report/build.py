@@ -133,13 +133,19 @@ def _run_analyses(store: Store, settings: Settings, *, since: Any, until: Any, w
                   ingest: dict[str, Any] | None, progress: Progress | None) -> Inputs:
     say = progress or (lambda _: None)
     snapshot = store.snapshot()
-    # the window first, from the newest days alone; then a connection reading only its days and the previous
-    # window's (the changes compare the two), with the margins attribution.pruning gives each table
-    probe = anchor_connection(store, snapshot)
-    connect_settings(probe, settings)
-    window = report_window(probe, since=since, until=until, week=week, default=settings.window)
-    con = store.connect(snapshot, days=report_days(store, snapshot, window))
-    connect_settings(con, settings)  # the config's workload names replace the store's own mapping here
+    if settings.engine == "spark":  # Spark's views over the snapshot: the same queries for every analysis below
+        from attribution.spark.connection import connect_settings as spark_connect
+
+        con: Any = spark_connect(store, snapshot, settings)
+        window = report_window(con, since=since, until=until, week=week, default=settings.window)
+    else:
+        # the window first, from the newest days alone; then a connection reading only its days and the
+        # previous window's (the changes compare the two), with the margins attribution.pruning gives each table
+        probe = anchor_connection(store, snapshot)
+        connect_settings(probe, settings)
+        window = report_window(probe, since=since, until=until, week=week, default=settings.window)
+        con = store.connect(snapshot, days=report_days(store, snapshot, window))
+        connect_settings(con, settings)  # the config's workload names replace the store's own mapping here
     by = GroupBy(settings.by)
     slo = parse_slo(list(settings.slo) or None, settings.slo_preset)
     inp = Inputs(window, by, slo, settings, commit=snapshot.version)

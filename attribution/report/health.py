@@ -40,7 +40,7 @@ def health(store: Store, con: duckdb.DuckDBPyConnection, window: Window, *, gap_
            ingest: dict[str, Any] | None = None) -> Analysis:
     """Files by status, parse errors, join coverage per source, engine versions and log gaps in the window.
     `ingest` describes an ingest run just before (files read, or why it was skipped)."""
-    st = store_status(store)
+    st = store_status(store, queries.spark_connection(con))  # on the report's engine
     files = _frame(st["files"])
     if files.height and "bytes" in files.columns:
         files = files.with_columns(pl.col("bytes").cast(pl.Int64))

@@ -30,6 +30,7 @@ class SparkConnection:
 
     def __init__(self, spark: SparkSession):
         self.spark = spark
+        self.commit = 0  # the store commit the views read
         self.scrapes = False  # the store holds Prometheus scrapes (attribution.views.scrapes_stored)
         self._schemas: dict[str, dict[str, str]] = {}
 
@@ -100,6 +101,7 @@ def connect(store: Store, snapshot: Snapshot, spark: SparkSession,
     if _REDUNDANT_ALIASES not in excluded:
         spark.conf.set("spark.sql.optimizer.excludedRules", ",".join([*excluded, _REDUNDANT_ALIASES]))
     con = SparkConnection(spark)
+    con.commit = snapshot.version
     for table in TABLES:
         files = [str(store.root / p) for p in sorted(snapshot.live(table))]
         # read with the table's schema: a column a file lacks (written before the column existed) is NULL, as

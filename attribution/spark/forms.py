@@ -5,7 +5,8 @@ that does not transpile (ASOF joins, list functions); each form's header names t
 from __future__ import annotations
 
 SPARK_FORMS = {"stg_engine_steps", "stg_engine_config", "latency_by_prompt_bucket", "goodput_by_group",
-               "slo_terms_by_group", "score_by_group", "concurrency_sampled", "memsplit_binding"}
+               "slo_terms_by_group", "score_by_group", "concurrency_sampled", "memsplit_binding",
+               "arrival_profile_by_group"}
 
 
 def spark_form(name: str) -> str:

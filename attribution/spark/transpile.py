@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 
 from attribution.errors import AttributionError
@@ -75,7 +76,7 @@ def _rewrite(node: exp.Expr) -> exp.Expr:
         # (arithmetic)::bigint: DuckDB rounds a double to the nearest integer (half to even), Spark's cast
         # truncates
         return exp.Cast(this=_fn("bround", node.this.unnest().transform(_rewrite)), to=node.to)
-    if isinstance(node, exp.Length) and isinstance(node.this, exp.ArrayFilter | exp.Array):
+    if isinstance(node, exp.Length) and (isinstance(node.this, exp.ArrayFilter | exp.Array) or _is_list(node.this)):
         # len(list): Spark's length() is for strings, size() for arrays
         return _fn("size", node.this.transform(_rewrite))
     if isinstance(node, exp.GroupConcat) or (isinstance(node, exp.Filter) and isinstance(node.this, exp.GroupConcat)):
@@ -87,6 +88,33 @@ def _rewrite(node: exp.Expr) -> exp.Expr:
         # the fraction, as DuckDB does
         return _fn("timestamp_seconds", node.this)
     return node
+
+
+def _is_list(node: exp.Expr) -> bool:
+    # the type annotate_types gave (to_spark annotates a tree that has len())
+    return node.type is not None and node.type.is_type(exp.DataType.Type.ARRAY)
+
+
+def _subscripts(tree: exp.Expr) -> exp.Expr:
+    """`unnest(x) as v, generate_subscripts(x, 1) as i` in one select (DuckDB unnests the two in step): one
+    Spark generator over x's (value, 1-based index) pairs, since Spark allows one generator per select."""
+    for select in list(tree.find_all(exp.Select)):
+        for sub in [p for p in select.expressions if isinstance(p.unalias(), exp.Anonymous)
+                    and str(p.unalias().this).lower() == "generate_subscripts"]:
+            arr = sub.unalias().expressions[0]
+            values = [p for p in select.expressions if isinstance(p.unalias(), exp.Explode) and p.unalias().this == arr]
+            if len(values) != 1 or sub.unalias().expressions[1:] != [exp.Literal.number(1)]:
+                raise NotPortable("generate_subscripts (only beside `unnest` of the same list, dimension 1)")
+            value = values[0]
+            fields = sorted([(select.expressions.index(value), value.alias_or_name, "_v"),
+                             (select.expressions.index(sub), sub.alias_or_name, "_i + 1")])
+            pairs = ", ".join(f"'{name}', {expr}" for _, name, expr in fields)
+            gen = sqlglot.parse_one(f"inline(transform({arr.sql('spark')}, (_v, _i) -> named_struct({pairs})))",
+                                    read="spark")
+            first, second = sorted([value, sub], key=select.expressions.index)
+            first.replace(gen)
+            second.pop()
+    return tree
 
 
 def _distinct_string_agg(node: exp.Expr) -> exp.Expr:
@@ -172,7 +200,9 @@ def to_spark(sql: str, columns: Columns, name: str = "<sql>", dialect: str = "du
         tree = qualify(tree, schema=schema, dialect=dialect,
                        quote_identifiers=True, validate_qualify_columns=False, identify=True)
         if dialect == "duckdb":
-            tree = tree.transform(_rewrite)
+            if tree.find(exp.Length):  # len(): size() of a list, length() of a string, told apart by type
+                tree = annotate_types(tree, schema=schema, dialect=dialect)
+            tree = _subscripts(tree).transform(_rewrite)
         tree = tree.transform(_by_name)
         return tree.sql("spark", comments=False)
     except NotPortable as exc:
