@@ -5,7 +5,7 @@
 -- Columns: start_id (1, 2, ... by deployment and time), the engine_config row, next_ts (the deployment's next
 --   start), period_since, period_until (the start's period cut to the window: from the start, or $since, to
 --   the deployment's next start, or $until; NULL = open).
--- Read by int_memsplit_step_lines and int_memsplit_starts.
+-- Read by int_memsplit_step_lines, int_memsplit_starts and memsplit_arrivals.
 with
 
 config as (

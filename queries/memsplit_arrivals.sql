@@ -1,23 +1,29 @@
--- Question: which requests arrived at one deployment during one engine start, with the lengths a replay
---   through the simulator needs?
--- Grain: one row per request of joined_requests at $deployment arriving in [$since, $until) that completed
---   (status not error / failed / aborted) and has prompt and output token counts.
--- Parameters: $deployment (VARCHAR), $since, $until (TIMESTAMPTZ; NULL leaves that end open).
--- Columns: arrival, request_key, prompt_tokens, output_tokens, cached_tokens (NULL when the source does not
---   say), max_tokens, workload, queue_s, ttft_s (as measured, for comparison with the replay); ordered by
---   arrival, then request_key, so that requests arriving in the same second replay in a fixed order.
+-- Question: which requests arrived at each engine start's deployment during its period, with the lengths a
+--   replay through the simulator needs?
+-- Grain: one row per (start of the temporary table int_memsplit_periods, request of joined_requests at the
+--   start's deployment arriving in [period_since, period_until)) that completed (status not error / failed /
+--   aborted) and has prompt and output token counts. One query for every start (on Spark each query has a
+--   fixed cost), split by start_id in attribution.memsplit.assemble.
+-- Parameters: none (the starts and their periods are int_memsplit_periods'; NULL leaves that end open).
+-- Columns: start_id, arrival, request_key, prompt_tokens, output_tokens, cached_tokens (NULL when the source
+--   does not say), max_tokens, workload, queue_s, ttft_s (as measured, for comparison with the replay);
+--   ordered by start_id, arrival, then request_key, so that requests arriving in the same second replay in a
+--   fixed order.
 with
 
 requests as (
-    select * from joined_requests
-    where deployment = $deployment
-      and arrival is not null
-      and ($since::timestamptz is null or arrival >= $since::timestamptz)
-      and ($until::timestamptz is null or arrival < $until::timestamptz)
+    select p.start_id, r.*
+    from int_memsplit_periods as p
+    join joined_requests as r
+      on r.deployment = p.deployment
+     and r.arrival is not null
+     and (p.period_since is null or r.arrival >= p.period_since)
+     and (p.period_until is null or r.arrival < p.period_until)
 ),
 
 final as (
     select
+        start_id,
         arrival,
         request_key,
         prompt_tokens,
@@ -34,4 +40,4 @@ final as (
 )
 
 select * from final
-order by arrival, request_key
+order by start_id, arrival, request_key

@@ -320,13 +320,20 @@ def across_workers(root: Path, name: str, fn):
 # One Spark session for the whole test session, shared by test_spark.py and test_spark_ingest.py (under
 # `-n 2` both files go to one worker, see pytest_xdist_make_scheduler: one JVM). Tuned for tiny
 # inputs: one shuffle partition, and a JVM that compiles little (C1 only, serial GC): over a few MB, JIT and
-# GC threads cost more CPU than they save (about 40% of the JVM's CPU in the four analyses). Tests only; the
-# product's defaults are attribution.spark.session's.
+# GC threads cost more CPU than they save (about 40% of the JVM's CPU in the four analyses). Nor does Spark
+# compile each query to Java (Janino): whole-stage codegen off and expressions interpreted (factoryMode
+# NO_CODEGEN, the mode Spark's own suites check its expressions in, same answers), and no adaptive
+# re-planning between stages: over a few hundred rows compiling and re-planning cost more than running
+# (about a quarter of the JVM's CPU in the analyses). Tests only; the product's defaults are
+# attribution.spark.session's, made for data that does not fit on one machine.
 SPARK_MASTER = "local[2]"
 SPARK_CONF = {
     "spark.ui.enabled": "false",
     "spark.sql.shuffle.partitions": "1",
     "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    "spark.sql.adaptive.enabled": "false",
 }
 
 

@@ -123,27 +123,32 @@ def test_each_spark_form_names_the_construct_that_does_not_transpile():
             assert construct.lower() in duck, f"queries/{name}.sql has no `{construct}`"
 
 
-def test_the_range_join_form_of_memsplit_binding_finds_the_same_episode_requests(sample_store):
-    """memsplit_binding.spark.sql (each arrival joined to the merged episode span holding it, not an ASOF join
-    to the latest one beginning before it) is DuckDB SQL too and gives the file's rows on sample_logs, whose
-    vLLM starts have binding episodes with arrivals inside them."""
+@pytest.fixture(scope="module")
+def memsplit_con(sample_store):
+    """A DuckDB connection to the sample store holding memsplit's int_memsplit_* tables (memsplit without the
+    what-if), made once for the two tests reading them."""
     from attribution.memsplit import memsplit
 
     con = Store.open(sample_store).connect()
-    memsplit(con, None, run_whatif=False)  # its int_memsplit_* tables
+    memsplit(con, None, run_whatif=False)
+    return con
+
+
+def test_the_range_join_form_of_memsplit_binding_finds_the_same_episode_requests(memsplit_con):
+    """memsplit_binding.spark.sql (each arrival joined to the merged episode span holding it, not an ASOF join
+    to the latest one beginning before it) is DuckDB SQL too and gives the file's rows on sample_logs, whose
+    vLLM starts have binding episodes with arrivals inside them."""
+    con = memsplit_con
     want = queries.run(con, "memsplit_binding")
     got = queries.run(con, "memsplit_binding.spark")
     assert want["episode_requests"].sum() > 0 and (want["episode_requests"] < want["requests"]).all()
     assert_same(got, want, "memsplit_binding")
 
 
-def test_every_query_of_the_analyses_transpiles(sample_store):
+def test_every_query_of_the_analyses_transpiles(memsplit_con):
     """Each file the analyses run has a Spark text: sqlglot's, or its Spark form's (no DuckDB-only function
     left behind)."""
-    from attribution.memsplit import memsplit
-
-    con = Store.open(sample_store).connect()
-    memsplit(con, None, run_whatif=False)  # the int_memsplit_* tables memsplit_binding's form reads
+    con = memsplit_con  # with the int_memsplit_* tables memsplit_binding's form reads
     sel = analyses.select(con)
     sel.materialize("int_request_lengths")
     sel.materialize("int_concurrency_step_lines", deployments=[], max_gap_s=30.0)  # its columns

@@ -26,7 +26,7 @@ from attribution.memsplit.diagnosis import (
     step_frames,
 )
 from attribution.memsplit.recommend import STATUS, Recommendation, recommend
-from attribution.memsplit.whatif import whatif
+from attribution.memsplit.whatif import start_arrivals, whatif
 
 SCRAPE_DEFINITION = {
     "scrape_interval_s": "present when a deployment's step rows include Prometheus scrapes (engine_steps kind "
@@ -195,6 +195,7 @@ def memsplit(
     if exact:
         exact_df, more = exact_in_system(con, splits)
         notes += more
+    measured = start_arrivals(con) if run_whatif and trace is None else {}
     binding = {r["start_id"]: r for r in frames["binding"].to_dicts()}
     demand = frames["demand"]
     if exact_df.height:
@@ -227,7 +228,7 @@ def memsplit(
         ]
         rows: list[dict[str, Any]] = []
         if run_whatif and rec.status != "unknown":
-            rows, more = whatif(con, c, rec, service_model, trace, str(replay))
+            rows, more = whatif(c, rec, service_model, trace, str(replay), measured.get(c.start_id))
             notes += more
         what += rows
         summary.append(_summary(c, b, limit, rec, rows))

@@ -160,16 +160,22 @@ def replay_arrivals(trace: pl.DataFrame) -> pl.DataFrame:
                               *[pl.lit(None, t).alias(c) for c, t in extra.items() if c not in trace.columns])
 
 
+def start_arrivals(con: duckdb.DuckDBPyConnection) -> dict[int, pl.DataFrame]:
+    """Each start's measured arrivals (queries/memsplit_arrivals.sql, one query for every start of
+    int_memsplit_periods), by start_id."""
+    rows = queries.run(con, "memsplit_arrivals")
+    return {int(k[0]): part.drop("start_id") for k, part in rows.partition_by("start_id", as_dict=True).items()}
+
+
 def whatif(
-    con: duckdb.DuckDBPyConnection, c: CurrentSplit, rec: Recommendation, service_model: str | None = None,
-    trace: pl.DataFrame | None = None, trace_name: str = "the trace",
+    c: CurrentSplit, rec: Recommendation, service_model: str | None = None, trace: pl.DataFrame | None = None,
+    trace_name: str = "the trace", measured_arrivals: pl.DataFrame | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
-    """Rows for the measured traffic and its replay under the current and the recommended split; with `trace`
-    (arrivals of a replay file) those arrivals are replayed instead of the start's own, and nothing is measured."""
+    """Rows for the measured traffic (`measured_arrivals`, the start's own: start_arrivals) and its replay
+    under the current and the recommended split; with `trace` (arrivals of a replay file) those arrivals are
+    replayed instead of the start's own, and nothing is measured."""
     if trace is None:
-        arrivals = queries.run(
-            con, "memsplit_arrivals", deployment=c.deployment, since=c.period_since, until=c.period_until
-        )
+        arrivals = measured_arrivals if measured_arrivals is not None else pl.DataFrame()
     else:
         arrivals = replay_arrivals(trace)
     if arrivals.is_empty():
