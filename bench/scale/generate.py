@@ -40,11 +40,11 @@ def _diurnal(minutes: np.ndarray) -> np.ndarray:
     return (1.0 + 0.8 * np.cos((h - 15) / 24 * 2 * np.pi)) * np.where(day >= 5, 0.6, 1.0)
 
 
-def requests(n: int, seed: int) -> pl.DataFrame:
-    """`n` requests of the week, sorted by arrival: pod, workload, lengths, latencies (seconds from WEEK)."""
+def requests(n: int, seed: int, days: int = 7) -> pl.DataFrame:
+    """`n` requests over `days` from WEEK, sorted by arrival: pod, workload, lengths, latencies (seconds from WEEK)."""
     rng = np.random.default_rng(seed)
-    w = _diurnal(np.arange(7 * 1440))
-    t = np.sort(rng.choice(7 * 1440, n, p=w / w.sum()) * 60.0 + rng.uniform(0, 60, n))
+    w = _diurnal(np.arange(days * 1440))
+    t = np.sort(rng.choice(days * 1440, n, p=w / w.sum()) * 60.0 + rng.uniform(0, 60, n))
     pods = np.array(list(PODS))
     pod = rng.choice(len(pods), n, p=[s for _, s in PODS.values()])
     wl = rng.choice(len(WORKLOADS), n, p=[v[1] for v in WORKLOADS.values()])
@@ -215,22 +215,22 @@ def _clock(fmt: str):
     return lambda s: (WEEK + timedelta(seconds=s - 80)).strftime(fmt)
 
 
-def generate(out_dir: str | Path, n: int, seed: int = 0) -> dict:
+def generate(out_dir: str | Path, n: int, seed: int = 0, days: int = 7) -> dict:
     """Write the week's logs for `n` requests into `out_dir/logs` and `out_dir/manifest.json`; reuse them when a manifest
     with the same parameters exists. The manifest counts each file's lines and bytes and what the ingest must
     find: engine and gateway request rows, engine step lines."""
     out = Path(out_dir)
     mf = out / "manifest.json"
-    params = {"requests": n, "seed": seed, "version": 1}
+    params = {"requests": n, "seed": seed, "days": days, "version": 1}
     if mf.exists():
         m = json.loads(mf.read_text())
         if m.get("params") == params and all((out / "logs" / f).exists() for f in m["files"]):
             return m
     out.mkdir(parents=True, exist_ok=True)
-    req = requests(n, seed)
+    req = requests(n, seed, days)
     files: dict[str, dict] = {}
     expect = {"engine_requests": n, "gateway_requests": n, "engine_steps": 0}
-    week_end = 7 * DAY_S
+    week_end = days * DAY_S
     for lo in range(0, week_end, BLOCK_S):
         hi = lo + BLOCK_S
         hi_end = hi if hi < week_end else float("inf")  # the last block takes the week's late finishers
