@@ -11,15 +11,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.analyses.run import CLI, load, timed
+from bench.analyses.run import CLI, load
 from bench.scale.generate import generate
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
 
 COMMANDS = ("lengths", "latency", "concurrency", "thresholds", "capacity")
 STEPS = ("ingest", "spark_ingest", "report", "spark_report", "commands", "first_look", "spark_commands")
@@ -27,6 +31,62 @@ STEPS = ("ingest", "spark_ingest", "report", "spark_report", "commands", "first_
 
 def _size(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def _subreaper() -> None:
+    """Adopt orphaned descendants (Spark's JVM outlives the driver's Python, which never waits for it): they are
+    then reaped here, so RUSAGE_CHILDREN counts their CPU."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+
+
+def _tree_rss(root: int, seen: set[int]) -> int:
+    """Bytes resident in `root`'s process tree now (every process that ever was a descendant of it)."""
+    parents: dict[int, int] = {}
+    rss: dict[int, int] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                f = open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            parents[int(d)], rss[int(d)] = int(f[1]), int(f[21]) * PAGE
+    for pid in parents:
+        p, chain = pid, []
+        while p > 1 and p not in seen and p != root:
+            chain.append(p)
+            p = parents.get(p, 0)
+        if p == root or p in seen:
+            seen.update(chain)
+    seen.add(root)
+    return sum(rss.get(p, 0) for p in seen)
+
+
+def timed(argv: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """Wall, CPU (user + system of the whole process tree, orphans included) and peak RSS (the tree's sampled
+    sum, every 0.2 s) of one command; SystemExit with the end of its stderr when it fails."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    la, t, peak, seen = load(), time.perf_counter(), 0, set()
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        p = subprocess.Popen(argv, stdout=out, stderr=err, env=env)
+        while p.poll() is None:
+            peak = max(peak, _tree_rss(p.pid, seen))
+            time.sleep(0.2)
+        wall = time.perf_counter() - t
+        deadline = time.time() + 60  # orphans (the JVM) exit once the driver has gone: reap them
+        while time.time() < deadline:
+            try:
+                if os.waitpid(-1, os.WNOHANG) == (0, 0):
+                    time.sleep(0.2)
+            except ChildProcessError:
+                break
+        if p.returncode:
+            err.seek(0)
+            raise SystemExit(f"{argv[-4:]} failed ({p.returncode}):\n{err.read()[-2000:]}")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "load": round(la, 2), "peak_mb": round(peak / 2**20)}
 
 
 class Bench:
@@ -152,6 +212,7 @@ def main(argv: list[str] | None = None) -> None:
     a.spark_conf = a.spark_conf or ["spark.driver.memory=4g"]
     if unknown := set(a.steps) - set(STEPS):
         ap.error(f"unknown steps {sorted(unknown)}")
+    _subreaper()
     out = run(a)
     if a.json:
         a.json.write_text(json.dumps(out, indent=1))
