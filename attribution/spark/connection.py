@@ -5,6 +5,7 @@ only a query's final rows come back to the driver, as Arrow."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -84,6 +85,20 @@ class SparkConnection:
 _REDUNDANT_ALIASES = "org.apache.spark.sql.catalyst.optimizer.RemoveRedundantAliases"
 
 
+
+# Hadoop's connectors name S3 `s3a://` (its `s3://` is EMR's own connector or nothing); the others keep theirs
+HADOOP_SCHEMES = {"s3": "s3a", "gcs": "gs", "az": "abfss"}
+
+
+def data_path(store: Store, rel: str | Path) -> str:
+    """Where Spark reads the store's file `rel`: under the local root, or under the store's object-store URL
+    with the scheme Hadoop's filesystems know (`s3://b/x` is read as `s3a://b/x`)."""
+    if store.url is None:
+        return str(store.root / rel)
+    scheme, rest = store.url.split("://", 1)
+    return f"{HADOOP_SCHEMES.get(scheme.lower(), scheme)}://{rest}/{Path(rel).as_posix()}"
+
+
 def connect(store: Store, snapshot: Snapshot, spark: SparkSession,
             workloads: pl.DataFrame | None = None) -> SparkConnection:
     """The views of attribution.views.connect, on Spark; `workloads` (match, name) replaces the store's
@@ -103,7 +118,7 @@ def connect(store: Store, snapshot: Snapshot, spark: SparkSession,
     con = SparkConnection(spark)
     con.commit = snapshot.version
     for table in TABLES:
-        files = [str(store.root / p) for p in sorted(snapshot.live(table))]
+        files = [data_path(store, p) for p in sorted(snapshot.live(table))]
         # read with the table's schema: a column a file lacks (written before the column existed) is NULL, as
         # DuckDB's union_by_name gives, and no file footer is read to infer one
         schema = _spark_schema(table)
