@@ -159,14 +159,18 @@ def test_a_detached_preparation_lets_the_ingest_return_and_a_kill_leaves_no_half
     half = pages.cache_dir(root) / f".pages-{'0' * 32}.tmp"
     half.mkdir()
     (half / "meta.json").write_text("{")
-    shutil.rmtree(pages.commit_dir(root, commit, st))
-    pid = background.start(root, commit, st)
-    time.sleep(1.5)
-    os.kill(pid, signal.SIGKILL)
-    assert _wait(pid) == -signal.SIGKILL
-    for name in ("lengths", "latency"):
-        got = pages.load(root, commit, st, name, looks[name])
-        assert got is None or _same_as_computed(root, name, looks[name], got)
+    for delay in (1.5, 1.0, 0.6, 0.3):  # (an idle machine prepares both pages within 1.5 s: kill sooner)
+        shutil.rmtree(pages.commit_dir(root, commit, st), ignore_errors=True)
+        pid = background.start(root, commit, st)
+        time.sleep(delay)
+        os.kill(pid, signal.SIGKILL)
+        status = _wait(pid)
+        for name in ("lengths", "latency"):
+            got = pages.load(root, commit, st, name, looks[name])
+            assert got is None or _same_as_computed(root, name, looks[name], got)
+        if status == -signal.SIGKILL:
+            break
+    assert status == -signal.SIGKILL  # killed while running, at one of the delays
     monkeypatch.setattr(pages, "STALE_TMP_S", -1)
     assert background.run(root, commit, st) == ["lengths", "latency"]
     assert not half.exists() and not list(pages.cache_dir(root).glob(".pages-*.tmp"))

@@ -410,13 +410,13 @@ def test_step_rows_are_kept_for_the_same_window_starts_and_lines(tmp_path_factor
 
 
 def test_file_order_is_the_three_key_sort():
-    """steps._file_order (the rows' permutation into file, time, line order, skipping the full sort where the
+    """steps.file_order (the rows' permutation into file, time, line order, skipping the full sort where the
     rows are in file order already or sort by file and line alone) is always the stable sort by file, time
     and line: on rows already in order, on rows whose time never goes back within a file, and on rows with
     ties, repeated lines and time going back."""
     import numpy as np
 
-    from attribution.thresholds.steps import _file_order
+    from attribution.thresholds.steps import file_order
 
     rng = np.random.default_rng(7)
     paths = set()
@@ -428,7 +428,7 @@ def test_file_order_is_the_three_key_sort():
         if case % 4 == 0:  # already in order
             o = np.lexsort((line, t, file))
             file, t, line = file[o], t[o], line[o]
-        got = _file_order(file, t, line)
+        got = file_order(file, t, line)
         paths.add(type(got).__name__ if isinstance(got, slice) else "sorted")
         assert np.array_equal(np.arange(n)[got], np.lexsort((line, t, file)))
     assert paths == {"slice", "sorted"}

@@ -73,7 +73,7 @@ def _codes(s: pl.Series) -> tuple[np.ndarray, list[Any]]:
     return codes.astype(np.int16 if len(values) < 32_000 else np.int64), [*values, None]
 
 
-def _file_order(file: np.ndarray, t: np.ndarray, line: np.ndarray) -> np.ndarray | slice:
+def file_order(file: np.ndarray, t: np.ndarray, line: np.ndarray) -> np.ndarray | slice:
     """The permutation putting rows in (file, time, line) order: none when they already are; by (file, line)
     when time never goes back within a file in that order (log files are written in time order); else a full
     three-key sort. Rows strictly ascending by (file, line) whose time never goes back within a file are in
@@ -128,7 +128,7 @@ def _read_step_rows(con: duckdb.DuckDBPyConnection, since: datetime | None, unti
     df = queries.run_columns(con, "threshold_step_rows", cols, since=since, until=until)
     file = df["file_id"].to_numpy().astype(np.int32)
     t = df["t"].to_numpy()
-    order = _file_order(file, t, df["line"].fill_null(0).to_numpy())
+    order = file_order(file, t, df["line"].fill_null(0).to_numpy())
     dep, deps = _codes(df["deployment"])
     kind, kinds = _codes(df["kind"])
     values = {}
