@@ -93,12 +93,15 @@ def test_a_log_axis_inside_one_decade_has_several_ticks():
     ticks = fig.layout.yaxis.tickvals
     assert fig.layout.yaxis.type == "log" and len(ticks) >= 2
     assert list(ticks) == [10_000.0, 20_000.0]  # the 1-2-5 sequence within 1.5x of the bars
+    # bars are measured from the power of ten below the smallest: two near-equal bars look near-equal
+    assert list(fig.layout.yaxis.range) == [4.0, pytest.approx(4.4983, abs=1e-4)]
 
 
 def test_a_wide_log_axis_ticks_powers_of_ten():
     fig = _capacity({"completed_per_day": [3.0, 50_000.0], "busiest_hour_per_day": [12.0, 90_000.0],
                      "capacity_per_day": [40.0, 200_000.0]})
-    assert list(fig.layout.yaxis.tickvals) == [10.0, 100.0, 1_000.0, 10_000.0, 100_000.0]
+    assert list(fig.layout.yaxis.tickvals) == [1.0, 10.0, 100.0, 1_000.0, 10_000.0, 100_000.0]
+    assert list(fig.layout.yaxis.range) == [0.0, pytest.approx(5.4771, abs=1e-4)]  # 1 .. 1.5 x 200k
 
 
 def test_ratio_ticks_always_include_no_change():

@@ -5,6 +5,7 @@ lookups that find an Analysis' group column. Reshaping only: no numbers are comp
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable
 from functools import cache
 
@@ -158,9 +159,15 @@ def log_ticks(values: Iterable[float | None], *, include: tuple[float, ...] = ()
 
 
 def log_axis(fig: go.Figure, values: Iterable[float | None], *, axis: str = "y", **props: object) -> go.Figure:
-    """A log axis with `log_ticks` of `values`, labelled as Plotly writes numbers (10k, 20k, 0.5)."""
-    ticks = log_ticks(values)
-    getattr(fig, f"update_{axis}axes")(type="log", **({"tickvals": ticks} if ticks else {}), **props)
+    """A log axis from the power of ten below the smallest of `values` to 1.5x the largest, with `log_ticks`,
+    labelled as Plotly writes numbers (10k, 20k, 0.5). The fixed bottom is what a bar on a log axis is
+    measured from: Plotly's own range hugs the data, so bars of 8.70 and 8.79 would look 10x apart."""
+    vals = [v for v in values if v is not None and v > 0]
+    if vals:
+        bottom = 10.0 ** math.floor(math.log10(min(vals)))
+        props = {"tickvals": log_ticks(vals, include=(bottom,)),
+                 "range": [math.log10(bottom), math.log10(max(vals) * 1.5)], **props}
+    getattr(fig, f"update_{axis}axes")(type="log", **props)
     return fig
 
 
