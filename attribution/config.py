@@ -274,6 +274,12 @@ def env_int(name: str, default: int | None = None, minimum: int = 1) -> int | No
     return _env_number(name, default, int, minimum, f"a whole number >= {minimum}")
 
 
+def env_on(name: str) -> bool:
+    """$name as a switch that is on unless set to 0, off, no or false (any case): the knobs that turn a
+    default behaviour off (ATTRIBUTION_SUMMARIES, ATTRIBUTION_FSYNC, ...)."""
+    return (env(name) or "1").strip().lower() not in ("0", "off", "no", "false")
+
+
 def env_float(name: str, default: float) -> float:
     """$name as a number >= 0, else `default`."""
     value = _env_number(name, default, float, 0.0, "a number >= 0")

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from attribution import layout, reader, remote
-from attribution.config import env, env_float
+from attribution.config import env, env_float, env_on
 from attribution.errors import StoreError, StoreLocked
 
 if TYPE_CHECKING:
@@ -376,7 +376,7 @@ def _syncing() -> bool:
     """$ATTRIBUTION_FSYNC=0 (or off/no/false) writes without fsync: a killed process still leaves a consistent
     store (the page cache outlives it), a power cut may not. For scratch stores: the test suite, where a sync
     waits ~10 ms on a busy disk and an ingest makes about ten."""
-    return (env("ATTRIBUTION_FSYNC") or "1").strip().lower() not in ("0", "off", "no", "false")
+    return env_on("ATTRIBUTION_FSYNC")
 
 
 def _fsync_file(path: Path) -> None:

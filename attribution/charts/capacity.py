@@ -54,6 +54,7 @@ def cost(a: Analysis, *, title: str | None = None) -> go.Figure:
         fig.add_trace(go.Bar(x=names, y=c[col].to_list(), name=name, marker_color=colour,
                              hovertemplate="%{x}: $%{y:,.3g} per million<extra>" + name + "</extra>"))
     fig.update_layout(barmode="group")
-    log_axis(fig, [v for col in ("usd_per_m_input", "usd_per_m_output") for v in c[col]], title="USD per million tokens (log scale)")
+    log_axis(fig, [v for col in ("usd_per_m_input", "usd_per_m_output") for v in c[col]],
+             title="USD per million tokens (log scale)")
     fig.update_xaxes(tickangle=-20, automargin=True)
     return layout(fig, title)

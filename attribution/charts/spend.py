@@ -32,7 +32,8 @@ def billed_vs_gpu(a: Analysis, *, title: str | None = None) -> go.Figure:
                                  hovertemplate="%{x}: $%{y:,.4g}<extra>" + name + "</extra>"))
     fig.update_layout(barmode="group")
     unit = "USD over the span" if totals else "USD per million output tokens"
-    log_axis(fig, [v for col, _, _ in cols if col in spend.columns for v in spend[col]], title=f"{unit} (log scale)")
+    log_axis(fig, [v for col, _, _ in cols if col in spend.columns for v in spend[col]],
+             title=f"{unit} (log scale)")
     fig.update_xaxes(tickangle=-20, automargin=True)
     return layout(fig, title or ("billed by the gateway against the GPU cost, per pod" if totals
                                  else "billed by the gateway against the GPU cost, per million output tokens"))

@@ -62,8 +62,9 @@ def cache_cmd(
         raise UsageError("--capacity-blocks: a whole number of blocks >= 1")
     if block_tokens < 1:
         raise UsageError("--block-tokens: a whole number >= 1")
-    st = resolve(config, **engine_flags(engine, spark_master, spark_conf), store=store, gpu_hour_cost=gpu_hour_cost, gpus_per_pod=gpus_per_pod,
-                 prefill_tokens_per_s=prefill_tokens_per_s, input_price=input_price, cache_pricing=cache_pricing)
+    st = resolve(config, **engine_flags(engine, spark_master, spark_conf), store=store, gpu_hour_cost=gpu_hour_cost,
+                 gpus_per_pod=gpus_per_pod, prefill_tokens_per_s=prefill_tokens_per_s, input_price=input_price,
+                 cache_pricing=cache_pricing)
     con = connect(st, "cache")
     res = cache(con, resolve_window(con, since, until), workload=workload, deployment=deployment,
                 capacity_blocks=capacity_blocks, block=block_tokens, econ=Economics.from_settings(st))

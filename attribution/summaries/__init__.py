@@ -15,7 +15,7 @@ from pathlib import Path
 import duckdb
 
 from attribution import joincache
-from attribution.config import Settings, connect_settings, env, load_settings
+from attribution.config import Settings, connect_settings, env, env_on, load_settings
 from attribution.errors import AttributionError
 from attribution.store import Store
 
@@ -35,7 +35,7 @@ class Built:
 
 def enabled() -> bool:
     """$ATTRIBUTION_SUMMARIES=0 (or off/no/false) leaves the preparing to the readers."""
-    return (env("ATTRIBUTION_SUMMARIES") or "1").strip().lower() not in ("0", "off", "no", "false")
+    return env_on("ATTRIBUTION_SUMMARIES")
 
 
 def prepare_pages_min() -> int:

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from attribution.config import Settings, env, env_int, environment
+from attribution.config import Settings, env_int, env_on, environment
 from attribution.joincache import cache_dir
 
 LOCK = "pages.lock"  # under the store's _cache: held by the process preparing pages
@@ -26,7 +26,7 @@ NICE = 10
 
 def detached() -> bool:
     """$ATTRIBUTION_PREPARE_PAGES_DETACH=0 (off/no/false) prepares inside the ingest, which then returns after."""
-    return (env("ATTRIBUTION_PREPARE_PAGES_DETACH") or "1").strip().lower() not in ("0", "off", "no", "false")
+    return env_on("ATTRIBUTION_PREPARE_PAGES_DETACH")
 
 
 def memory_mb() -> int:

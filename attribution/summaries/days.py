@@ -32,7 +32,7 @@ from attribution.analyses.common import (
 )
 from attribution.analyses.lengths import DEFINITIONS
 from attribution.choices import GroupBy
-from attribution.config import Settings, env
+from attribution.config import Settings, env_on
 
 STALE_TMP_S = 600  # a temporary file older than this was left by a killed count (one takes seconds)
 
@@ -50,7 +50,7 @@ class Counted:
 
 def enabled() -> bool:
     """$ATTRIBUTION_PREPARE_DAYS=0 (off/no/false) computes the lengths page whole, as a reader would."""
-    return (env("ATTRIBUTION_PREPARE_DAYS") or "1").strip().lower() not in ("0", "off", "no", "false")
+    return env_on("ATTRIBUTION_PREPARE_DAYS")
 
 
 def days_dir(root: str | Path, con: duckdb.DuckDBPyConnection, settings: Settings) -> Path:
