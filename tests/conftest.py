@@ -173,21 +173,37 @@ def litellm_line(i: int, alias: str, start: float, first: float, end: float, pro
     })
 
 
+_CLICK: dict = {}
+
+
+def _click_once(typer_app, build):
+    """typer.main.get_command (`build`), but the Click command of one Typer app is built once per process: Typer
+    rebuilds it on every call of the app (about 0.08 s of CPU: signatures, help), which a user pays once per
+    process and the suite once per in-process CLI call (hundreds). Click commands keep no state between runs."""
+    key = (id(typer_app), len(typer_app.registered_commands), len(typer_app.registered_groups))
+    if key not in _CLICK:
+        _CLICK[key] = build(typer_app)
+    return _CLICK[key]
+
+
 def run_cli(capsys, *args: str) -> tuple[int, str, str]:
     """`attribution ARGS` through the CLI's own entry point: exit code, stdout, stderr."""
     import sys
 
+    import typer.main
+
     from attribution.cli import main
 
-    argv = sys.argv
+    argv, build = sys.argv, typer.main.get_command
     sys.argv = ["attribution", *args]
+    typer.main.get_command = lambda typer_app: _click_once(typer_app, build)
     try:
         main()
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     finally:
-        sys.argv = argv
+        sys.argv, typer.main.get_command = argv, build
     out = capsys.readouterr()
     return code, out.out, out.err
 
@@ -354,18 +370,40 @@ def spark_session():
 
 
 SPARK_FILES = ("test_spark.py", "test_spark_ingest.py")
+# Files whose module fixture is dear (a local S3 server): all their tests on one worker, which starts it once.
+ONE_WORKER_FILES = ("test_store_remote.py",)
+# Tests that ask the question of a golden command (once_per_session, keyed by the command line) run on the
+# worker that runs that command, which computes it once for both.
+WITH_GOLDEN = {"test_report.py::test_an_early_cohort_of_8_requests_is_not_judged": "report3d"}
+
+
+def work_unit(nodeid: str) -> str:
+    """The unit of work (xdist scope) of a test: the Spark files; a file of ONE_WORKER_FILES; the forms of one
+    golden command line (test_golden_commands ids `<line>.<format>`: json, table and csv, the report's json and
+    md) with the tests of WITH_GOLDEN, whose library answer the first of them computes and the others render
+    (once_per_session is per process); else the test alone."""
+    file, _, test = nodeid.rsplit("/", 1)[-1].partition("::")
+    if file in SPARK_FILES:
+        return "spark"
+    if file in ONE_WORKER_FILES:
+        return file
+    golden = WITH_GOLDEN.get(f"{file}::{test}")
+    if file == "test_golden_commands.py" and test.endswith("]"):
+        golden = test[test.index("[") + 1:-1]
+        golden = golden.rsplit(".", 1)[0] if golden.rsplit(".", 1)[-1] in ("json", "table", "csv", "md") else golden
+    return f"golden:{golden}" if golden else nodeid
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """xdist's load scheduling, but the Spark test files are one unit of work, sent first to one worker (each
-    worker would start a JVM of its own). Every other test is a unit by itself, as under `--dist load`.
-    (`xdist_group` marks would say the same, but xdist 3.8 groups by renaming the node id, which pytest 9.2's
-    structured node ids ignore.)"""
+    worker would start a JVM of its own), and so are the other groups of work_unit. Every other test is a unit
+    by itself, as under `--dist load`. (`xdist_group` marks would say the same, but xdist 3.8 groups by
+    renaming the node id, which pytest 9.2's structured node ids ignore.)"""
     from xdist.scheduler import LoadScopeScheduling
 
-    class SparkTogether(LoadScopeScheduling):
+    class SharedWorkTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return "spark" if nodeid.split("::", 1)[0].rsplit("/", 1)[-1] in SPARK_FILES else nodeid
+            return work_unit(nodeid)
 
-    return SparkTogether(config, log)
+    return SharedWorkTogether(config, log)

@@ -11,6 +11,7 @@ and the diff of tests/golden/commands/ reviewed in the commit. Paths of the run 
 from __future__ import annotations
 
 import importlib
+import itertools
 import os
 import re
 from pathlib import Path
@@ -96,13 +97,19 @@ def check(name: str, got: str) -> None:
     assert len(g) == len(w), f"{name}: {len(g)} lines, {path.relative_to(REPO)} has {len(w)}"
 
 
-# The library calls that take seconds each (bootstrap, what-if replay, the whole report): the forms of one
-# command line (json, table, csv; the report's json and md) compute them once and render that one result (a
-# copy) each time; the command's parsing, settings, progress lines and rendering still run every time. Keyed
-# by the command line without its --format and --out; the report by the question asked (conftest.report_key),
-# which test_report's early cohort asks too.
+# The library call of each command (seconds each: the analysis; the bootstrap, the what-if replay, the whole
+# report): the forms of one command line (json, table, csv; the report's json and md) compute it once and
+# render that one result (a copy) each time; the command's parsing, settings, connection, selection, progress
+# lines and rendering still run every time. Keyed by the command line without its --format and --out (and
+# the call's rank in the command, should it call twice); the report by the question asked
+# (conftest.report_key), which test_report's early cohort asks too. The forms of a line run on one xdist
+# worker (conftest.work_unit), whose process computes it.
 ONCE = {"compare": ("attribution.compare", "compare"), "memsplit": ("attribution.memsplit", "memsplit"),
-        "report": ("attribution.report", "build_report")}
+        "report": ("attribution.report", "build_report"),
+        **{name: ("attribution.analyses", name) for name in ("lengths", "concurrency", "latency", "capacity",
+                                                             "arrivals")},
+        "thresholds": ("attribution.thresholds", "thresholds"), "metrics": ("attribution.histograms", "metrics"),
+        "cache": ("attribution.cache.analysis", "cache"), "status": ("attribution.status", "store_status")}
 
 
 def _form_free(args: list[str]) -> tuple[str, ...]:
@@ -118,9 +125,9 @@ def test_command_output_equals_the_golden_file(name, sample_store, tmp_path, cap
     cmd, *rest = COMMANDS[name]
     args = [cmd, "--store", str(sample_store), *(a.replace("<OUT>", str(tmp_path)) for a in rest)]
     if cmd in ONCE:
-        line = (str(sample_store), *_form_free([cmd, *rest]))
+        line, calls = (str(sample_store), *_form_free([cmd, *rest])), itertools.count()
         once_per_session(monkeypatch, importlib.import_module(ONCE[cmd][0]), ONCE[cmd][1],
-                         report_key if cmd == "report" else lambda *a, **k: line)
+                         report_key if cmd == "report" else lambda *a, **k: (line, next(calls)))
     code, out, err = run_cli(capsys, *args)
     check(f"{name}.out", normalise(f"exit {code}\n--- stdout\n{out}--- stderr\n{err}", sample_store, tmp_path))
     for written in sorted(tmp_path.glob("report*.*")):
@@ -158,3 +165,24 @@ def test_the_golden_reports_traffic_equals_plain_duckdb_on_the_store_rows(sample
         for got, worked in ((r["prompt_mean"], prompt_mean), (r["prompt_p99"], prompt_p99),
                             (r["output_mean"], out_mean)):
             assert got == pytest.approx(worked, rel=1e-5), r["workload"]  # the report keeps 6 digits
+
+
+def test_the_forms_of_a_command_line_are_one_unit_of_work():
+    """Under xdist the forms of one command line run on one worker (conftest.work_unit), whose process computes
+    their library call once (ONCE); so do the tests of conftest.WITH_GOLDEN with the command they share."""
+    import test_report
+    from conftest import WITH_GOLDEN, work_unit
+
+    unit = {name: work_unit(f"tests/{Path(__file__).name}::{test_command_output_equals_the_golden_file.__name__}"
+                            f"[{name}]") for name in COMMANDS}
+    lines: dict[tuple, set] = {}
+    for name, args in COMMANDS.items():
+        if args[0] in ONCE:  # (replay's forms are its trace formats: two computations)
+            lines.setdefault(_form_free(list(args)), set()).add(unit[name])
+    assert all(len(u) == 1 for u in lines.values())  # one unit per line ...
+    assert len({unit[n] for n, a in COMMANDS.items() if a[0] in ONCE}) == len(lines)  # ... one line per unit
+    assert len(lines) > 20  # every analysis command, its --by and --all lines
+    for test, group in WITH_GOLDEN.items():
+        file, name = test.split("::")
+        assert file == "test_report.py" and callable(getattr(test_report, name))
+        assert work_unit(f"tests/{test}") == unit[group]

@@ -14,13 +14,19 @@ from attribution.ingest import ingest
 from attribution.spark.connection import data_path
 from attribution.store import Store
 
-moto_server = pytest.importorskip("moto.server", reason="the [test] extra (moto[server], s3fs) is not installed")
-s3fs = pytest.importorskip("s3fs", reason="the [test] extra (moto[server], s3fs) is not installed")
+
+def _s3fs():
+    """s3fs, or the test skipped without the [test] extra. Imported by the tests that use it, not when the file
+    is collected: moto and s3fs take seconds to import, and every xdist worker collects every file while one
+    runs this one (conftest.ONE_WORKER_FILES)."""
+    return pytest.importorskip("s3fs", reason="the [test] extra (moto[server], s3fs) is not installed")
 
 
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
     """A local S3 endpoint with a bucket, and a store synced into it under a prefix."""
+    moto_server = pytest.importorskip("moto.server", reason="the [test] extra (moto[server], s3fs) is not installed")
+    s3fs = _s3fs()
     mp = pytest.MonkeyPatch()
     for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION":
                  "us-east-1"}.items():
@@ -88,7 +94,7 @@ def test_spark_reads_an_s3_stores_files_by_their_hadoop_urls(s3):
     # (Spark itself cannot run against the local S3 here: its connector jar is not on PyPI)
     local, url = s3
     st = Store.open(url)
-    fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": st.remote.fs.client_kwargs["endpoint_url"]})
+    fs = _s3fs().S3FileSystem(client_kwargs={"endpoint_url": st.remote.fs.client_kwargs["endpoint_url"]})
     live = sorted(st.snapshot().live("requests"))
     paths = [data_path(st, p) for p in live]
     assert paths and all(p.startswith("s3a://bucket/prefix/data/requests/day=") for p in paths)
