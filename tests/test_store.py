@@ -204,8 +204,8 @@ def _commits(store: Path) -> int:
 def test_kill_9_at_any_moment_then_rerun_gives_the_uninterrupted_rows(tmp_path):
     src = tmp_path / "logs"
     src.mkdir()
-    for i in range(4):  # 63 commits of 8 KB chunks: room for a kill between any two
-        write_log(src / f"pod{i}.log", i * 100_000, 4_000)
+    for i in range(4):  # 31 commits of 8 KB chunks: room for the three kills below (after 17) and a rerun
+        write_log(src / f"pod{i}.log", i * 100_000, 2_000)
     with open(src / "pod1.log", "a") as fh:
         fh.write("bad line\n")
     ingest([str(src)], tmp_path / "reference", chunk_bytes=8192, jobs=1)  # what _worker runs, in this process
