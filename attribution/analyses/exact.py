@@ -77,7 +77,7 @@ def selection_held(sel: Selection, per_group: bool) -> list[Held]:
         return memo[_key(sel, per_group)]
     df = sweep.interval_requests(sel.con, sel.window.since, sel.window.until)
     b = sweep.bounds(df, sel.window.since, sel.window.until)
-    held = [Held.of(s) for parts in sweep.iter_segments(df, b, per_group, kv=False) for s in parts]
+    held = [Held.of(s) for _, s in sweep.iter_segments(df, b, per_group, kv=False)]
     if memo is not None:
         memo[_key(sel, per_group)] = held
     return held
@@ -104,16 +104,15 @@ def exact_frames(sel: Selection, *, per_group: bool, timeseries: bool, bucket_s:
     # sweep.stats' order: every deployment's metric rows, every group's, then their seen_at_arrival rows
     rows: dict[str, list[dict[str, Any]]] = {"whole": [], "groups": [], "whole_seen": [], "groups_seen": []}
     series = []
-    for parts in sweep.iter_segments(df, b, per_group, kv=kv):
-        for i, s in enumerate(parts):
-            r, seen = sweep.stat_rows(s, ps, metrics)
-            rows["groups" if i else "whole"].extend(r)
-            rows["groups_seen" if i else "whole_seen"].extend(seen)
-        if timeseries:
-            series.append(sweep.timeseries(parts[:1], int(bucket_s * 1_000_000)))
+    for whole, s in sweep.iter_segments(df, b, per_group, kv=kv):
+        r, seen = sweep.stat_rows(s, ps, metrics)
+        rows["whole" if whole else "groups"].extend(r)
+        rows["whole_seen" if whole else "groups_seen"].extend(seen)
+        if timeseries and whole:
+            series.append(sweep.timeseries([s], int(bucket_s * 1_000_000)))
         if held is not None:
-            held.extend(Held.of(s) for s in parts)
-        del parts
+            held.append(Held.of(s))
+        del s  # (before the next part is swept)
     if held is not None and memo is not None:
         memo[_key(sel, per_group)] = held
     stats = sweep.stats_frame([r for k in rows for r in rows[k]], ps).with_columns(source=pl.lit("exact"))

@@ -120,9 +120,9 @@ def exact_in_system(
                 continue
             # in_system only: no live KV tokens, one deployment's step function at a time
             b = sweep.bounds(df, p_since, p_until)
-            got = sweep.stats_frame([r for parts in sweep.iter_segments(df, b, False, {c.deployment for c in group},
-                                                                        kv=False)
-                                     for r in sweep.stat_rows(parts[0], metrics=("in_system",))[0]])
+            got = sweep.stats_frame([r for _, s in sweep.iter_segments(df, b, False, {c.deployment for c in group},
+                                                                       kv=False)
+                                     for r in sweep.stat_rows(s, metrics=("in_system",))[0]])
         except Exception as exc:  # noqa: BLE001 - a cross-check must not sink the answer
             notes.append(f"exact concurrency sweep failed ({exc}); demand comes from the step lines only")
             continue
