@@ -77,7 +77,10 @@ def selection_held(sel: Selection, per_group: bool) -> list[Held]:
         return memo[_key(sel, per_group)]
     df = sweep.interval_requests(sel.con, sel.window.since, sel.window.until)
     b = sweep.bounds(df, sel.window.since, sel.window.until)
-    held = [Held.of(s) for _, s in sweep.iter_segments(df, b, per_group, kv=False)]
+    kept: tuple[list[Held], list[Held]] = ([], [])  # sweep.segments' order: deployments, then groups
+    for whole, s in sweep.iter_segments(df, b, per_group, kv=False):
+        kept[not whole].append(Held.of(s))
+    held = kept[0] + kept[1]
     if memo is not None:
         memo[_key(sel, per_group)] = held
     return held
@@ -100,7 +103,8 @@ def exact_frames(sel: Selection, *, per_group: bool, timeseries: bool, bucket_s:
     if timeseries and bucket_s is None:
         bucket_s = sweep.pick_bucket_s(sweep.requests_span_s(df, b))
     memo = _SHARED.get(id(sel))
-    held: list[Held] | None = [] if memo is not None and _key(sel, per_group) not in memo else None
+    held: tuple[list[Held], list[Held]] | None = ([], []) if memo is not None and _key(sel, per_group) not in memo \
+        else None
     # sweep.stats' order: every deployment's metric rows, every group's, then their seen_at_arrival rows
     rows: dict[str, list[dict[str, Any]]] = {"whole": [], "groups": [], "whole_seen": [], "groups_seen": []}
     series = []
@@ -111,10 +115,10 @@ def exact_frames(sel: Selection, *, per_group: bool, timeseries: bool, bucket_s:
         if timeseries and whole:
             series.append(sweep.timeseries([s], int(bucket_s * 1_000_000)))
         if held is not None:
-            held.append(Held.of(s))
+            held[not whole].append(Held.of(s))
         del s  # (before the next part is swept)
     if held is not None and memo is not None:
-        memo[_key(sel, per_group)] = held
+        memo[_key(sel, per_group)] = held[0] + held[1]
     stats = sweep.stats_frame([r for k in rows for r in rows[k]], ps).with_columns(source=pl.lit("exact"))
     ts = None
     if timeseries:
