@@ -155,21 +155,41 @@ def _sweep(e: _Events, b: _Bounds, deployment: str | None, grp: str | None) -> S
                         empty_f)
     first = np.flatnonzero(np.r_[True, t[1:] != t[:-1]])
     inst = t[first]
-    arrivals, d_wait, d_run, d_unk = np.add.reduceat(e.ints, first, axis=1, dtype=np.int64)
-    running, waiting, unknown = np.cumsum(d_run), np.cumsum(d_wait), np.cumsum(d_unk)
-    in_system = running + waiting + unknown
+    # (each delta summed and accumulated in place, one at a time: on a million requests the temporaries, not
+    # the results, set the peak)
+    arrivals = np.add.reduceat(e.ints[0], first, dtype=np.int64)
+    running, waiting, unknown = (np.cumsum(np.add.reduceat(e.ints[i], first, dtype=np.int64))
+                                 for i in (2, 1, 3))
+    in_system = running + waiting
+    in_system += unknown
     t_next = np.empty_like(inst)
     t_next[:-1] = inst[1:]
     t_next[-1] = b.hi if in_system[-1] > 0 and b.hi is not None else inst[-1]
     kv_start = kv_end = None
     if e.floats is not None:
-        c, r, bb = np.cumsum(np.add.reduceat(e.floats, first, axis=1), axis=1)
-        rel = (inst - b.origin).astype(np.float64)
-        rel_next = (t_next - b.origin).astype(np.float64)
-        kv_start = np.maximum(round3(c + r * rel - bb), 0.0) + 0.0
-        kv_end = np.maximum(round3(c + r * rel_next - bb), 0.0) + 0.0
-    return Segments(deployment, grp, inst, t_next - inst, arrivals, running, waiting, unknown, in_system, kv_start,
-                    kv_end)
+        c, r, bb = (np.cumsum(np.add.reduceat(e.floats[i], first)) for i in range(3))
+        del first
+        kv_start, kv_end = _kv(c, r, bb, inst, b.origin), _kv(c, r, bb, t_next, b.origin)
+    t_next -= inst
+    return Segments(deployment, grp, inst, t_next, arrivals, running, waiting, unknown, in_system, kv_start, kv_end)
+
+
+def _kv(c: np.ndarray, r: np.ndarray, bb: np.ndarray, at: np.ndarray, origin: int | None) -> np.ndarray:
+    """The live KV tokens at instants `at`: max(round3(c + r * (at - origin) - bb), 0) + 0.0 (no -0.0), each step
+    in place on one array (the same operations in the same order as the expression)."""
+    v = (at - origin).astype(np.float64)
+    v *= r
+    np.add(c, v, out=v)
+    v -= bb
+    v *= 1000.0  # round3: round_half_up(v * 1000) / 1000
+    f = np.floor(v)
+    v -= f
+    np.greater_equal(v, 0.5, out=(ge := np.empty(v.size, bool)))
+    np.add(f, ge, out=f)
+    f /= 1000.0
+    np.maximum(f, 0.0, out=f)
+    f += 0.0
+    return f
 
 
 def segments(con: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None,
