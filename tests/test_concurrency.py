@@ -245,10 +245,37 @@ def _sweep_matches_sql(con, sel, per_group: bool, bucket_us: int = 60_000_000) -
     kv_ref, kv_got = ref_s.filter(pl.col("metric") == "kv_tokens"), got_s.filter(pl.col("metric") == "kv_tokens")
     for c in ("peak", "mean", "p50", "p90", "p99", "p99_9"):
         assert kv_ref[c].to_list() == pytest.approx(kv_got[c].to_list(), abs=1.0001e-3, rel=1e-6), c
+    _streamed_matches(sel, parts, per_group, ps, bucket_us)
     ts_ref = queries.run(con, "concurrency_sweep_timeseries", bucket_us=bucket_us)
     ts_got = sweep.timeseries(parts, bucket_us)
     assert ts_ref.drop("kv_tokens_max").equals(ts_got.drop("kv_tokens_max"))
     assert ((ts_ref["kv_tokens_max"] - ts_got["kv_tokens_max"]).abs().max() or 0.0) <= 1.0001e-3
+
+
+def _streamed_matches(sel, parts, per_group: bool, ps: list[float], bucket_us: int) -> None:
+    """The sweep reduced one part at a time (exact.exact_frames, exact.Held for capacity) gives what the whole
+    list of segments gives: the same stats rows in the same order, the same series, the same span (computed
+    without sweeping) and the arrays capacity's estimates read."""
+    from attribution.analyses import exact
+
+    df = sweep.interval_requests(sel.con, sel.window.since, sel.window.until)
+    b = sweep.bounds(df, sel.window.since, sel.window.until)
+    assert sweep.requests_span_s(df, b) == sweep.span_s(parts)
+    stats, ts, _ = exact.exact_frames(sel, per_group=per_group, timeseries=True, bucket_s=bucket_us // 1_000_000,
+                                      percentiles=ps)
+    assert stats.drop("source").equals(sweep.stats(parts, tuple(ps)))
+    assert ts is not None and ts.equals(sweep.timeseries(parts, bucket_us))
+    with exact.shared_sweeps(sel):
+        exact.exact_frames(sel, per_group=per_group, timeseries=False, bucket_s=None, percentiles=ps)
+        kept = exact.selection_held(sel, per_group)
+    held = exact.selection_held(sel, per_group)  # (swept anew: outside shared_sweeps nothing is kept)
+    assert len(kept) == len(held) == len(parts)
+    for k, h, p in zip(kept, held, parts, strict=True):
+        for x in (k, h):
+            assert (x.deployment, x.grp) == (p.deployment, p.grp)
+            assert np.array_equal(x.t, p.t) and np.array_equal(x.dur, p.dur)
+            assert np.array_equal(x.held, p.running + p.unknown) and np.array_equal(x.busy, p.in_system > 0)
+            assert np.array_equal(x.waiting, p.waiting > 0)
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])

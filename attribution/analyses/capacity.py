@@ -7,10 +7,9 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from attribution.analyses import sweep
 from attribution.analyses.common import Analysis, Selection, base_params, name_groups
 from attribution.analyses.concurrency import concurrency as concurrency_analysis
-from attribution.analyses.exact import selection_segments, shared_sweeps
+from attribution.analyses.exact import Held, selection_held, shared_sweeps
 from attribution.analyses.limits import LIMIT_SOURCES
 from attribution.analyses.spend import DEFINITIONS as SPEND_DEFINITIONS
 from attribution.analyses.spend import TITLE as SPEND_TITLE
@@ -155,7 +154,7 @@ def _peaks(conc_rows: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
 def _estimates(sel: Selection, per_group: bool, limits: pl.DataFrame) -> pl.DataFrame:
     """Per (deployment, grp) of the sweep: service_s, time at the limit, and the capacity estimates."""
     cap = dict(zip(limits["deployment"], limits["running_limit"], strict=True))
-    parts = selection_segments(sel, per_group, kv=False)
+    parts = selection_held(sel, per_group)
     done = sel.run("capacity_completions", per_group=per_group)
     ends = {k: g["t_end"].sort().to_numpy() for k, g in
             done.partition_by("deployment", "grp", as_dict=True, maintain_order=True).items()}
@@ -188,16 +187,16 @@ def _fit(area: np.ndarray, done: np.ndarray, n: np.ndarray) -> tuple[float, floa
     return float(A.sum() / C.sum()), 0.0
 
 
-def _estimate(p: sweep.Segments, limit: int | None, t_end: np.ndarray | None) -> tuple:
+def _estimate(p: Held, limit: int | None, t_end: np.ndarray | None) -> tuple:
     """One partition's row of `_estimates` (see DEFINITIONS): the running count per segment (min(in system,
     limit) where the split is unknown), the time and completions at each count, per hour of the sweep."""
     blank = (p.deployment, p.grp, None, None, None, None, None, None, None, None, None)
     if t_end is None or not t_end.size or not p.t.size:
         return blank
-    held = p.running + p.unknown  # requests holding a slot, or (split unknown) in the system
+    held = p.held  # requests holding a slot, or (split unknown) in the system
     level = np.minimum(held, limit) if limit else held
     dur = p.dur.astype(np.float64) / 1e6
-    busy_s = dur[p.in_system > 0].sum()
+    busy_s = dur[p.busy].sum()
     # the segment a request ends in is the one before its end instant
     seg = np.searchsorted(p.t, t_end, side="left") - 1
     seg = seg[seg >= 0]
@@ -222,7 +221,7 @@ def _estimate(p: sweep.Segments, limit: int | None, t_end: np.ndarray | None) ->
     pick = rng.integers(0, nb, size=(RESAMPLES, nb))
     # saturated: at the limit with requests waiting, so that every completion makes room for the next
     # request's prefill (at the limit with an empty queue the steps are lighter than under overload)
-    sat = (level >= limit) & ((p.waiting > 0) | (held > limit))
+    sat = (level >= limit) & (p.waiting | (held > limit))
     sat_t = np.bincount(block[sat], weights=dur[sat], minlength=nb)
     sat_c = np.bincount(block[seg[sat[seg]]], minlength=nb).astype(np.float64)
     saturated = None

@@ -1,26 +1,60 @@
 """Exact concurrency of a selection: the event sweep over its per-request intervals (attribution.analyses.sweep)
 as stats and a time series, and the series' bucket width. Shared by the concurrency analysis and by its
-estimate for arrival-only traces, which sweeps the simulator's replayed requests the same way."""
+estimate for arrival-only traces, which sweeps the simulator's replayed requests the same way. The sweep is
+reduced one deployment at a time, so only one deployment's step function is held at once."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 import polars as pl
 
 from attribution import queries
 from attribution.analyses import sweep, sweep_sql
 from attribution.analyses.common import Selection, percentile_list
 
-_SHARED: dict[int, dict[tuple[object, ...], list[sweep.Segments]]] = {}  # id(selection) -> its sweeps, inside shared_sweeps
+
+@dataclass
+class Held:
+    """What capacity's estimates read of one part's step function (sweep.Segments), in 14 bytes a segment
+    instead of 56-72: its instants, the requests holding a slot (running + unknown), whether any waited and
+    whether any was in the system; the durations follow from the instants and the last one."""
+
+    deployment: str | None
+    grp: str | None
+    t: np.ndarray
+    held: np.ndarray  # int32
+    waiting: np.ndarray  # bool: waiting > 0
+    busy: np.ndarray  # bool: in_system > 0
+    last_dur: int
+
+    @classmethod
+    def of(cls, s: sweep.Segments) -> Held:
+        return cls(s.deployment, s.grp, s.t, (s.running + s.unknown).astype(np.int32), s.waiting > 0,
+                   s.in_system > 0, int(s.dur[-1]) if s.dur.size else 0)
+
+    @property
+    def dur(self) -> np.ndarray:
+        """The segments' durations in microseconds (sweep.Segments.dur)."""
+        d = np.empty_like(self.t)
+        np.subtract(self.t[1:], self.t[:-1], out=d[:-1])
+        if d.size:
+            d[-1] = self.last_dur
+        return d
+
+
+_SHARED: dict[int, dict[tuple[object, ...], list[Held]]] = {}  # id(selection) -> its sweeps, inside shared_sweeps
 
 
 @contextlib.contextmanager
 def shared_sweeps(sel: Selection) -> Iterator[None]:
-    """Inside it, the sweep of `sel` is computed once per `per_group` and given to every caller (capacity sweeps
-    the window for its estimates after its concurrency analysis swept the same window: half its time on a
-    million requests). Only for its duration, so nothing holds the segments after."""
+    """Inside it, the sweep of `sel` keeps what capacity's estimates read of it (Held) for every caller: capacity
+    sweeps the window for its estimates after its concurrency analysis swept the same window (half its time
+    on a million requests). Only for its duration, so nothing holds the arrays after."""
     outer = id(sel) in _SHARED
     _SHARED.setdefault(id(sel), {})
     try:
@@ -30,18 +64,26 @@ def shared_sweeps(sel: Selection) -> Iterator[None]:
             _SHARED.pop(id(sel), None)
 
 
-def selection_segments(sel: Selection, per_group: bool, kv: bool = True) -> list[sweep.Segments]:
-    """sweep.segments of the selection's window (shared inside shared_sweeps: a sweep with the live KV tokens
-    serves a caller that does not need them)."""
+def _key(sel: Selection, per_group: bool) -> tuple[object, ...]:
+    return sel.serial, sel.window.since, sel.window.until, per_group
+
+
+def selection_held(sel: Selection, per_group: bool) -> list[Held]:
+    """The Held arrays of each part of the selection's sweep (each deployment's, then, with `per_group`, its
+    groups'): those an exact_frames call inside the same shared_sweeps kept, else swept without the live KV
+    tokens."""
     memo = _SHARED.get(id(sel))
-    key = (sel.serial, sel.window.since, sel.window.until, per_group)
-    for has_kv in (True,) if kv else (True, False):
-        if memo is not None and (*key, has_kv) in memo:
-            return memo[(*key, has_kv)]
-    parts = sweep.segments(sel.con, sel.window.since, sel.window.until, per_group, kv=kv)
+    if memo is not None and _key(sel, per_group) in memo:
+        return memo[_key(sel, per_group)]
+    df = sweep.interval_requests(sel.con, sel.window.since, sel.window.until)
+    b = sweep.bounds(df, sel.window.since, sel.window.until)
+    kept: tuple[list[Held], list[Held]] = ([], [])  # sweep.segments' order: deployments, then groups
+    for whole, s in sweep.iter_segments(df, b, per_group, kv=False):
+        kept[not whole].append(Held.of(s))
+    held = kept[0] + kept[1]
     if memo is not None:
-        memo[(*key, kv)] = parts
-    return parts
+        memo[_key(sel, per_group)] = held
+    return held
 
 
 def exact_frames(sel: Selection, *, per_group: bool, timeseries: bool, bucket_s: int | None,
@@ -49,17 +91,37 @@ def exact_frames(sel: Selection, *, per_group: bool, timeseries: bool, bucket_s:
                  ) -> tuple[pl.DataFrame, pl.DataFrame | None, int | None]:
     """Sweep the intervals of `sel` (its connection's int_analysis_requests): stats (of `metrics` only, when
     given: sweep.stats) and, if asked, a time series (attribution.analyses.sweep) and its bucket in seconds
-    (picked from the sweep's span when not given)."""
+    (picked from the sweep's span when not given). Each deployment is reduced before the next is swept."""
     if queries.spark_connection(sel.con) is not None:
         # swept where the rows are: only the histograms, peaks and series come back (sweep_sql)
         return sweep_sql.exact_frames(sel, per_group=per_group, timeseries=timeseries, bucket_s=bucket_s,
                                       percentiles=percentile_list(percentiles))
     kv = timeseries or metrics is None or "kv_tokens" in metrics
-    parts = selection_segments(sel, per_group, kv)
-    stats = sweep.stats(parts, tuple(percentile_list(percentiles)), metrics).with_columns(source=pl.lit("exact"))
-    series = None
+    ps = tuple(percentile_list(percentiles))
+    df = sweep.interval_requests(sel.con, sel.window.since, sel.window.until)
+    b = sweep.bounds(df, sel.window.since, sel.window.until)
+    if timeseries and bucket_s is None:
+        bucket_s = sweep.pick_bucket_s(sweep.requests_span_s(df, b))
+    memo = _SHARED.get(id(sel))
+    held: tuple[list[Held], list[Held]] | None = ([], []) if memo is not None and _key(sel, per_group) not in memo \
+        else None
+    # sweep.stats' order: every deployment's metric rows, every group's, then their seen_at_arrival rows
+    rows: dict[str, list[dict[str, Any]]] = {"whole": [], "groups": [], "whole_seen": [], "groups_seen": []}
+    series = []
+    for whole, s in sweep.iter_segments(df, b, per_group, kv=kv):
+        r, seen = sweep.stat_rows(s, ps, metrics)
+        rows["whole" if whole else "groups"].extend(r)
+        rows["whole_seen" if whole else "groups_seen"].extend(seen)
+        if timeseries and whole:
+            series.append(sweep.timeseries([s], int(bucket_s * 1_000_000)))
+        if held is not None:
+            held[not whole].append(Held.of(s))
+        del s  # (before the next part is swept)
+    if held is not None and memo is not None:
+        memo[_key(sel, per_group)] = held[0] + held[1]
+    stats = sweep.stats_frame([r for k in rows for r in rows[k]], ps).with_columns(source=pl.lit("exact"))
+    ts = None
     if timeseries:
-        if bucket_s is None:
-            bucket_s = sweep.pick_bucket_s(sweep.span_s(parts))
-        series = sweep.timeseries(parts, int(bucket_s * 1_000_000))
-    return stats, series, bucket_s
+        ts = pl.concat([sweep.timeseries([], 1), *series]).sort("deployment", "ts", nulls_last=True,
+                                                                 maintain_order=True)
+    return stats, ts, bucket_s

@@ -13,6 +13,7 @@ value falls on the rounding boundary.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from fractions import Fraction
@@ -154,21 +155,41 @@ def _sweep(e: _Events, b: _Bounds, deployment: str | None, grp: str | None) -> S
                         empty_f)
     first = np.flatnonzero(np.r_[True, t[1:] != t[:-1]])
     inst = t[first]
-    arrivals, d_wait, d_run, d_unk = np.add.reduceat(e.ints, first, axis=1, dtype=np.int64)
-    running, waiting, unknown = np.cumsum(d_run), np.cumsum(d_wait), np.cumsum(d_unk)
-    in_system = running + waiting + unknown
+    # (each delta summed and accumulated in place, one at a time: on a million requests the temporaries, not
+    # the results, set the peak)
+    arrivals = np.add.reduceat(e.ints[0], first, dtype=np.int64)
+    running, waiting, unknown = (np.cumsum(np.add.reduceat(e.ints[i], first, dtype=np.int64))
+                                 for i in (2, 1, 3))
+    in_system = running + waiting
+    in_system += unknown
     t_next = np.empty_like(inst)
     t_next[:-1] = inst[1:]
     t_next[-1] = b.hi if in_system[-1] > 0 and b.hi is not None else inst[-1]
     kv_start = kv_end = None
     if e.floats is not None:
-        c, r, bb = np.cumsum(np.add.reduceat(e.floats, first, axis=1), axis=1)
-        rel = (inst - b.origin).astype(np.float64)
-        rel_next = (t_next - b.origin).astype(np.float64)
-        kv_start = np.maximum(round3(c + r * rel - bb), 0.0) + 0.0
-        kv_end = np.maximum(round3(c + r * rel_next - bb), 0.0) + 0.0
-    return Segments(deployment, grp, inst, t_next - inst, arrivals, running, waiting, unknown, in_system, kv_start,
-                    kv_end)
+        c, r, bb = (np.cumsum(np.add.reduceat(e.floats[i], first)) for i in range(3))
+        del first
+        kv_start, kv_end = _kv(c, r, bb, inst, b.origin), _kv(c, r, bb, t_next, b.origin)
+    t_next -= inst
+    return Segments(deployment, grp, inst, t_next, arrivals, running, waiting, unknown, in_system, kv_start, kv_end)
+
+
+def _kv(c: np.ndarray, r: np.ndarray, bb: np.ndarray, at: np.ndarray, origin: int | None) -> np.ndarray:
+    """The live KV tokens at instants `at`: max(round3(c + r * (at - origin) - bb), 0) + 0.0 (no -0.0), each step
+    in place on one array (the same operations in the same order as the expression)."""
+    v = (at - origin).astype(np.float64)
+    v *= r
+    np.add(c, v, out=v)
+    v -= bb
+    v *= 1000.0  # round3: round_half_up(v * 1000) / 1000
+    f = np.floor(v)
+    v -= f
+    np.greater_equal(v, 0.5, out=(ge := np.empty(v.size, bool)))
+    np.add(f, ge, out=f)
+    f /= 1000.0
+    np.maximum(f, 0.0, out=f)
+    f += 0.0
+    return f
 
 
 def segments(con: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None,
@@ -189,26 +210,74 @@ def sweep_requests(df: pl.DataFrame, since: datetime | None, until: datetime | N
                    deployments: set[str | None] | None = None, kv: bool = True) -> list[Segments]:
     """`segments` of interval_requests' rows `df` for [since, until); with `deployments`, only theirs (the
     bounds still come from every row, so each one's segments are those of the whole sweep)."""
+    whole, groups = [], []
+    for is_whole, part in iter_segments(df, bounds(df, since, until), per_group, deployments, kv):
+        (whole if is_whole else groups).append(part)
+    return whole + groups
+
+
+def bounds(df: pl.DataFrame, since: datetime | None, until: datetime | None) -> _Bounds:
+    """The sweep's clip (since), end (until, else the last end) and origin (the first arrival) over `df`."""
     lo, until_us = epoch_us(since), epoch_us(until)
     max_end = as_int(df["t_end"].max()) if df.height else None
     his = [x for x in (until_us, max_end) if x is not None]
-    bounds = _Bounds(lo, min(his) if his else None, as_int(df["t_arrival"].min()) if df.height else None)
+    return _Bounds(lo, min(his) if his else None, as_int(df["t_arrival"].min()) if df.height else None)
+
+
+def _deployments(df: pl.DataFrame) -> Iterator[tuple[str | None, pl.DataFrame]]:
+    """Each deployment's rows of `df` in order of first appearance, one at a time (partition_by would copy
+    every deployment's rows at once: at 6M requests that doubled the frame)."""
+    rows = df.with_row_index("_row").group_by("deployment", maintain_order=True).agg("_row")
+    for i in range(rows.height):  # (not iter_rows: it makes a Python int of every row index)
+        yield rows["deployment"][i], df[rows["_row"][i]]
+
+
+def iter_segments(df: pl.DataFrame, b: _Bounds, per_group: bool, deployments: set[str | None] | None = None,
+                  kv: bool = True) -> Iterator[tuple[bool, Segments]]:
+    """The sweep of `df` one part at a time, as (whole, Segments): each deployment's (whole True, grp None),
+    then, with `per_group`, each of its groups' (their events are a subset of the deployment's, already in
+    order). A caller that reduces each part before taking the next holds one part's arrays, not the
+    window's (at 6M requests those were 4 GB)."""
     if not df.height:
-        return []
-    whole, groups = [], []
-    for (dep,), part in df.partition_by("deployment", maintain_order=True, as_dict=True).items():
+        return
+    for dep, part in _deployments(df):
         if deployments is not None and dep not in deployments:
             continue
-        e = _events(part, bounds, kv, per_group)
-        whole.append(_sweep(e, bounds, dep, None))
-        if per_group:
-            names = part["grp"].unique(maintain_order=True)
-            code = part["grp"].replace_strict(names, pl.int_range(names.len(), eager=True),
-                                              return_dtype=pl.Int64).to_numpy()[e.request]
-            for i, g in enumerate(names.to_list()):
-                of = code == i
-                groups.append(_sweep(e.subset(of), bounds, dep, g))
-    return whole + groups
+        e = _events(part, b, kv, per_group)
+        yield True, _sweep(e, b, dep, None)
+        if not per_group:
+            continue
+        names = part["grp"].unique(maintain_order=True)
+        code = part["grp"].replace_strict(names, pl.int_range(names.len(), eager=True),
+                                          return_dtype=pl.Int64).to_numpy()[e.request]
+        e.request = None  # (the groups' subsets do not need it)
+        for i, g in enumerate(names.to_list()):
+            yield False, _sweep(e.subset(code == i), b, dep, g)
+
+
+def requests_span_s(df: pl.DataFrame, b: _Bounds) -> float:
+    """span_s of the sweep of `df` without sweeping it: per deployment, from its first event to its last (after
+    the clip to the bounds), or to the end bound when more requests arrived than ended before it (the last
+    state is then still busy). Lets a caller pick a series' bucket before it sweeps deployment by deployment."""
+    best = 0.0
+    for _, part in _deployments(df):
+        ta, te = part["t_arrival"].to_numpy(), part["t_end"].to_numpy()
+        tadm, known = _column(part, "t_admit")
+        tfirst, has_first = _column(part, "t_first")
+        k = np.flatnonzero(known)
+        tadm, tgrow = tadm[k], np.where(has_first, tfirst, tadm)[k]
+        t = np.concatenate([ta, tadm, tgrow, te])
+        if b.lo is not None:
+            np.maximum(t, b.lo, out=t)
+        kept = t < b.hi if b.hi is not None else np.ones(t.size, bool)
+        if not kept.any():
+            continue
+        first, last = int(t[kept].min()), int(t[kept].max())
+        busy = int(kept[:ta.size].sum()) > int(kept[-te.size:].sum())  # arrivals kept minus ends kept
+        if busy and b.hi is not None:
+            last = b.hi
+        best = max(best, (last - first) / 1e6)
+    return best
 
 
 def frame(parts: list[Segments]) -> pl.DataFrame:
@@ -277,31 +346,42 @@ def stats(parts: list[Segments], percentiles: tuple[float, ...] = CONCURRENCY_PE
           metrics: tuple[str, ...] | None = None) -> pl.DataFrame:
     """Per deployment, group and metric: peak, time-weighted mean and percentiles (without ordering), with `$quantiles` = quantile_fractions of
     `percentiles` (columns p50, p99_9, ...). `metrics`: only these of METRICS and seen_at_arrival (default:
-    all; kv_tokens needs segments swept with kv)."""
+    all; kv_tokens needs segments swept with kv). The rows: each part's metrics, then each part's
+    seen_at_arrival."""
     rows: list[dict[str, Any]] = []
     seen: list[dict[str, Any]] = []
-    wanted = set(metrics) if metrics is not None else {*METRICS, "seen_at_arrival"}
     for s in parts:
-        if not s.t.size:
-            continue
-        split_known = int(s.running.max()) > 0
-        for metric in METRICS:
-            if metric not in wanted or (metric != "in_system" and not split_known):
-                continue
-            if metric == "kv_tokens":
-                assert s.kv_start is not None and s.kv_end is not None, "swept without kv"
-                peak_of, value = np.maximum(s.kv_start, s.kv_end), round_half_up((s.kv_start + s.kv_end) / 2)
-            else:
-                peak_of = getattr(s, metric)
-                value = peak_of.astype(np.float64)
-            peak, at = _first_at_max(peak_of, s.t)
-            rows.append({"deployment": s.deployment, "grp": s.grp, "metric": metric, "peak": float(peak),
-                         "peak_t": at, **_time_weighted(value, s.dur, percentiles), "arrivals": None})
-        a = s.arrivals > 0
-        if "seen_at_arrival" in wanted and a.any():
-            seen.append({"deployment": s.deployment, "grp": s.grp, "metric": "seen_at_arrival",
-                         **_seen(s.t[a], s.in_system[a] - 1, s.arrivals[a], percentiles)})
+        r, a = stat_rows(s, percentiles, metrics)
+        rows.extend(r)
+        seen.extend(a)
     return stats_frame(rows + seen, percentiles)
+
+
+def stat_rows(s: Segments, percentiles: tuple[float, ...] = CONCURRENCY_PERCENTILES,
+              metrics: tuple[str, ...] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """`stats`' rows of one part: its time-weighted metrics and its seen_at_arrival row (if any)."""
+    rows: list[dict[str, Any]] = []
+    wanted = set(metrics) if metrics is not None else {*METRICS, "seen_at_arrival"}
+    if not s.t.size:
+        return [], []
+    split_known = int(s.running.max()) > 0
+    for metric in METRICS:
+        if metric not in wanted or (metric != "in_system" and not split_known):
+            continue
+        if metric == "kv_tokens":
+            assert s.kv_start is not None and s.kv_end is not None, "swept without kv"
+            peak_of, value = np.maximum(s.kv_start, s.kv_end), round_half_up((s.kv_start + s.kv_end) / 2)
+        else:
+            peak_of = getattr(s, metric)
+            value = peak_of.astype(np.float64)
+        peak, at = _first_at_max(peak_of, s.t)
+        rows.append({"deployment": s.deployment, "grp": s.grp, "metric": metric, "peak": float(peak),
+                     "peak_t": at, **_time_weighted(value, s.dur, percentiles), "arrivals": None})
+    a = s.arrivals > 0
+    if "seen_at_arrival" not in wanted or not a.any():
+        return rows, []
+    return rows, [{"deployment": s.deployment, "grp": s.grp, "metric": "seen_at_arrival",
+                   **_seen(s.t[a], s.in_system[a] - 1, s.arrivals[a], percentiles)}]
 
 
 def stats_frame(rows: list[dict[str, Any]], percentiles: tuple[float, ...] = CONCURRENCY_PERCENTILES

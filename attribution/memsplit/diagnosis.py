@@ -118,8 +118,11 @@ def exact_in_system(
             )
             if not arriving.height:  # no deployment is `exact` in that window: the analysis sweeps nothing
                 continue
-            parts = sweep.sweep_requests(df, p_since, p_until, False, {c.deployment for c in group})
-            got = sweep.stats(parts).filter(pl.col("metric") == "in_system")
+            # in_system only: no live KV tokens, one deployment's step function at a time
+            b = sweep.bounds(df, p_since, p_until)
+            got = sweep.stats_frame([r for _, s in sweep.iter_segments(df, b, False, {c.deployment for c in group},
+                                                                       kv=False)
+                                     for r in sweep.stat_rows(s, metrics=("in_system",))[0]])
         except Exception as exc:  # noqa: BLE001 - a cross-check must not sink the answer
             notes.append(f"exact concurrency sweep failed ({exc}); demand comes from the step lines only")
             continue

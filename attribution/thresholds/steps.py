@@ -11,6 +11,7 @@ compares both.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -129,19 +130,25 @@ def _read_step_rows(con: duckdb.DuckDBPyConnection, since: datetime | None, unti
     file = df["file_id"].to_numpy().astype(np.int32)
     t = df["t"].to_numpy()
     order = file_order(file, t, df["line"].fill_null(0).to_numpy())
+    # each column converted, then dropped from the frame: on millions of lines the frame and its arrays
+    # together, not either, set the peak
+    df = df.drop("file_id", "line", "t")
     dep, deps = _codes(df["deployment"])
     kind, kinds = _codes(df["kind"])
+    off = (df["cuda_graph"] == False).fill_null(False).to_numpy()[order]  # noqa: E712
+    config = df["config_hash"].to_numpy()[order]
+    df = df.drop("deployment", "kind", "cuda_graph", "config_hash")
     values = {}
     for name in needed:
-        v = df[name].cast(pl.Float64).to_numpy()[order]  # NULL -> NaN
+        v = df[name].cast(pl.Float64).to_numpy()  # NULL -> NaN
+        df = df.drop(name)
+        v = v[order] if isinstance(order, np.ndarray) else v.copy()  # (writable: zeroed below)
         present = ~np.isnan(v)
-        values[name] = (np.where(present, v, 0.0), present)
+        v[~present] = 0.0
+        values[name] = (v, present)
     t = t[order]
-    return StepRows(
-        file=file[order], t=t, day=_day(t), deployment=dep[order], deployments=deps, kind=kind[order],
-        kinds=kinds, cuda_graph_off=(df["cuda_graph"] == False).fill_null(False).to_numpy()[order],  # noqa: E712
-        config=df["config_hash"].to_numpy()[order], values=values,
-    )
+    return StepRows(file=file[order], t=t, day=_day(t), deployment=dep[order], deployments=deps, kind=kind[order],
+                    kinds=kinds, cuda_graph_off=off, config=config, values=values)
 
 
 @dataclass
@@ -159,17 +166,19 @@ class Feature:
 _OPS = {">": np.greater, ">=": np.greater_equal, "<": np.less, "<=": np.less_equal}
 
 
-def features(con: duckdb.DuckDBPyConnection, rows: StepRows) -> list[Feature]:
-    """Each evaluated step feature of thr_settings, over `rows`: its lines, values and crossings."""
+def features(con: duckdb.DuckDBPyConnection, rows: StepRows, by_lines: bool = False) -> Iterator[Feature]:
+    """Each evaluated step feature of thr_settings, over `rows`: its lines, values and crossings, one at a time
+    (each feature's arrays are the size of its lines: made as they are read, not all at once). In settings
+    order, or with `by_lines` the features sharing their lines together (in order of first appearance), so a
+    caller can drop what it keeps per set of lines when the set changes."""
     settings = _settings(con)
     if not settings.height or not rows.size:
-        return []
+        return
     # the rows' engine starts as indices into the starts that have step settings (-1: none)
     cfgs = np.unique(settings["config_hash"].to_numpy())
     pos = np.minimum(np.searchsorted(cfgs, rows.config), cfgs.size - 1)
     row_cfg = np.where(cfgs[pos] == rows.config, pos, -1)
-    out = []
-    subsets: dict[tuple, np.ndarray] = {}
+    specs = []
     for (feature,), part in settings.partition_by("feature", maintain_order=True, as_dict=True).items():
         quantity, op = part["quantity"][0], part["op"][0]
         if quantity not in rows.values:
@@ -180,17 +189,26 @@ def features(con: duckdb.DuckDBPyConnection, rows: StepRows) -> list[Feature]:
         at = np.searchsorted(cfgs, part["config_hash"].to_numpy())
         evaluated[at] = True
         thr[at] = part["threshold"].fill_null(np.nan).to_numpy()
+        specs.append((feature, quantity, op, thr, (quantity, evaluated.tobytes())))
+    if by_lines:
+        first = {}
+        for spec in specs:
+            first.setdefault(spec[4], len(first))
+        specs.sort(key=lambda spec: first[spec[4]])  # (stable: settings order within a set of lines)
+    subsets: dict[tuple, np.ndarray] = {}
+    for feature, quantity, op, thr, lines in specs:
         values, present = rows.values[quantity]
-        lines = (quantity, evaluated.tobytes())
         if lines not in subsets:
+            if by_lines:
+                subsets.clear()  # (no later feature reads the previous lines)
+            evaluated = np.frombuffer(lines[1], bool)
             subsets[lines] = np.flatnonzero(present & evaluated[row_cfg])
         idx = subsets[lines]
         value = values[idx]
         threshold = thr[row_cfg[idx]]
         with np.errstate(invalid="ignore"):
             crossed = _OPS[op](value, threshold) if op in _OPS else np.zeros(idx.size, bool)
-        out.append(Feature(feature, quantity, idx, value, crossed & ~np.isnan(threshold), lines))
-    return out
+        yield Feature(feature, quantity, idx, value, crossed & ~np.isnan(threshold), lines)
 
 
 def _day(t: np.ndarray) -> np.ndarray:
@@ -205,7 +223,12 @@ def steps_table(con: duckdb.DuckDBPyConnection, rows: StepRows, max_gap_s: float
     """Per step feature and deployment / day: rows, time and episodes over the threshold, over `rows` and the
     connection's thr_settings (the columns of STEPS_SCHEMA)."""
     shared: dict[tuple, _Lines] = {}
-    frames = [_feature_steps(f, rows, max_gap_s, shared) for f in features(con, rows)]
+    frames = []
+    for f in features(con, rows, by_lines=True):  # (the frame is sorted below: any feature order will do)
+        if f.lines not in shared:
+            shared.clear()  # (features come grouped by their lines: no later one reads the previous lines)
+        frames.append(_feature_steps(f, rows, max_gap_s, shared))
+        del f
     out = pl.concat([pl.DataFrame(schema=STEPS_SCHEMA), *[f for f in frames if f.height]])
     return out.sort("feature", "level", "grp", nulls_last=True, maintain_order=True)
 
