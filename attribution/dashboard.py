@@ -29,7 +29,7 @@ from attribution.compare import CohortBy, compare
 from attribution.config import Settings, connect_settings, load_settings
 from attribution.db import as_time
 from attribution.errors import AttributionError, InputError
-from attribution.histograms.analysis import histograms_stored
+from attribution.histograms.analysis import histograms_stored, share_samples
 from attribution.memsplit import memsplit
 from attribution.pruning import SCRAPES, plan
 from attribution.status import store_counts
@@ -236,6 +236,8 @@ class View:
         con.execute("set temp_directory = $dir", {"dir": str(scratch)})
         # The engine x gateway join, once per store commit (shared with every view, session and CLI run on it).
         joincache.use(con, fallback_dir=scratch)
+        # every view of the commit reads its Prometheus samples whole: their increases over a window are shared
+        share_samples(con, (str(self.store.root), self.snapshot.version))
         self.con = narrow(con, flt)
         self.lock = threading.Lock()
 
