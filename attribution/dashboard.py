@@ -34,7 +34,7 @@ from attribution.memsplit import memsplit
 from attribution.pruning import SCRAPES, plan
 from attribution.status import store_counts
 from attribution.store import Snapshot, Store
-from attribution.summaries import days, pages, prepare_pages_min
+from attribution.summaries import days, pages
 from attribution.views import JOIN_INPUTS
 
 NONE = "(none)"  # what the analyses call a missing group value; the filters use the same word
@@ -168,35 +168,6 @@ def store_table(root: str, commit: int) -> pl.DataFrame:
     return pl.DataFrame(rows, schema={"what": pl.Utf8, "value": pl.Int64})
 
 
-_COUNTED: dict[tuple[str, int, str], days.Counted] = {}  # (store, commit, settings) -> its day counts
-_COUNTED_LOCK = threading.Lock()
-COUNTED_KEEP = 4
-
-
-def day_counts(store: Store, snapshot: Snapshot, settings: Settings,
-               con: duckdb.DuckDBPyConnection | None = None) -> days.Counted:
-    """The per-day length counts of a commit (attribution.summaries.days), on a store the ingest prepares pages
-    for (summaries.prepare_pages_min); read once per commit and process. `con`: an unfiltered connection to
-    the commit (default: one opened for this)."""
-    key = (str(store.root), snapshot.version, repr(settings))
-    with _COUNTED_LOCK:
-        if key not in _COUNTED:
-            own = con is None
-            if con is None:
-                con = store.connect(snapshot)
-                connect_settings(con, settings)
-                joincache.use(con)
-            try:
-                _COUNTED[key] = days.count_days(con, days.days_dir(store.root, con, settings),
-                                                min_requests=prepare_pages_min())
-            finally:
-                if own:
-                    con.close()
-            while len(_COUNTED) > COUNTED_KEEP:
-                _COUNTED.pop(next(iter(_COUNTED)))
-        return _COUNTED[key]
-
-
 def memory_limit_mb(share: float = MEMORY_SHARE) -> int:
     """`share` of the machine's memory, at least 1 GB."""
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -316,8 +287,7 @@ class View:
                          percentiles=self.settings.percentiles)
 
     def _lengths_from_days(self, by: str, bins_per_decade: int) -> Analysis | Empty | None:
-        counted = day_counts(self.store, self.snapshot, self.settings, self.con if not self.filters.values()
-                             else None)
+        counted = days.for_commit(self.store, self.snapshot, self.settings, self.con, not self.filters.values())
         if not counted.files:
             return None
         window = analyses.resolve_window(self.con, self.filters.since, self.filters.until)

@@ -6,13 +6,16 @@ whole store and under the dashboard's filters that the counts can answer (whole 
 workloads, labels, engine versions: `answerable`).
 
     <store>/_cache/days-<key>/lengths/<day>-<digest>.parquet
+    <store>/_cache/days-<key>/lengths/commit-<commit>.json    (the files of a commit: readers skip the digest)
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -36,7 +39,9 @@ from attribution.analyses.common import (
 )
 from attribution.analyses.lengths import DEFINITIONS
 from attribution.choices import GroupBy
-from attribution.config import Settings, env_on
+from attribution.config import Settings, connect_settings, env_on
+from attribution.store import Snapshot, Store
+from attribution.summaries import prepare_pages_min
 
 STALE_TMP_S = 600  # a temporary file older than this was left by a killed count (one takes seconds)
 
@@ -101,6 +106,38 @@ def count_days(con: duckdb.DuckDBPyConnection, where: Path, min_requests: int = 
     return out
 
 
+def _listing(where: Path, commit: int) -> Path:
+    return where / f"commit-{commit:020d}.json"
+
+
+def save_listing(where: Path, commit: int, counted: Counted) -> None:
+    """Note which day files hold commit `commit`'s counts, so that a reader of the commit (a dashboard filter)
+    merges them without the digest's scan of every request; the listings of older commits go."""
+    if not counted.files:
+        return
+    tmp = where / f".{uuid.uuid4().hex}.tmp"
+    tmp.write_text(json.dumps({"files": [Path(f).name for f in counted.files], "requests": counted.requests}))
+    os.replace(tmp, _listing(where, commit))
+    for old in where.glob("commit-*.json"):
+        if old.name < _listing(where, commit).name:
+            with contextlib.suppress(OSError):
+                old.unlink()
+
+
+def load_listing(where: Path, commit: int) -> Counted | None:
+    """The counts `save_listing` noted for commit `commit`, when all its files are still there; else None."""
+    try:
+        got = json.loads(_listing(where, commit).read_text())
+        files = [str(where / name) for name in got["files"]]
+        requests = int(got["requests"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not all(os.path.exists(f) for f in files):
+        return None
+    return Counted(reused=[Path(f).name[:-len("-0123456789abcdef.parquet")] for f in files], files=files,
+                   requests=requests)
+
+
 def quantile_cont(lo: int, hi: int, rn: float) -> float:
     """DuckDB's quantile_cont between order statistics lo <= hi at position rn: lo * (1 - d) + hi * d with the
     product lo * (1 - d) fused into the sum (one rounding), as its build computes it."""
@@ -108,6 +145,40 @@ def quantile_cont(lo: int, hi: int, rn: float) -> float:
     if d == 0.0:
         return float(lo)
     return float(Fraction(float(lo)) * Fraction(1.0 - d) + Fraction(float(hi) * d))
+
+
+_COUNTED: dict[tuple[str, int, str], Counted] = {}  # (store, commit, settings) -> its day counts
+_COUNTED_LOCK = threading.Lock()
+COUNTED_KEEP = 4
+
+
+def for_commit(store: Store, snapshot: Snapshot, settings: Settings, con: duckdb.DuckDBPyConnection,
+               unfiltered: bool) -> Counted:
+    """The per-day length counts of a commit, on a store the ingest prepares pages
+    for (summaries.prepare_pages_min): the files its preparation noted, else counted (once per commit and
+    process). `con` reads the commit; `unfiltered`: its joined_requests is not narrowed (else the count opens
+    a connection of its own)."""
+    key = (str(store.root), snapshot.version, repr(settings))
+    with _COUNTED_LOCK:
+        if key not in _COUNTED:
+            where = days_dir(store.root, con, settings)
+            counted = load_listing(where, snapshot.version)
+            if counted is None:
+                if not unfiltered:
+                    con = store.connect(snapshot)
+                    connect_settings(con, settings)
+                    joincache.use(con)
+                try:
+                    counted = count_days(con, where, min_requests=prepare_pages_min())
+                finally:
+                    if not unfiltered:
+                        con.close()
+                with contextlib.suppress(OSError):
+                    save_listing(where, snapshot.version, counted)
+            _COUNTED[key] = counted
+            while len(_COUNTED) > COUNTED_KEEP:
+                _COUNTED.pop(next(iter(_COUNTED)))
+        return _COUNTED[key]
 
 
 def _day(t: datetime | None) -> str | None:
