@@ -29,12 +29,12 @@ from attribution.compare import CohortBy, compare
 from attribution.config import Settings, connect_settings, load_settings
 from attribution.db import as_time
 from attribution.errors import AttributionError, InputError
-from attribution.histograms.analysis import histograms_stored
+from attribution.histograms.analysis import histograms_stored, share_samples
 from attribution.memsplit import memsplit
 from attribution.pruning import SCRAPES, plan
 from attribution.status import store_counts
 from attribution.store import Snapshot, Store
-from attribution.summaries import pages
+from attribution.summaries import days, pages
 from attribution.views import JOIN_INPUTS
 
 NONE = "(none)"  # what the analyses call a missing group value; the filters use the same word
@@ -207,6 +207,8 @@ class View:
         con.execute("set temp_directory = $dir", {"dir": str(scratch)})
         # The engine x gateway join, once per store commit (shared with every view, session and CLI run on it).
         joincache.use(con, fallback_dir=scratch)
+        # every view of the commit reads its Prometheus samples whole: their increases over a window are shared
+        share_samples(con, (str(self.store.root), self.snapshot.version))
         self.con = narrow(con, flt)
         self.lock = threading.Lock()
 
@@ -267,8 +269,33 @@ class View:
         return self._run(by, run)
 
     def lengths(self, *, by: str | None = None, bins_per_decade: int = 10) -> Analysis | Empty:
-        return self._run(by or self.settings.by, analyses.lengths, from_histograms=True,
-                         bins_per_decade=bins_per_decade, percentiles=self.settings.percentiles)
+        """Under filters the per-day length counts answer (attribution.summaries.days: whole UTC days, any
+        deployments, workloads, labels, versions), merged from the counts an ingest kept instead of read
+        from every request; else, and on a store too small to have them, computed from the rows."""
+        by = by or self.settings.by
+        if self.filters != Filters() and days.enabled() and days.answerable(self.filters.since, self.filters.until):
+            with self.lock:
+                try:
+                    got = self._lengths_from_days(by, bins_per_decade)
+                except (duckdb.Error, OSError):  # a day file pruned by a newer commit's count: from the rows
+                    got = None
+                finally:
+                    analyses.release(self.con)
+            if got is not None:
+                return got
+        return self._run(by, analyses.lengths, from_histograms=True, bins_per_decade=bins_per_decade,
+                         percentiles=self.settings.percentiles)
+
+    def _lengths_from_days(self, by: str, bins_per_decade: int) -> Analysis | Empty | None:
+        counted = days.for_commit(self.store, self.snapshot, self.settings, self.con, not self.filters.values())
+        if not counted.files:
+            return None
+        window = analyses.resolve_window(self.con, self.filters.since, self.filters.until)
+        res = days.lengths(self.con, counted, by=by, bins_per_decade=bins_per_decade, window=window,
+                           values=self.filters.values(), percentiles=self.settings.percentiles)
+        if res is None and not histograms_stored(self.con):
+            return Empty(self._nothing())
+        return res  # (None with engine histograms stored: the rows' computation answers from those)
 
     def concurrency(self, *, by: str | None = None, per_group: bool = True, bucket_s: int | None = None
                     ) -> Analysis | Empty:

@@ -79,6 +79,8 @@ def server(tmp_path_factory):
     ingest([str(root / "logs")], root / "store", year=truth["year"], tz=truth["tz"])
     port = _free_port()
     cmd, env = dashboard_launch.command(root / "store", port=port)
+    # the filtered lengths page merges the per-day counts here too (a store this small computes otherwise)
+    env["ATTRIBUTION_PREPARE_PAGES_MIN"] = "0"
     log = root / "server.log"
     with log.open("w") as out:
         proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=root)
@@ -132,3 +134,27 @@ def test_every_page_renders_in_chromium(server, app, path):
     assert app.locator("[data-testid=stDataFrame]").count() >= 1
     nav = app.locator("[data-testid=stSidebarNav] a").all_inner_texts()
     assert [n.strip().splitlines()[-1] for n in nav] == list(PAGES.values())  # after the icon's name
+
+
+def test_a_workload_filter_redraws_the_lengths_page(server, app):
+    """A workload picked in the sidebar: the lengths page answers for it (from the per-day counts) and says so
+    under its title; the tables and chart are drawn, no error. Screenshot: dashboard-lengths-filtered.png."""
+    app.locator("[data-testid=stSidebarNav] a", has_text=PAGES["lengths"]).click(timeout=TIMEOUT_MS)
+    app.get_by_role("heading", level=1, name=PAGES["lengths"]).wait_for(timeout=TIMEOUT_MS)
+    app.locator("[data-testid=stApp][data-test-script-state=notRunning]").wait_for(timeout=TIMEOUT_MS)
+    box = app.locator("[data-testid=stSidebar] [data-testid=stMultiSelect]").nth(1)  # deployment, workload, ...
+    box.click(timeout=TIMEOUT_MS)
+    option = app.locator("[role=option]").filter(has_not_text="Select all").first
+    workload = option.inner_text().strip()
+    option.click(timeout=TIMEOUT_MS)
+    app.keyboard.press("Escape")
+    app.get_by_text(f"workload = {workload}").first.wait_for(timeout=TIMEOUT_MS)
+    app.locator("[data-testid=stApp][data-test-script-state=notRunning]").wait_for(timeout=TIMEOUT_MS)
+    app.locator(".js-plotly-plot .main-svg").first.wait_for(timeout=TIMEOUT_MS)
+    app.wait_for_timeout(500)
+    ARTIFACTS.mkdir(exist_ok=True)
+    app.screenshot(path=str(ARTIFACTS / "dashboard-lengths-filtered.png"), full_page=True)
+    assert app.locator("[data-testid=stException]").count() == 0
+    assert app.locator("[data-testid=stAlertContentError]").count() == 0
+    assert app.locator("[data-testid=stDataFrame]").count() >= 1
+    app.goto(server + "/", timeout=TIMEOUT_MS)  # a new session: every filter back to all for what follows

@@ -4,6 +4,9 @@ exact-vs-histogram side by side) and `compare` (two windows, with the bucket-edg
 
 from __future__ import annotations
 
+import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -58,12 +61,36 @@ def shared_increases() -> Iterator[None]:
         _SHARED.reset(token)
 
 
+# connection -> what its Prometheus samples are (a store commit): the connections of one name share `increases`
+# (a dashboard opens a connection per filter set on a commit; its filters never narrow the samples)
+_SAMPLES: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, tuple[Any, ...]] = weakref.WeakKeyDictionary()
+_KEPT: OrderedDict[tuple[Any, ...], pl.DataFrame] = OrderedDict()
+KEEP = 16  # windows x tables (a few KB each: one row per series part)
+_KEPT_LOCK = threading.Lock()
+
+
+def share_samples(con: duckdb.DuckDBPyConnection, name: tuple[Any, ...]) -> None:
+    """Declare that `con` reads the Prometheus samples called `name`, unfiltered: `increases` on it reuses
+    what another connection of that name read for the same window (kept for the process, the last KEEP)."""
+    _SAMPLES[con] = name
+
+
 def increases(con: duckdb.DuckDBPyConnection, window: Window, table: str = "histogram") -> pl.DataFrame:
     """The window's increase per histogram series part (table `histogram`) or counter (`counter`)."""
     memo, key = _SHARED.get(), (id(con), window.since, window.until, table)
     if memo is not None and key in memo:
         return memo[key][1]
-    rows = queries.run(con, "metric_increase", kind=table, since=window.since, until=window.until)
+    name = _SAMPLES.get(con)
+    kept = None if name is None else (*name, window.since, window.until, table)
+    with _KEPT_LOCK:
+        rows = _KEPT.get(kept) if kept is not None else None
+    if rows is None:
+        rows = queries.run(con, "metric_increase", kind=table, since=window.since, until=window.until)
+        if kept is not None:
+            with _KEPT_LOCK:
+                _KEPT[kept] = rows
+                while len(_KEPT) > KEEP:
+                    _KEPT.popitem(last=False)
     if memo is not None:
         memo[key] = (con, rows)  # the connection kept alive with its rows: its id is not reused meanwhile
     return rows

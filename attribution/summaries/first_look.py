@@ -55,6 +55,8 @@ def _merged(view: View, settings: Settings, page: str, kwargs: dict[str, Any]) -
     if page != "lengths" or not days.enabled() or set(kwargs) - {"by"}:
         return None
     with view.lock:
-        counted = days.count_days(view.con, days.days_dir(view.store.root, view.con, settings))
+        where = days.days_dir(view.store.root, view.con, settings)
+        counted = days.count_days(view.con, where)
+        days.save_listing(where, view.snapshot.version, counted)  # the dashboard's filters merge these files
         return days.lengths(view.con, counted, by=kwargs.get("by") or settings.by,
                             percentiles=settings.percentiles)
