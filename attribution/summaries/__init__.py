@@ -69,7 +69,7 @@ def after_commit(root: str | Path, settings: Settings | None = None) -> Built:
     try:
         con = store.connect(snap)
         try:
-            # DuckDB would take up to 80% of the machine for the join's hash tables (8.5 GB at 6M requests,
+            # DuckDB would take up to 80% of the machine for the join's hash tables (2.1 GB at 1M requests,
             # growing with the store); bounded, it spills, and the ingest's peak stays flat in the store's size
             con.execute("set memory_limit = $limit", {"limit": f"{join_memory_mb()}MB"})
             con.execute("set temp_directory = $dir", {"dir": str(scratch)})
