@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import duckdb
 import pytest
 from test_join import _slp, _store, _vllm_line
 
@@ -144,3 +145,31 @@ def test_the_overviews_store_table_counts_what_status_counts(tmp_path):
             **{f"files {f['status']}": f["files"] for f in status["files"]},
             "ingest errors": status["error_count"], "store commit": status["commit"]}
     assert dict(table.iter_rows()) == want and status["rows"]["requests"] == 6
+
+
+def test_the_join_is_built_under_a_memory_limit_spilling_outside_the_store(tmp_path, monkeypatch):
+    """DuckDB would take 80% of the machine for the join's hash tables (GBs at millions of requests): the ingest
+    bounds it ($ATTRIBUTION_JOIN_MEMORY_MB) and spills to a directory of its own, removed afterwards."""
+    monkeypatch.setenv("ATTRIBUTION_SUMMARIES", "0")
+    store, _ = _store(tmp_path / "s")
+    monkeypatch.delenv("ATTRIBUTION_SUMMARIES")
+    monkeypatch.setenv("ATTRIBUTION_JOIN_MEMORY_MB", "64")
+    seen: dict[str, str] = {}
+    real = joincache.use
+
+    def use(con, **kw):
+        for name in ("memory_limit", "temp_directory"):
+            seen[name] = con.execute(f"select current_setting('{name}')").fetchone()[0]
+        return real(con, **kw)
+
+    monkeypatch.setattr(joincache, "use", use)
+    built = summaries.after_commit(store.root)
+    assert built.skipped == "" and _prepared(store)
+    with duckdb.connect() as ref:
+        ref.execute("set memory_limit = '64MB'")
+        assert seen["memory_limit"] == ref.execute("select current_setting('memory_limit')").fetchone()[0]
+    scratch = Path(seen["temp_directory"])
+    assert scratch.name.startswith("attribution-join-") and not scratch.exists()
+    assert store.root not in scratch.parents and Path.cwd() not in scratch.parents
+    monkeypatch.setattr(joincache, "use", real)
+    _same(_answers(store.root), _from_the_store(store.root, monkeypatch))
