@@ -353,7 +353,7 @@ def spark_session():
     return get_session(SPARK_MASTER, SPARK_CONF)
 
 
-SPARK_FILES = ("test_spark.py", "test_spark_ingest.py")
+SPARK_FILES = ("test_spark.py", "test_spark_ingest.py", "test_spark_pruning.py")
 
 
 @pytest.hookimpl(optionalhook=True)
