@@ -77,3 +77,29 @@ def test_the_lengths_command_on_spark_with_a_window_is_duckdbs(sample_store, spa
     code, spark, err = run_cli(capsys, *args, "--engine", "spark")
     assert code == 0, err
     assert spark == duck and '"lengths"' in duck
+
+
+def test_the_cost_form_of_the_join_gives_the_files_rows(sample_store, tmp_path):
+    """stg_joined_requests.spark.sql (each side ranked by one window over every key, read once: Spark computes
+    a CTE again at each use) is DuckDB SQL too and gives the DuckDB file's rows: on the sample store and on a
+    store where keys appear twice on a side (the row with the most timings, else the first by file and line,
+    wins)."""
+    from attribution import queries
+    from attribution.spark.forms import COST_FORMS
+
+    assert "stg_joined_requests" in COST_FORMS and "Engine:" in queries.load("stg_joined_requests.spark").doc
+    con = Store.open(sample_store).connect()
+    order = "order by request_key nulls first, source, file, line"
+    for extra in ("", _DUPLICATES):
+        if extra:
+            con.execute(f"create or replace temporary table requests as select * from requests {extra}")
+        want = con.sql(f"select * from ({queries.load('stg_joined_requests').sql}) {order}").pl()
+        got = con.sql(f"select * from ({queries.load('stg_joined_requests.spark').sql}) {order}").pl()
+        assert want.height > 0 and got.equals(want)
+    assert con.execute("select count(*) from (select request_key from requests where request_key is not null "
+                       "group by request_key, source_kind having count(*) > 1)").fetchone()[0] > 0
+
+
+# every keyed row again with one timing less and a later line: the kept row must be the original
+_DUPLICATES = ("union all select * replace (null as ttft_s, line + 100000 as line) from requests "
+               "where request_key is not null")
