@@ -6,6 +6,8 @@ one SparkSession (conftest's spark_session)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from conftest import run_cli
 from test_pruning import ANALYSES, INSIDE, MIDNIGHT, RELATIVE
@@ -103,3 +105,19 @@ def test_the_cost_form_of_the_join_gives_the_files_rows(sample_store, tmp_path):
 # every keyed row again with one timing less and a later line: the kept row must be the original
 _DUPLICATES = ("union all select * replace (null as ttft_s, line + 100000 as line) from requests "
                "where request_key is not null")
+
+
+def test_the_join_on_spark_reads_each_side_of_the_requests_once(pruned):
+    """The cost form's plan scans the requests three times (engine side, gateway side, rows without a key),
+    the DuckDB text's, transpiled, seven (a CTE is planned again at each use)."""
+    from attribution import queries
+
+    _, _, _, spark_window = pruned
+    con, _ = spark_window((None, None))
+
+    def scans(name: str) -> int:
+        plan = con.sql(queries.load(name), None)._jdf.queryExecution().executedPlan().toString()
+        return len(re.findall(r"FileScan parquet [^\n]*data/requests/", plan))
+
+    assert scans("stg_joined_requests.spark") == 3
+    assert scans("stg_joined_requests") == 7
