@@ -143,9 +143,10 @@ def _read(store: Store, snapshot: Snapshot, spark: SparkSession, table: str, rng
     """`raw_<table>`: the snapshot's live files (never a listing of the directory: an ingest may be adding
     files), read with the table's schema: a column a file lacks (written before the column existed) is NULL,
     as DuckDB's union_by_name gives, and no file footer is read to infer one. With `rng` (first, last day;
-    None open) the `day=` directories are Spark's partition column and the days a filter on it, so the plan
-    prunes files by partition (`PartitionFilters`), as a reader of the bare dataset would; the null partition
-    (rows without a time) is always read, as layout.prune keeps it."""
+    None open) only the days' files are named (layout.prune: no file of another day is even looked up, a
+    request each on object storage), the `day=` directories are Spark's partition column and the days a
+    filter on it: the plan says which partitions it reads (`PartitionFilters`), as over the bare dataset.
+    The null partition (rows without a time) is always read."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType, StructField, StructType
 
@@ -158,9 +159,12 @@ def _read(store: Store, snapshot: Snapshot, spark: SparkSession, table: str, rng
     if any(layout.day_of(p) is None for p in live):  # (a layout-1 file has no partition: prune by name)
         return spark.read.schema(schema).parquet(*[data_path(store, p) for p in layout.prune(live, *rng)])
     # (a string column: `day=2026-05-18` stays text, and the null partition reads as NULL)
+    kept = layout.prune(live, *rng)
+    if not kept:
+        return spark.createDataFrame([], schema=schema)
     with_day = StructType([*schema.fields, StructField(_DAY, StringType(), True)])
     df = (spark.read.schema(with_day).option("basePath", data_path(store, f"data/{table}"))
-          .parquet(*[data_path(store, p) for p in live]))
+          .parquet(*[data_path(store, p) for p in kept]))
     first, last = rng
     keep = F.col(_DAY).isNull()
     inside = F.lit(True)
