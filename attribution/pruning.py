@@ -5,8 +5,6 @@ and without pruning are tested equal per analysis (tests/test_pruning.py)."""
 
 from __future__ import annotations
 
-import contextlib
-import weakref
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -38,9 +36,6 @@ FROM_START = ("engine_config", *SCRAPES)
 # Requests (and their events) are read back to the earliest partition holding a request still running at the
 # window's start (found from the files' Parquet statistics, no data read): it counts for concurrency.
 SPANNED = ("requests", "request_events")
-
-_WINDOWS: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, Window] = weakref.WeakKeyDictionary()
-
 
 def _day(t: datetime) -> str:
     return t.astimezone(UTC).date().isoformat()
@@ -79,11 +74,12 @@ def _join_cached(store: Store, snapshot: Snapshot) -> bool:
     return any(joincache.cached_for(store.root, snapshot.version))
 
 
-def anchor_days(store: Store, snapshot: Snapshot) -> dict[str, Days] | None:
+def anchor_days(store: Store, snapshot: Snapshot, *, join_cache: bool = True) -> dict[str, Days] | None:
     """The days that hold the store's newest arrival not in the future (and its other side): from the newest
     partition of `requests` not after today, and the day before it (None: read the whole store, also where
-    the commit's join is cached: the anchor is one cheap query of it)."""
-    if env("ATTRIBUTION_PRUNE") == "0" or _join_cached(store, snapshot):
+    the commit's join is cached: the anchor is one cheap query of it). `join_cache` False: the reader does
+    not use the cache (Spark), so the cache's presence changes nothing."""
+    if env("ATTRIBUTION_PRUNE") == "0" or join_cache and _join_cached(store, snapshot):
         return None
     today = datetime.now(UTC).date().isoformat()
     past = [d for d in _partitions(snapshot, "requests") if d <= today]
@@ -99,10 +95,11 @@ def anchor_connection(store: Store, snapshot: Snapshot) -> duckdb.DuckDBPyConnec
 
 
 def plan(store: Store, snapshot: Snapshot, since: datetime | None, until: datetime | None,
-         whole: tuple[str, ...] = ()) -> dict[str, Days] | None:
+         whole: tuple[str, ...] = (), *, join_cache: bool = True) -> dict[str, Days] | None:
     """The days (first, last inclusive; None open) each table is read for the window [since, until); None:
     the whole store (no bound, so nothing to prune). `whole`: tables read whole all the same (the dashboard
-    keeps the requests whole, so its connections share the commit's cached join: attribution.joincache)."""
+    keeps the requests whole, so its connections share the commit's cached join: attribution.joincache).
+    `join_cache` False: a reader without the cache (Spark) prunes the requests whether or not it exists."""
     if since is None and until is None or env("ATTRIBUTION_PRUNE") == "0":
         return None
     first = _day(since - MARGIN) if since is not None else None
@@ -110,7 +107,7 @@ def plan(store: Store, snapshot: Snapshot, since: datetime | None, until: dateti
     out: dict[str, Days] = {t: (first, last) for t in TABLES}
     for t in FROM_START:
         out[t] = (None, last)
-    read_whole = (*whole, *(JOIN_INPUTS if _join_cached(store, snapshot) else ()))
+    read_whole = (*whole, *(JOIN_INPUTS if join_cache and _join_cached(store, snapshot) else ()))
     if since is not None and first is not None and not set(SPANNED) <= set(read_whole):
         back = _reach_back(store, snapshot, since, first)
         for t in SPANNED:
@@ -179,13 +176,4 @@ def connect(store: Store, since: Any = None, until: Any = None, snapshot: Snapsh
     snap = snapshot or store.snapshot()
     window = resolve(store, snap, since, until)
     start = window.since - extra_before if (window.since is not None and extra_before) else window.since
-    con = store.connect(snap, days=plan(store, snap, start, window.until))
-    _WINDOWS[con] = window
-    return con, window
-
-
-def window_of(con: Any) -> Window | None:
-    """The window a connection of `connect` was pruned for (None for any other connection)."""
-    with contextlib.suppress(TypeError):
-        return _WINDOWS.get(con)
-    return None
+    return store.connect(snap, days=plan(store, snap, start, window.until)), window

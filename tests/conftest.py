@@ -369,7 +369,7 @@ def spark_session():
     return get_session(SPARK_MASTER, SPARK_CONF)
 
 
-SPARK_FILES = ("test_spark.py", "test_spark_ingest.py")
+SPARK_FILES = ("test_spark.py", "test_spark_ingest.py", "test_spark_pruning.py")
 # Files whose module fixture is dear (a local S3 server): all their tests on one worker, which starts it once.
 ONE_WORKER_FILES = ("test_store_remote.py",)
 # Tests that ask the question of a golden command (once_per_session, keyed by the command line) run on the

@@ -24,6 +24,7 @@ from attribution.cli.app import (
     StoreOpt,
     app,
     connect,
+    connect_window,
     engine_flags,
     resolve,
 )
@@ -69,10 +70,10 @@ def select(settings: Settings, since: str | None, until: str | None, by: GroupBy
     """The window's requests on the settings' store, grouped by `by` (default: the `by` setting), for the
     analysis `command` (app.connect: only some run on Spark); `prune`: read only the window's days."""
     from attribution import analyses
-    from attribution.pruning import window_of
 
-    con = connect(settings, command, window=(since, until) if prune else None)  # only its days: pruning.py
-    return analyses.select(con, since=window_of(con) or since, until=until, by=by or settings.by)
+    # only the window's days (pruning.py), the window resolved on the whole store
+    con, window = connect_window(settings, command, since, until) if prune else (connect(settings, command), None)
+    return analyses.select(con, since=window or since, until=until, by=by or settings.by)
 
 
 def with_by(settings: Settings, by: GroupBy | None, own_default: GroupBy = GroupBy.workload) -> Settings:
@@ -282,10 +283,8 @@ def analyze_cmd(
             summary = ingest(paths, default_store_path(st.store), deployment=deployment, label=label, year=year, tz=tz,
                              progress=prog)
         print_summary(summary)
-    from attribution.pruning import window_of
-
-    con = connect(st, "analyze", window=(since, until))  # (the window resolved on the whole store, then pruned)
-    res = analyses.analyze(con, since=window_of(con) or since, until=until, by=st.by,
+    con, window = connect_window(st, "analyze", since, until)  # (resolved on the whole store, then pruned)
+    res = analyses.analyze(con, since=window or since, until=until, by=st.by,
                            slo=analyses.parse_slo(list(st.slo) or None, st.slo_preset), gpu_hour_cost=st.gpu_hour_cost,
                            gpus_per_pod=st.gpus_per_pod, ceiling_share=st.ceiling_share, percentiles=st.percentiles)
     with_settings(res, st, ("by", "slo", "slo_preset", "gpu_hour_cost", "gpus_per_pod", "ceiling_share",

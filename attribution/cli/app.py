@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     import duckdb
 
+    from attribution.analyses.common import Window
     from attribution.store import Snapshot
 
 app = typer.Typer(
@@ -84,7 +85,7 @@ def refuse_spark(settings: Settings, command: str) -> None:
                          f"on Spark yet ({', '.join(SPARK_COMMANDS)} do); set --engine duckdb")
 
 
-def connect(settings: Settings, command: str, window: tuple[Any, Any] | None = None,
+def connect(settings: Settings, command: str,
             days: Callable[[Store, Snapshot], Any] | None = None) -> duckdb.DuckDBPyConnection:
     """A connection to the settings' store with the settings' workload names applied: DuckDB in this
     process, or Spark temporary views under `--engine spark` (attribution.spark.connection; the analyses run
@@ -99,11 +100,7 @@ def connect(settings: Settings, command: str, window: tuple[Any, Any] | None = N
         spark_con: Any = spark_connect(store, store.snapshot(), settings)
         # the analyses take either connection (attribution.queries tells them apart)
         return cast("duckdb.DuckDBPyConnection", spark_con)
-    if window is not None and window != (None, None):  # (since, until): read only their days (pruning.py)
-        from attribution.pruning import connect as pruned
-
-        con = pruned(store, *window)[0]
-    elif days is not None:  # the days to read, from the store and its snapshot (attribution.pruning)
+    if days is not None:  # the days to read, from the store and its snapshot (attribution.pruning)
         snap = store.snapshot()
         con = store.connect(snap, days=days(store, snap))
     else:
@@ -130,6 +127,28 @@ def bound_memory(con: duckdb.DuckDBPyConnection, command: str) -> None:
     atexit.register(shutil.rmtree, scratch, True)
     con.execute("set memory_limit = $limit", {"limit": f"{env_int('ATTRIBUTION_DUCKDB_MEMORY_MB', DUCKDB_MEMORY_MB)}MB"})
     con.execute("set temp_directory = $dir", {"dir": str(scratch)})
+
+
+def connect_window(settings: Settings, command: str, since: Any, until: Any
+                   ) -> tuple[duckdb.DuckDBPyConnection, Window | None]:
+    """`connect` reading only the days the window --since/--until needs (attribution.pruning; Spark's views
+    too), and the window resolved on the whole store (a pruned connection may not hold the newest arrival,
+    so the analysis takes this window, not its own resolution); (con, None) when there is no window."""
+    if since is None and until is None:
+        return connect(settings, command), None
+    store = open_store(default_store_path(settings.store))
+    refuse_spark(settings, command)
+    if settings.engine == "spark":
+        from attribution.spark.connection import connect_window as spark_window
+
+        spark_con, window = spark_window(store, settings, since, until)
+        return cast("duckdb.DuckDBPyConnection", spark_con), window
+    from attribution.pruning import connect as pruned
+
+    con, window = pruned(store, since, until)
+    connect_settings(con, settings)
+    bound_memory(con, command)
+    return con, window
 
 
 EngineOpt = Annotated[str | None, typer.Option(

@@ -16,7 +16,7 @@ from attribution.cli.app import (
     SparkMasterOpt,
     StoreOpt,
     app,
-    connect,
+    connect_window,
     engine_flags,
     resolve,
 )
@@ -117,10 +117,7 @@ def memsplit_cmd(
         slots_per_request=slots_per_request,
     )
     st = resolve(config, **engine_flags(analysis_engine, spark_master, spark_conf), store=store, model=model)
-    from attribution.pruning import window_of
-
-    con = connect(st, "memsplit", window=(since, until))  # reads only the window's days (attribution.pruning)
-    w = window_of(con)  # (resolved on the whole store: a pruned connection may not hold the newest arrival)
+    con, w = connect_window(st, "memsplit", since, until)  # only the window's days (attribution.pruning)
     res = memsplit(
         con,
         st.model,

@@ -5,11 +5,13 @@ only a query's final rows come back to the driver, as Arrow."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from attribution import layout
 from attribution.schema import TABLES, empty
 from attribution.spark.transpile import to_spark
 
@@ -18,7 +20,9 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
+    from attribution.analyses.common import Window
     from attribution.config import Settings
+    from attribution.pruning import Days
     from attribution.queries import Query
     from attribution.store import Snapshot, Store
 
@@ -82,6 +86,7 @@ class SparkConnection:
         self.view(view, self.sql(q, None))
 
 
+_DAY = "day"  # the partition directories' key (attribution.layout)
 _REDUNDANT_ALIASES = "org.apache.spark.sql.catalyst.optimizer.RemoveRedundantAliases"
 
 
@@ -100,9 +105,10 @@ def data_path(store: Store, rel: str | Path) -> str:
 
 
 def connect(store: Store, snapshot: Snapshot, spark: SparkSession,
-            workloads: pl.DataFrame | None = None) -> SparkConnection:
+            workloads: pl.DataFrame | None = None, days: dict[str, Days] | None = None) -> SparkConnection:
     """The views of attribution.views.connect, on Spark; `workloads` (match, name) replaces the store's
-    workload map (attribution.config.connect_settings)."""
+    workload map (attribution.config.connect_settings); `days` (attribution.pruning.plan): each table named
+    reads only those days' partitions."""
     from attribution import queries
     from attribution.views import STAGED, has_scrapes, ingest_files_frame, load_workload_map
 
@@ -118,12 +124,7 @@ def connect(store: Store, snapshot: Snapshot, spark: SparkSession,
     con = SparkConnection(spark)
     con.commit = snapshot.version
     for table in TABLES:
-        files = [data_path(store, p) for p in sorted(snapshot.live(table))]
-        # read with the table's schema: a column a file lacks (written before the column existed) is NULL, as
-        # DuckDB's union_by_name gives, and no file footer is read to infer one
-        schema = _spark_schema(table)
-        df = spark.read.schema(schema).parquet(*files) if files else spark.createDataFrame([], schema=schema)
-        con.view(f"raw_{table}", df)
+        con.view(f"raw_{table}", _read(store, snapshot, spark, table, (days or {}).get(table)))
     for table in TABLES:
         if table in STAGED:
             queries.create_view(_as_con(con), STAGED[table], table)
@@ -138,14 +139,52 @@ def connect(store: Store, snapshot: Snapshot, spark: SparkSession,
     return con
 
 
-def connect_settings(store: Store, snapshot: Snapshot, settings: Settings) -> SparkConnection:
-    """The Spark views of `snapshot` with the settings' workload names, on the session the settings ask for
-    (`spark_master`, `spark_conf`): what `--engine spark` runs an analysis or the report on."""
+def _read(store: Store, snapshot: Snapshot, spark: SparkSession, table: str, rng: Days | None) -> DataFrame:
+    """`raw_<table>`: the snapshot's live files (never a listing of the directory: an ingest may be adding
+    files), read with the table's schema: a column a file lacks (written before the column existed) is NULL,
+    as DuckDB's union_by_name gives, and no file footer is read to infer one. With `rng` (first, last day;
+    None open) only the days' files are named (layout.prune: no file of another day is even looked up, a
+    request each on object storage), the `day=` directories are Spark's partition column and the days a
+    filter on it: the plan says which partitions it reads (`PartitionFilters`), as over the bare dataset.
+    The null partition (rows without a time) is always read."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    live = sorted(snapshot.live(table))
+    schema = _spark_schema(table)
+    if not live:
+        return spark.createDataFrame([], schema=schema)
+    if rng is None or rng == (None, None):
+        return spark.read.schema(schema).parquet(*[data_path(store, p) for p in live])
+    if any(layout.day_of(p) is None for p in live):  # (a layout-1 file has no partition: prune by name)
+        return spark.read.schema(schema).parquet(*[data_path(store, p) for p in layout.prune(live, *rng)])
+    # (a string column: `day=2026-05-18` stays text, and the null partition reads as NULL)
+    kept = layout.prune(live, *rng)
+    if not kept:
+        return spark.createDataFrame([], schema=schema)
+    with_day = StructType([*schema.fields, StructField(_DAY, StringType(), True)])
+    df = (spark.read.schema(with_day).option("basePath", data_path(store, f"data/{table}"))
+          .parquet(*[data_path(store, p) for p in kept]))
+    first, last = rng
+    keep = F.col(_DAY).isNull()
+    inside = F.lit(True)
+    if first is not None:
+        inside = inside & (F.col(_DAY) >= first)
+    if last is not None:
+        inside = inside & (F.col(_DAY) <= last)
+    return df.where(keep | inside).select(*schema.fieldNames())
+
+
+def connect_settings(store: Store, snapshot: Snapshot, settings: Settings,
+                     days: dict[str, Days] | None = None) -> SparkConnection:
+    """The Spark views of `snapshot` (only `days`' partitions, where given) with the settings' workload names,
+    on the session the settings ask for (`spark_master`, `spark_conf`): what `--engine spark` runs an analysis
+    or the report on."""
     from attribution.config import workload_map
     from attribution.spark.session import get_session, parse_conf
 
     session = get_session(settings.spark_master, parse_conf(settings.spark_conf))
-    return connect(store, snapshot, session, workload_map(settings))
+    return connect(store, snapshot, session, workload_map(settings), days)
 
 
 def _spark_schema(table: str) -> StructType:
@@ -157,3 +196,26 @@ def _spark_schema(table: str) -> StructType:
 def _as_con(con: SparkConnection) -> Any:
     """A Spark connection where attribution.queries takes a DuckDB one (queries tells them apart)."""
     return con
+
+
+def connect_window(store: Store, settings: Settings, since: Any = None, until: Any = None,
+                   *, extra_before: timedelta | None = None) -> tuple[SparkConnection, Window]:
+    """attribution.pruning.connect on Spark: the window resolved (a relative one from the newest days alone,
+    read by Spark), then views reading only the days it needs (`extra_before`: also that much before it).
+    Spark does not use the commit's cached join, so the requests are pruned whether or not it exists."""
+    from attribution.analyses.common import parse_when, resolve_window
+    from attribution.pruning import anchor_days, plan, resolve
+
+    snap = store.snapshot()
+    s, u = parse_when(since), parse_when(until)
+    probe = None
+    if isinstance(s, timedelta) or isinstance(u, timedelta):
+        probe = connect_settings(store, snap, settings, anchor_days(store, snap, join_cache=False))
+        window = resolve_window(_as_con(probe), since, until)
+    else:  # (absolute: no data is read)
+        window = resolve(store, snap, since, until)
+    start = window.since - extra_before if (window.since is not None and extra_before) else window.since
+    days = plan(store, snap, start, window.until, join_cache=False)
+    if probe is not None and days is None and anchor_days(store, snap, join_cache=False) is None:
+        return probe, window  # (the probe already reads the whole snapshot)
+    return connect_settings(store, snap, settings, days), window

@@ -133,7 +133,11 @@ def check(manifest: dict, status: dict) -> list[str]:
 def run(a: argparse.Namespace) -> dict[str, Any]:
     data = a.data_dir
     t = time.time()
-    manifest = generate(data / f"week-{a.requests}", a.requests, a.seed)
+    week, ingests = data / f"week-{a.requests}", {"ingest", "spark_ingest"} & set(a.steps)
+    if not ingests and (week / "manifest.json").exists():  # (the stores exist: their logs may be deleted)
+        manifest = json.loads((week / "manifest.json").read_text())
+    else:
+        manifest = generate(week, a.requests, a.seed)
     logs = data / f"week-{a.requests}" / "logs"
     gen_s = time.time() - t
     print(f"data {logs}: {manifest['bytes'] / 1e9:.2f} GB, gateway {manifest['gateway_share']:.0%} of bytes, "
