@@ -30,6 +30,7 @@ from attribution.analyses import (
     select,
 )
 from attribution.analyses.arrival_change import ChangeRule, burstiness_change
+from attribution.analyses.common import keep_selections
 from attribution.analyses.exact import shared_sweeps
 from attribution.analyses.overview import cohort_latency, findings
 from attribution.config import Settings, connect_settings, env_int
@@ -153,6 +154,9 @@ def _run_analyses(store: Store, settings: Settings, *, since: Any, until: Any, w
         con = store.connect(snapshot, days=report_days(store, snapshot, window))
         connect_settings(con, settings)  # the config's workload names replace the store's own mapping here
         bound_memory(con)
+        # its selections: the window by group and overall, and the previous window by group; the arrivals, the
+        # burstiness change and the memory split come back to them (each made once, not five times)
+        keep_selections(con, 3)
     by = GroupBy(settings.by)
     slo = parse_slo(list(settings.slo) or None, settings.slo_preset)
     inp = Inputs(window, by, slo, settings, commit=snapshot.version)
