@@ -30,7 +30,7 @@ from attribution.analyses import (
     select,
 )
 from attribution.analyses.arrival_change import ChangeRule, burstiness_change
-from attribution.analyses.common import keep_selections
+from attribution.analyses.common import keep_selections, release
 from attribution.analyses.exact import shared_sweeps
 from attribution.analyses.overview import cohort_latency, findings
 from attribution.config import Settings, connect_settings, env_int
@@ -157,6 +157,9 @@ def _run_analyses(store: Store, settings: Settings, *, since: Any, until: Any, w
         # its selections: the window by group and overall, and the previous window by group; the arrivals, the
         # burstiness change and the memory split come back to them (each made once, not five times)
         keep_selections(con, 3)
+    # each step's temporary tables dropped once it is done (as the dashboard does after a page): they would
+    # hold DuckDB's capped memory, or spill, while the next steps run
+    done: Callable[[], None] = (lambda: None) if settings.engine == "spark" else (lambda: release(con))
     by = GroupBy(settings.by)
     slo = parse_slo(list(settings.slo) or None, settings.slo_preset)
     inp = Inputs(window, by, slo, settings, commit=snapshot.version)
@@ -175,16 +178,21 @@ def _run_analyses(store: Store, settings: Settings, *, since: Any, until: Any, w
         inp.findings = findings(inp.lengths, inp.concurrency, inp.capacity, inp.latency, slo,
                                 "group" if by == GroupBy.all else by.value, cohort=cohort,
                                 cohort_lat=inp.cohort_latency, ceiling_share=settings.ceiling_share)
+        done()
         say("thresholds")
         everything = select(con, since=window, by=GroupBy.all)
         inp.thresholds = thresholds(everything, catalogue)
+        done()
         say("changes against the previous window")
         inp.changes = window_changes(con, window, settings, sel=everything, now_lengths=inp.lengths,
                                      catalogue=catalogue)
+        done()
         say("arrivals")
         run_arrivals(inp, con)
+        done()
         say("prompt cache")
         inp.cache, inp.cache_changes = report_cache(con, window, settings)
+        done()
     else:
         inp.skipped["requests"] = "no requests in this window"
         if histograms_stored(con):  # the engines' token histograms still count request-scoped thresholds
@@ -196,6 +204,7 @@ def _run_analyses(store: Store, settings: Settings, *, since: Any, until: Any, w
                                 run_whatif=settings.whatif)
     except UsageError as exc:
         inp.skipped["memsplit"] = str(exc)
+    done()
     inp.metrics = histogram_metrics(con, since=window.since, until=window.until, percentiles=settings.percentiles,
                                     slo=slo.terms)
     say("ingest health")
