@@ -31,9 +31,25 @@ streams as (
     group by all
 ),
 
+-- A silence longer than $min_gap_s holds no two events of one bucket of that width (whole microseconds from
+-- the window's first event): it runs from the last event of a bucket to the first of the next non-empty one.
+-- So the consecutive events are looked for among the buckets' ends (a hash aggregate, then a window over a few
+-- hundred buckets per stream, instead of sorting every request and step line).
+buckets as (
+    select
+        w.deployment, w.source, w.kind,
+        (epoch_us(w.ts) - epoch_us(span.first_ts)) // greatest(floor($min_gap_s * 1e6)::bigint, 1) as bucket,
+        min(w.ts) as first_ts,
+        max(w.ts) as last_ts
+    from windowed as w, span
+    group by all
+),
+
 ordered as (
-    select deployment, source, kind, ts, lag(ts) over (partition by deployment, source, kind order by ts) as prev_ts
-    from windowed
+    select
+        deployment, source, kind, first_ts as ts,
+        lag(last_ts) over (partition by deployment, source, kind order by bucket) as prev_ts
+    from buckets
 ),
 
 inside as (

@@ -37,6 +37,7 @@ _SERIALS = itertools.count(1)
 _CURRENT: dict[int, int] = {}  # id(connection) -> serial of the selection its int_analysis_requests holds
 KEEP_SELECTIONS = 2  # per connection over a cached join (see _prepare)
 _KEPT: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, dict[tuple[Any, ...], str]] = weakref.WeakKeyDictionary()
+_KEEP: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, int] = weakref.WeakKeyDictionary()  # keep_selections
 
 
 def parse_when(text: str | datetime | date | None) -> datetime | timedelta | None:
@@ -136,6 +137,12 @@ def select(con: duckdb.DuckDBPyConnection, *, since: Any = None, until: Any = No
     return Selection(con, window, by, int(n or 0), serial)
 
 
+def keep_selections(con: duckdb.DuckDBPyConnection, n: int) -> None:
+    """Keep the last `n` selections on `con` (over a cached join; default KEEP_SELECTIONS), for a caller that
+    comes back to more of them (the report: its window by group and overall, and the previous window)."""
+    _KEEP[con] = n
+
+
 def _prepare(con: duckdb.DuckDBPyConnection, window: Window, by: GroupBy) -> None:
     """Make `int_analysis_requests` hold the selection. On a connection reading a store commit's cached join (whose
     rows cannot change) the last few selections are kept, so the pages of a dashboard view asking for the
@@ -151,7 +158,7 @@ def _prepare(con: duckdb.DuckDBPyConnection, window: Window, by: GroupBy) -> Non
         table = f"int_analysis_requests_{next(_SERIALS)}"
         materialize(con, "int_analysis_requests", table, **params)
         kept[key] = table
-        while len(kept) > KEEP_SELECTIONS:
+        while len(kept) > _KEEP.get(con, KEEP_SELECTIONS):
             con.execute(f"drop table if exists {kept.pop(next(iter(kept)))}")
     else:
         kept[key] = kept.pop(key)  # most recently used last

@@ -5,6 +5,9 @@ every number comes from attribution.analyses, thresholds, compare, memsplit, cha
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -27,9 +30,10 @@ from attribution.analyses import (
     select,
 )
 from attribution.analyses.arrival_change import ChangeRule, burstiness_change
+from attribution.analyses.common import keep_selections, release
 from attribution.analyses.exact import shared_sweeps
 from attribution.analyses.overview import cohort_latency, findings
-from attribution.config import Settings, connect_settings
+from attribution.config import Settings, connect_settings, env_int
 from attribution.errors import InputError, UsageError
 from attribution.histograms import metric_window
 from attribution.histograms import metrics as histogram_metrics
@@ -47,6 +51,9 @@ from attribution.store import Store
 from attribution.thresholds import load_catalogue, thresholds
 
 Progress = Callable[[str], None]
+# DuckDB's working memory for the report's connection ($ATTRIBUTION_REPORT_MEMORY_MB): beyond it DuckDB spills
+# to a scratch directory instead of growing (its default, 80% of the machine, made a 6M-request report 9.4 GB)
+MEMORY_MB = 1024
 
 
 @dataclass
@@ -146,6 +153,13 @@ def _run_analyses(store: Store, settings: Settings, *, since: Any, until: Any, w
         window = report_window(probe, since=since, until=until, week=week, default=settings.window)
         con = store.connect(snapshot, days=report_days(store, snapshot, window))
         connect_settings(con, settings)  # the config's workload names replace the store's own mapping here
+        bound_memory(con)
+        # its selections: the window by group and overall, and the previous window by group; the arrivals, the
+        # burstiness change and the memory split come back to them (each made once, not five times)
+        keep_selections(con, 3)
+    # each step's temporary tables dropped once it is done (as the dashboard does after a page): they would
+    # hold DuckDB's capped memory, or spill, while the next steps run
+    done: Callable[[], None] = (lambda: None) if settings.engine == "spark" else (lambda: release(con))
     by = GroupBy(settings.by)
     slo = parse_slo(list(settings.slo) or None, settings.slo_preset)
     inp = Inputs(window, by, slo, settings, commit=snapshot.version)
@@ -164,16 +178,21 @@ def _run_analyses(store: Store, settings: Settings, *, since: Any, until: Any, w
         inp.findings = findings(inp.lengths, inp.concurrency, inp.capacity, inp.latency, slo,
                                 "group" if by == GroupBy.all else by.value, cohort=cohort,
                                 cohort_lat=inp.cohort_latency, ceiling_share=settings.ceiling_share)
+        done()
         say("thresholds")
         everything = select(con, since=window, by=GroupBy.all)
         inp.thresholds = thresholds(everything, catalogue)
+        done()
         say("changes against the previous window")
         inp.changes = window_changes(con, window, settings, sel=everything, now_lengths=inp.lengths,
                                      catalogue=catalogue)
+        done()
         say("arrivals")
         run_arrivals(inp, con)
+        done()
         say("prompt cache")
         inp.cache, inp.cache_changes = report_cache(con, window, settings)
+        done()
     else:
         inp.skipped["requests"] = "no requests in this window"
         if histograms_stored(con):  # the engines' token histograms still count request-scoped thresholds
@@ -185,11 +204,22 @@ def _run_analyses(store: Store, settings: Settings, *, since: Any, until: Any, w
                                 run_whatif=settings.whatif)
     except UsageError as exc:
         inp.skipped["memsplit"] = str(exc)
+    done()
     inp.metrics = histogram_metrics(con, since=window.since, until=window.until, percentiles=settings.percentiles,
                                     slo=slo.terms)
     say("ingest health")
     inp.health = window_health(store, con, window, settings, ingest=ingest)
     return inp
+
+
+def bound_memory(con: Any, memory_mb: int | None = None) -> None:
+    """Cap DuckDB's working memory on `con` (default $ATTRIBUTION_REPORT_MEMORY_MB, else MEMORY_MB) and let it
+    spill to a scratch directory of its own, removed with the connection."""
+    limit = memory_mb or env_int("ATTRIBUTION_REPORT_MEMORY_MB", MEMORY_MB) or MEMORY_MB
+    scratch = tempfile.mkdtemp(prefix="attribution-report-")
+    weakref.finalize(con, shutil.rmtree, scratch, True)
+    con.execute("set memory_limit = $limit", {"limit": f"{limit}MB"})
+    con.execute("set temp_directory = $dir", {"dir": scratch})
 
 
 def run_arrivals(inp: Inputs, con: Any) -> None:
