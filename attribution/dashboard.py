@@ -27,7 +27,7 @@ from attribution.analyses.common import Empty
 from attribution.columns import is_p_value, p_value_text
 from attribution.compare import CohortBy, compare
 from attribution.config import Settings, connect_settings, load_settings
-from attribution.db import as_time
+from attribution.db import as_time, bound_memory
 from attribution.errors import AttributionError, InputError
 from attribution.histograms.analysis import histograms_stored, share_samples
 from attribution.memsplit import memsplit
@@ -203,8 +203,7 @@ class View:
         weakref.finalize(self, _discard, con, scratch)
         # DuckDB would take 80% of the machine (15 GB for the thresholds of 2M requests on a 23 GB box); a
         # dashboard left running shares the machine, so it spills to disk beyond a quarter of it.
-        con.execute("set memory_limit = $limit", {"limit": f"{memory_limit_mb()}MB"})
-        con.execute("set temp_directory = $dir", {"dir": str(scratch)})
+        bound_memory(con, memory_limit_mb(), scratch)
         # The engine x gateway join, once per store commit (shared with every view, session and CLI run on it).
         joincache.use(con, fallback_dir=scratch)
         # every view of the commit reads its Prometheus samples whole: their increases over a window are shared

@@ -11,8 +11,9 @@ import polars as pl
 import pytest
 
 from attribution.analyses import Window
+from attribution.db import bound_memory
 from attribution.report import log_gaps
-from attribution.report.build import bound_memory
+from attribution.report.build import MEMORY_MB
 
 
 def _brute_gaps(events: pl.DataFrame, min_gap_s: float) -> list[tuple]:
@@ -57,9 +58,9 @@ def test_log_gaps_among_buckets_are_the_consecutive_events_gaps(seed):
 
 def test_the_report_connection_spills_instead_of_growing(tmp_path, monkeypatch):
     con = duckdb.connect()
-    monkeypatch.setenv("ATTRIBUTION_REPORT_MEMORY_MB", "300")
-    bound_memory(con)
+    monkeypatch.setenv("ATTRIBUTION_DUCKDB_MEMORY_MB", "300")
+    bound_memory(con, MEMORY_MB)
     limit = con.execute("select current_setting('memory_limit')").fetchone()[0]
     assert limit == "286.1 MiB"  # 300 MB (DuckDB's default is 80% of the machine)
     scratch = con.execute("select current_setting('temp_directory')").fetchone()[0]
-    assert "attribution-report-" in scratch
+    assert "attribution-spill-" in scratch

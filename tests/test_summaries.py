@@ -149,11 +149,11 @@ def test_the_overviews_store_table_counts_what_status_counts(tmp_path):
 
 def test_the_join_is_built_under_a_memory_limit_spilling_outside_the_store(tmp_path, monkeypatch):
     """DuckDB would take 80% of the machine for the join's hash tables (GBs at millions of requests): the ingest
-    bounds it ($ATTRIBUTION_JOIN_MEMORY_MB) and spills to a directory of its own, removed afterwards."""
+    bounds it ($ATTRIBUTION_DUCKDB_MEMORY_MB) and spills to a directory of its own, removed afterwards."""
     monkeypatch.setenv("ATTRIBUTION_SUMMARIES", "0")
     store, _ = _store(tmp_path / "s")
     monkeypatch.delenv("ATTRIBUTION_SUMMARIES")
-    monkeypatch.setenv("ATTRIBUTION_JOIN_MEMORY_MB", "64")
+    monkeypatch.setenv("ATTRIBUTION_DUCKDB_MEMORY_MB", "64")
     seen: dict[str, str] = {}
     real = joincache.use
 

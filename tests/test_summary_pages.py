@@ -143,7 +143,7 @@ def _wait(pid: int) -> int:
 def test_a_detached_preparation_lets_the_ingest_return_and_a_kill_leaves_no_half_page(tmp_path, monkeypatch):
     monkeypatch.setenv("ATTRIBUTION_PREPARE_PAGES_MIN", "0")
     monkeypatch.setenv("ATTRIBUTION_PREPARE_PAGES", "lengths,latency")
-    monkeypatch.setenv("ATTRIBUTION_PREPARE_MEMORY_MB", "256")
+    monkeypatch.setenv("ATTRIBUTION_DUCKDB_MEMORY_MB", "256")
     seen: list[dict] = []
     monkeypatch.setattr(background, "start", _spy(background.start, seen))
     store, _ = _store(tmp_path)

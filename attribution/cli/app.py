@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import atexit
-import shutil
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
-from attribution.config import Settings, connect_settings, env_int, load_settings
+from attribution.config import Settings, connect_settings, load_settings
 from attribution.errors import UsageError
 from attribution.render import Format
 from attribution.store import Store, default_store_path
@@ -119,14 +116,12 @@ DUCKDB_MEMORY_MB = 1024
 
 
 def bound_memory(con: duckdb.DuckDBPyConnection, command: str) -> None:
-    """Cap DuckDB's memory on `con` for a BOUNDED_COMMANDS command, spilling to a scratch directory removed at
-    exit."""
-    if command not in BOUNDED_COMMANDS:
-        return
-    scratch = Path(tempfile.mkdtemp(prefix="attribution-spill-"))
-    atexit.register(shutil.rmtree, scratch, True)
-    con.execute("set memory_limit = $limit", {"limit": f"{env_int('ATTRIBUTION_DUCKDB_MEMORY_MB', DUCKDB_MEMORY_MB)}MB"})
-    con.execute("set temp_directory = $dir", {"dir": str(scratch)})
+    """Cap DuckDB's memory on `con` for a BOUNDED_COMMANDS command (attribution.db.bound_memory: it spills to
+    a scratch directory removed with the connection)."""
+    if command in BOUNDED_COMMANDS:
+        from attribution.db import bound_memory as bounded
+
+        bounded(con, DUCKDB_MEMORY_MB)
 
 
 def connect_window(settings: Settings, command: str, since: Any, until: Any

@@ -5,9 +5,6 @@ every number comes from attribution.analyses, thresholds, compare, memsplit, cha
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -33,7 +30,8 @@ from attribution.analyses.arrival_change import ChangeRule, burstiness_change
 from attribution.analyses.common import keep_selections, release
 from attribution.analyses.exact import shared_sweeps
 from attribution.analyses.overview import cohort_latency, findings
-from attribution.config import Settings, connect_settings, env_int
+from attribution.config import Settings, connect_settings
+from attribution.db import bound_memory
 from attribution.errors import InputError, UsageError
 from attribution.histograms import metric_window
 from attribution.histograms import metrics as histogram_metrics
@@ -51,9 +49,10 @@ from attribution.store import Store
 from attribution.thresholds import load_catalogue, thresholds
 
 Progress = Callable[[str], None]
-# DuckDB's working memory for the report's connection ($ATTRIBUTION_REPORT_MEMORY_MB): beyond it DuckDB spills
-# to a scratch directory instead of growing (its default, 80% of the machine, made a 6M-request report 9.4 GB)
-MEMORY_MB = 1024
+# DuckDB's working memory for the report's connection (attribution.db.bound_memory; $ATTRIBUTION_DUCKDB_MEMORY_MB):
+# beyond it DuckDB spills instead of growing (its default, 80% of the machine, made a 6M-request report 9.4 GB).
+# 1 GB spilled about 20 GB at 6M requests and made the report slower: 2 GB.
+MEMORY_MB = 2048
 
 
 @dataclass
@@ -153,7 +152,7 @@ def _run_analyses(store: Store, settings: Settings, *, since: Any, until: Any, w
         window = report_window(probe, since=since, until=until, week=week, default=settings.window)
         con = store.connect(snapshot, days=report_days(store, snapshot, window))
         connect_settings(con, settings)  # the config's workload names replace the store's own mapping here
-        bound_memory(con)
+        bound_memory(con, MEMORY_MB)
         # its selections: the window by group and overall, and the previous window by group; the arrivals, the
         # burstiness change and the memory split come back to them (each made once, not five times)
         keep_selections(con, 3)
@@ -210,16 +209,6 @@ def _run_analyses(store: Store, settings: Settings, *, since: Any, until: Any, w
     say("ingest health")
     inp.health = window_health(store, con, window, settings, ingest=ingest)
     return inp
-
-
-def bound_memory(con: Any, memory_mb: int | None = None) -> None:
-    """Cap DuckDB's working memory on `con` (default $ATTRIBUTION_REPORT_MEMORY_MB, else MEMORY_MB) and let it
-    spill to a scratch directory of its own, removed with the connection."""
-    limit = memory_mb or env_int("ATTRIBUTION_REPORT_MEMORY_MB", MEMORY_MB) or MEMORY_MB
-    scratch = tempfile.mkdtemp(prefix="attribution-report-")
-    weakref.finalize(con, shutil.rmtree, scratch, True)
-    con.execute("set memory_limit = $limit", {"limit": f"{limit}MB"})
-    con.execute("set temp_directory = $dir", {"dir": scratch})
 
 
 def run_arrivals(inp: Inputs, con: Any) -> None:

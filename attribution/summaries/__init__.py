@@ -18,11 +18,12 @@ import duckdb
 
 from attribution import joincache
 from attribution.config import Settings, connect_settings, env, env_on, load_settings
+from attribution.db import bound_memory
 from attribution.errors import AttributionError
 from attribution.store import Store
 
 PREPARE_PAGES_MIN = 200_000  # requests; a page of a smaller store computes within a second or two
-JOIN_MEMORY_MB = 1024  # DuckDB's working memory for the commit's join ($ATTRIBUTION_JOIN_MEMORY_MB); it spills
+JOIN_MEMORY_MB = 1024  # DuckDB's working memory for the commit's join (db.bound_memory); it spills
 
 
 @dataclass(frozen=True)
@@ -48,12 +49,6 @@ def prepare_pages_min() -> int:
     return int(raw) if raw.isdigit() else PREPARE_PAGES_MIN
 
 
-def join_memory_mb() -> int:
-    """$ATTRIBUTION_JOIN_MEMORY_MB: DuckDB's memory limit while the ingest builds the commit's join."""
-    raw = (env("ATTRIBUTION_JOIN_MEMORY_MB") or "").strip()
-    return int(raw) if raw.isdigit() and int(raw) > 0 else JOIN_MEMORY_MB
-
-
 def after_commit(root: str | Path, settings: Settings | None = None) -> Built:
     """Prepare the newest commit of the store at `root` for its readers, with the workload mapping of
     `settings` (default: the CLI's settings, those a dashboard or report started here uses). Runs outside
@@ -71,8 +66,7 @@ def after_commit(root: str | Path, settings: Settings | None = None) -> Built:
         try:
             # DuckDB would take up to 80% of the machine for the join's hash tables (2.1 GB at 1M requests,
             # growing with the store); bounded, it spills, and the ingest's peak stays flat in the store's size
-            con.execute("set memory_limit = $limit", {"limit": f"{join_memory_mb()}MB"})
-            con.execute("set temp_directory = $dir", {"dir": str(scratch)})
+            bound_memory(con, JOIN_MEMORY_MB, scratch)
             settings = settings if settings is not None else load_settings()
             connect_settings(con, settings)
             done = joincache.use(con)

@@ -20,7 +20,7 @@ from attribution.joincache import cache_dir
 
 LOCK = "pages.lock"  # under the store's _cache: held by the process preparing pages
 LOG = "pages.log"  # the last detached preparation's output (an exception's traceback, if any)
-MEMORY_MB = 1024  # DuckDB's working memory in the preparing process ($ATTRIBUTION_PREPARE_MEMORY_MB); it spills
+MEMORY_MB = 1024  # DuckDB's working memory in the preparing process ($ATTRIBUTION_DUCKDB_MEMORY_MB); it spills
 NICE = 10
 
 
@@ -30,7 +30,7 @@ def detached() -> bool:
 
 
 def memory_mb() -> int:
-    return env_int("ATTRIBUTION_PREPARE_MEMORY_MB", MEMORY_MB) or MEMORY_MB
+    return env_int("ATTRIBUTION_DUCKDB_MEMORY_MB", MEMORY_MB) or MEMORY_MB
 
 
 def start(root: str | Path, commit: int, settings: Settings) -> int:
