@@ -10,6 +10,7 @@ compares both.
 
 from __future__ import annotations
 
+import itertools
 import weakref
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -91,8 +92,29 @@ def file_order(file: np.ndarray, t: np.ndarray, line: np.ndarray) -> np.ndarray 
     return np.lexsort((line, t, file))
 
 
+# thr_settings as crossings.register last registered it on a connection (a serial per registration), and
+# threshold_step_settings read over it: step_rows, features and arrival_flags each ask for it, and on Spark
+# each query has a fixed cost of a job
+_REGISTERED: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+_READ: weakref.WeakKeyDictionary[Any, tuple[int, pl.DataFrame]] = weakref.WeakKeyDictionary()
+_SERIALS = itertools.count(1)
+
+
+def settings_registered(con: Any) -> None:
+    """crossings.register registered new thr_settings on `con`: the step settings are read again."""
+    _REGISTERED[con] = next(_SERIALS)
+
+
 def _settings(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
-    return queries.run(con, "threshold_step_settings")
+    """queries/threshold_step_settings.sql, read once per registration of thr_settings by crossings.register
+    (a thr_settings made otherwise is read each time)."""
+    serial = _REGISTERED.get(con)
+    if serial is not None and (read := _READ.get(con)) is not None and read[0] == serial:
+        return read[1]
+    df = queries.run(con, "threshold_step_settings")
+    if serial is not None:
+        _READ[con] = (serial, df)
+    return df
 
 
 def step_rows(con: duckdb.DuckDBPyConnection, since: datetime | None = None, until: datetime | None = None
