@@ -105,7 +105,7 @@ def settings_registered(con: Any) -> None:
     _REGISTERED[con] = next(_SERIALS)
 
 
-def _settings(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+def step_settings(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     """queries/threshold_step_settings.sql, read once per registration of thr_settings by crossings.register
     (a thr_settings made otherwise is read each time)."""
     serial = _REGISTERED.get(con)
@@ -123,7 +123,7 @@ def step_rows(con: duckdb.DuckDBPyConnection, since: datetime | None = None, unt
     order, with the quantities of the evaluated step features only. On a connection reading a store commit
     (joincache.attached) the last rows read are kept and given again to a call for the same window, the same
     engine starts and no other quantities."""
-    needed = [q for q in QUANTITIES if q in set(_settings(con)["quantity"].to_list())]
+    needed = [q for q in QUANTITIES if q in set(step_settings(con)["quantity"].to_list())]
     key = _kept_key(con, since, until)
     kept = _KEPT.get(con) if key is not None else None
     if kept is not None and kept[0] == key and set(needed) <= kept[1].values.keys():
@@ -183,7 +183,7 @@ _OPS = {">": np.greater, ">=": np.greater_equal, "<": np.less, "<=": np.less_equ
 
 def features(con: duckdb.DuckDBPyConnection, rows: StepRows) -> list[Feature]:
     """Each evaluated step feature of thr_settings, over `rows`: its lines, values and crossings."""
-    settings = _settings(con)
+    settings = step_settings(con)
     if not settings.height or not rows.size:
         return []
     # the rows' engine starts as indices into the starts that have step settings (-1: none)
