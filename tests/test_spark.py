@@ -283,10 +283,17 @@ def _analysis(name: str, con):
     return getattr(analyses, name)(analyses.select(con))
 
 
+# The analyses the report asks in the command's form (its window, seven days back from the newest request,
+# holds the whole small store; the report test runs the what-if, as `memsplit` does by default): their Spark
+# answer is the report's, each query run once in the suite; the DuckDB answer is the command's own.
+FROM_THE_REPORT = ("lengths", "latency", "thresholds", "memsplit")
+
+
 @pytest.mark.parametrize("name", ANALYSES)
-def test_the_analysis_on_spark_is_duckdbs(both, name):
+def test_the_analysis_on_spark_is_duckdbs(both, reports, name):
     duck, spark = both
-    want, got = _analysis(name, duck), _analysis(name, spark)
+    want = _analysis(name, duck)
+    got = getattr(reports["spark"][1], name) if name in FROM_THE_REPORT else _analysis(name, spark)
     assert list(got.tables) == list(want.tables)
     for table in want.tables:
         assert_same(got.tables[table], want.tables[table], f"{name}.{table}")
@@ -349,23 +356,36 @@ def _plain_report(text: str) -> dict:
     return doc
 
 
-def test_the_report_on_spark_is_duckdbs(small_sample, spark_session, capsys, monkeypatch):
-    """`attribution report --engine spark --format json`: every analysis the report is made of gives DuckDB's
-    tables (same rows and order, numbers to 1e-9 relative) and notes, and the JSON is DuckDB's (its numbers are
-    rounded to 6 significant digits: equal to one unit of the last, where a sum in another order falls on
-    the other side of a rounding), the same findings and actions; only the settings' engine differs. The one
-    Spark report of the suite (the whole report on the small store: each query of its analyses runs once)."""
+@pytest.fixture(scope="module")
+def reports(small_sample, spark_session) -> dict[str, tuple[str, object]]:
+    """`attribution report --format json --whatif` on DuckDB and with `--engine spark` (on the session's
+    SparkSession): each engine's JSON and the analyses it was made of (build.Inputs). The one Spark report of
+    the suite: each query of its analyses runs once."""
+    from typer.testing import CliRunner
+
+    from attribution.cli import app
     from attribution.report import build
 
     inputs: list = []
     run = build.run_analyses
-    monkeypatch.setattr(build, "run_analyses", lambda *a, **k: inputs.append(run(*a, **k)) or inputs[-1])
-    args = ("report", "--store", str(small_sample), "--out", "-", "--format", "json", "-q")
-    code, want, err = run_cli(capsys, *args)
-    assert code == 0, err
-    code, got, err = run_cli(capsys, *args, "--engine", "spark")
-    assert code == 0, err
-    duck_in, spark_in = inputs
+    args = ["report", "--store", str(small_sample), "--out", "-", "--format", "json", "-q", "--whatif"]
+    out = {}
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(build, "run_analyses", lambda *a, **k: inputs.append(run(*a, **k)) or inputs[-1])
+        for engine, extra in (("duck", []), ("spark", ["--engine", "spark"])):
+            res = CliRunner().invoke(app, [*args, *extra])
+            assert res.exit_code == 0, (res.output, res.exception)
+            out[engine] = (res.stdout, inputs[-1])
+    return out
+
+
+def test_the_report_on_spark_is_duckdbs(reports):
+    """`attribution report --engine spark --format json`: every analysis the report is made of gives DuckDB's
+    tables (same rows and order, numbers to 1e-9 relative) and notes, and the JSON is DuckDB's (its numbers are
+    rounded to 6 significant digits: equal to one unit of the last, where a sum in another order falls on
+    the other side of a rounding), the same findings and actions; only the settings' engine differs."""
+    (want, duck_in), (got, spark_in) = reports["duck"], reports["spark"]
+    assert duck_in is not spark_in and duck_in.memsplit.tables["whatif"].height > 0  # (the what-if ran)
     for name, value in vars(duck_in).items():
         other = getattr(spark_in, name)
         if isinstance(value, pl.DataFrame):
@@ -376,7 +396,7 @@ def test_the_report_on_spark_is_duckdbs(small_sample, spark_session, capsys, mon
                 assert_same(other.tables[table], value.tables[table], f"{name}.{table}")
             assert other.notes == value.notes, name
     spark, duck = _plain_report(got), _plain_report(want)
-    assert json_settings_engine(got) == "spark"
+    assert json_settings_engine(got) == "spark" and json_settings_engine(want) == "duckdb"
     assert [s["id"] for s in spark["sections"]] == [s["id"] for s in duck["sections"]]
     assert spark["found"] == duck["found"] and spark["actions"] == duck["actions"]
     assert not (diff := _first_difference(spark, duck)), diff

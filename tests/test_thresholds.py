@@ -432,3 +432,35 @@ def test_file_order_is_the_three_key_sort():
         paths.add(type(got).__name__ if isinstance(got, slice) else "sorted")
         assert np.array_equal(np.arange(n)[got], np.lexsort((line, t, file)))
     assert paths == {"slice", "sorted"}
+
+
+def test_the_step_settings_are_read_once_per_registration(monkeypatch):
+    """queries/threshold_step_settings.sql runs once per registration of thr_settings by crossings.register
+    (step_rows, features and arrival_flags each ask for it; on Spark each query is a job); a new registration
+    is read again, and a thr_settings made otherwise each time it is asked for."""
+    import duckdb
+
+    from attribution import queries
+    from attribution.thresholds import steps
+    from attribution.thresholds.crossings import register
+
+    t0 = datetime(2026, 3, 2, 12, 0, 0)
+    starts = pl.DataFrame({"config_id": ["c1"], "deployment": ["pod"], "engine": ["vllm"], "ts": [t0]})
+
+    def settings(threshold: float) -> pl.DataFrame:
+        return pl.DataFrame({"config_id": ["c1"], "feature": ["cap"], "quantity": ["running_requests"],
+                             "op": [">="], "threshold": [threshold], "evaluate": [True], "scope": ["step"]})
+
+    names: list[str] = []
+    run = queries.run
+    monkeypatch.setattr(queries, "run", lambda con, name, **kw: names.append(name) or run(con, name, **kw))
+    con = duckdb.connect()
+    register(con, starts, settings(5.0))
+    assert [steps.step_settings(con)["threshold"].to_list() for _ in range(3)] == [[5.0]] * 3
+    assert names.count("threshold_step_settings") == 1
+    register(con, starts, settings(7.0))
+    assert steps.step_settings(con)["threshold"].to_list() == [7.0] and len(names) == 2
+    other = duckdb.connect()
+    other.register("thr_settings", settings(3.0).to_arrow())
+    assert [steps.step_settings(other)["threshold"].to_list() for _ in range(2)] == [[3.0]] * 2
+    assert names.count("threshold_step_settings") == 4

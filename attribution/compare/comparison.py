@@ -25,8 +25,7 @@ from attribution.errors import UsageError
 from attribution.histograms import compare as hist_compare
 from attribution.labels import version_label_expr
 from attribution.thresholds.catalogue import Catalogue, load_catalogue
-from attribution.thresholds.crossings import MAX_GAP_S, mark_requests, prepare
-from attribution.thresholds.settings import engine_starts
+from attribution.thresholds.crossings import MAX_GAP_S, mark_requests, prepare_starts
 
 METRICS = ("queue_s", "ttft_s", "tpot_s", "e2e_s")
 DEFAULT_EDGES = (256, 1024, 4096, 16384, 65536)
@@ -100,7 +99,8 @@ def compare(sel: Selection, *, by: CohortBy | str = CohortBy.label, before: str 
         raise UsageError(f"--alpha {alpha:g}: give a false-alarm rate between 0 and 1, e.g. 0.05")
     con = sel.con
     cat = (catalogue or load_catalogue()).select(features)
-    settings = prepare(con, cat, gpu_mem_gib=gpu_mem_gib)
+    # the engine starts read once: the crossing groups below take the same rows (a query less on Spark)
+    starts, settings = prepare_starts(con, cat, gpu_mem_gib=gpu_mem_gib)
     mark_requests(con, flags=False)  # the flags come with the comparison's own thresholds (crossing_groups)
     cohorts = resolve(con, by, before, after)
     rows = queries.run(con, "compare_requests", **cohorts.params(), edges=list(edges))
@@ -112,7 +112,7 @@ def compare(sel: Selection, *, by: CohortBy | str = CohortBy.label, before: str 
         raise UsageError(f"a cohort has no completed requests ({cohorts.describe('before')}: {counts['before']}, "
                          f"{cohorts.describe('after')}: {counts['after']})")
     data = CompareRows(rows, edges)
-    groups = attr.crossing_groups(con, engine_starts(con), settings, rows, max_gap_s)
+    groups = attr.crossing_groups(con, starts, settings, rows, max_gap_s)
     # the attribution table's bootstrap joins the latency tables' batch (on Spark: one job a compare)
     tables = latency_tables(data, metrics=metrics, percentiles=percentiles, mix=mix, resamples=resamples,
                             seed=seed, tolerance=tolerance, alpha=alpha, draws=_draws(con),

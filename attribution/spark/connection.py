@@ -136,6 +136,7 @@ def connect(store: Store, snapshot: Snapshot, spark: SparkSession,
     con.register("ingest_files", ingest_files_frame(snapshot))
     con.register("workload_map", workloads if workloads is not None else load_workload_map(store))
     queries.create_view(_as_con(con), "stg_joined_requests", "joined_requests")
+    keep_small(con, snapshot)
     return con
 
 
@@ -173,6 +174,23 @@ def _read(store: Store, snapshot: Snapshot, spark: SparkSession, table: str, rng
     if last is not None:
         inside = inside & (F.col(_DAY) <= last)
     return df.where(keep | inside).select(*schema.fieldNames())
+
+
+# At most this many rows in the snapshot, the staged views are computed once, into the executors' memory.
+SMALL_STORE_ROWS = 250_000
+KEPT_VIEWS = ("requests", "engine_config", "engine_steps", "joined_requests")
+
+
+def keep_small(con: SparkConnection, snapshot: Snapshot) -> None:
+    """A small store's staged views (each a plan of joins and windows over the files, which every query reading
+    them plans and runs again) computed once and kept (localCheckpoint, as `materialize`): an analysis runs
+    tens of queries over them, each paying their plan and jobs. The same rows, so the same answers. A bigger
+    store's views read the files in each query, as on a cluster (keeping a week's join would hold it all in
+    the executors)."""
+    if sum(int(e.get("rows") or 0) for e in snapshot.data.values()) > SMALL_STORE_ROWS:
+        return
+    for name in KEPT_VIEWS:
+        con.view(name, con.spark.table(name).localCheckpoint(eager=True))
 
 
 def connect_settings(store: Store, snapshot: Snapshot, settings: Settings,

@@ -81,6 +81,7 @@ def prepare_starts(con: duckdb.DuckDBPyConnection, catalogue: Catalogue, *, gpu_
 def register(con: duckdb.DuckDBPyConnection, starts: pl.DataFrame, settings: pl.DataFrame) -> None:
     con.register("thr_starts", starts.select("config_id", "deployment", "engine", "ts").to_arrow())
     con.register("thr_settings", settings.to_arrow())
+    step_kernel.settings_registered(con)
 
 
 def mark_requests(con: duckdb.DuckDBPyConnection, *, requests: bool = True, flags: bool = True) -> None:

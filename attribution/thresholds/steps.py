@@ -10,6 +10,7 @@ compares both.
 
 from __future__ import annotations
 
+import itertools
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -92,8 +93,29 @@ def file_order(file: np.ndarray, t: np.ndarray, line: np.ndarray) -> np.ndarray 
     return np.lexsort((line, t, file))
 
 
-def _settings(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
-    return queries.run(con, "threshold_step_settings")
+# thr_settings as crossings.register last registered it on a connection (a serial per registration), and
+# threshold_step_settings read over it: step_rows, features and arrival_flags each ask for it, and on Spark
+# each query has a fixed cost of a job
+_REGISTERED: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+_READ: weakref.WeakKeyDictionary[Any, tuple[int, pl.DataFrame]] = weakref.WeakKeyDictionary()
+_SERIALS = itertools.count(1)
+
+
+def settings_registered(con: Any) -> None:
+    """crossings.register registered new thr_settings on `con`: the step settings are read again."""
+    _REGISTERED[con] = next(_SERIALS)
+
+
+def step_settings(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+    """queries/threshold_step_settings.sql, read once per registration of thr_settings by crossings.register
+    (a thr_settings made otherwise is read each time)."""
+    serial = _REGISTERED.get(con)
+    if serial is not None and (read := _READ.get(con)) is not None and read[0] == serial:
+        return read[1]
+    df = queries.run(con, "threshold_step_settings")
+    if serial is not None:
+        _READ[con] = (serial, df)
+    return df
 
 
 def step_rows(con: duckdb.DuckDBPyConnection, since: datetime | None = None, until: datetime | None = None
@@ -102,7 +124,7 @@ def step_rows(con: duckdb.DuckDBPyConnection, since: datetime | None = None, unt
     order, with the quantities of the evaluated step features only. On a connection reading a store commit
     (joincache.attached) the last rows read are kept and given again to a call for the same window, the same
     engine starts and no other quantities."""
-    needed = [q for q in QUANTITIES if q in set(_settings(con)["quantity"].to_list())]
+    needed = [q for q in QUANTITIES if q in set(step_settings(con)["quantity"].to_list())]
     key = _kept_key(con, since, until)
     kept = _KEPT.get(con) if key is not None else None
     if kept is not None and kept[0] == key and set(needed) <= kept[1].values.keys():
@@ -171,7 +193,7 @@ def features(con: duckdb.DuckDBPyConnection, rows: StepRows, by_lines: bool = Fa
     (each feature's arrays are the size of its lines: made as they are read, not all at once). In settings
     order, or with `by_lines` the features sharing their lines together (in order of first appearance), so a
     caller can drop what it keeps per set of lines when the set changes."""
-    settings = _settings(con)
+    settings = step_settings(con)
     if not settings.height or not rows.size:
         return
     # the rows' engine starts as indices into the starts that have step settings (-1: none)
