@@ -113,6 +113,7 @@ def exact_frames(sel: Selection, *, per_group: bool, timeseries: bool, bucket_s:
         rows["whole" if whole else "groups"].extend(r)
         rows["whole_seen" if whole else "groups_seen"].extend(seen)
         if timeseries and whole:
+            assert bucket_s is not None  # picked above when a series is asked for
             series.append(sweep.timeseries([s], int(bucket_s * 1_000_000)))
         if held is not None:
             held[not whole].append(Held.of(s))

@@ -189,7 +189,7 @@ def _kv(c: np.ndarray, r: np.ndarray, bb: np.ndarray, at: np.ndarray, origin: in
     f /= 1000.0
     np.maximum(f, 0.0, out=f)
     f += 0.0
-    return f
+    return np.asarray(f)
 
 
 def segments(con: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None,
@@ -210,7 +210,8 @@ def sweep_requests(df: pl.DataFrame, since: datetime | None, until: datetime | N
                    deployments: set[str | None] | None = None, kv: bool = True) -> list[Segments]:
     """`segments` of interval_requests' rows `df` for [since, until); with `deployments`, only theirs (the
     bounds still come from every row, so each one's segments are those of the whole sweep)."""
-    whole, groups = [], []
+    whole: list[Segments] = []
+    groups: list[Segments] = []
     for is_whole, part in iter_segments(df, bounds(df, since, until), per_group, deployments, kv):
         (whole if is_whole else groups).append(part)
     return whole + groups

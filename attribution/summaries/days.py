@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from datetime import time as dtime
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import polars as pl
@@ -207,9 +208,9 @@ def lengths(con: duckdb.DuckDBPyConnection, counted: Counted, *, by: str, bins_p
     vals = values or {}
     pcts = percentile_list(percentiles)
     grouping = GroupBy(by)
+    picked: dict[str, Any] = {f"{d}s": list(vals.get(d, ())) for d in ("deployment", "workload", "label", "version")}
     queries.materialize(con, "int_length_counts", files=counted.files, by=grouping.value,
-                        since_day=_day(window.since), until_day=_day(window.until),
-                        **{f"{d}s": list(vals.get(d, ())) for d in ("deployment", "workload", "label", "version")})
+                        since_day=_day(window.since), until_day=_day(window.until), **picked)
     try:
         # the request rows count every kept request (also those with no length known); the stats read lengths
         n = con.execute("select coalesce(sum(n), 0)::bigint from int_length_counts where metric = 'requests'"

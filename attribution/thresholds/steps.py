@@ -213,7 +213,7 @@ def features(con: duckdb.DuckDBPyConnection, rows: StepRows, by_lines: bool = Fa
         thr[at] = part["threshold"].fill_null(np.nan).to_numpy()
         specs.append((feature, quantity, op, thr, (quantity, evaluated.tobytes())))
     if by_lines:
-        first = {}
+        first: dict[tuple[str, bytes], int] = {}
         for spec in specs:
             first.setdefault(spec[4], len(first))
         specs.sort(key=lambda spec: first[spec[4]])  # (stable: settings order within a set of lines)
