@@ -116,6 +116,8 @@ def test_the_join_on_spark_reads_each_side_of_the_requests_once(pruned):
 
     _, _, _, spark_window = pruned
     con, _ = spark_window((None, None))
+    # (a DataFrame another test of the session cached over the same files would be read instead: not a scan)
+    con.spark.catalog.clearCache()
 
     def scans(name: str) -> int:
         plan = con.sql(queries.load(name), None)._jdf.queryExecution().executedPlan().toString()

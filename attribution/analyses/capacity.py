@@ -187,6 +187,9 @@ def _fit(area: np.ndarray, done: np.ndarray, n: np.ndarray) -> tuple[float, floa
     return float(A.sum() / C.sum()), 0.0
 
 
+_INT32 = (int(np.iinfo(np.int32).min), int(np.iinfo(np.int32).max))
+
+
 def _estimate(p: Held, limit: int | None, t_end: np.ndarray | None) -> tuple:
     """One partition's row of `_estimates` (see DEFINITIONS): the running count per segment (min(in system,
     limit) where the split is unknown), the time and completions at each count, per hour of the sweep."""
@@ -194,7 +197,8 @@ def _estimate(p: Held, limit: int | None, t_end: np.ndarray | None) -> tuple:
     if t_end is None or not t_end.size or not p.t.size:
         return blank
     held = p.held  # requests holding a slot, or (split unknown) in the system
-    level = np.minimum(held, limit) if limit else held
+    # (held is int32: a limit outside its range is clipped to it, which caps the same segments)
+    level = np.minimum(held, np.clip(limit, *_INT32)) if limit else held
     dur = p.dur.astype(np.float64) / 1e6
     busy_s = dur[p.busy].sum()
     # the segment a request ends in is the one before its end instant
