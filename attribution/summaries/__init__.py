@@ -85,7 +85,7 @@ def after_commit(root: str | Path, settings: Settings | None = None) -> Built:
             from attribution.summaries import first_look
 
             with background.locked(root):
-                kept = tuple(first_look.prepare(root, snap.version, settings, memory_mb=background.memory_mb()))
+                kept = tuple(first_look.prepare(root, snap.version, settings, memory_mb=background.MEMORY_MB))
     except (AttributionError, duckdb.Error, OSError) as exc:
         # the readers build it themselves; the ingest itself succeeded
         return Built(snap.version, time.time() - t0, f"failed: {exc}")

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from attribution.config import Settings, env_int, env_on, environment
+from attribution.config import Settings, env_on, environment
 from attribution.joincache import cache_dir
 
 LOCK = "pages.lock"  # under the store's _cache: held by the process preparing pages
@@ -27,10 +27,6 @@ NICE = 10
 def detached() -> bool:
     """$ATTRIBUTION_PREPARE_PAGES_DETACH=0 (off/no/false) prepares inside the ingest, which then returns after."""
     return env_on("ATTRIBUTION_PREPARE_PAGES_DETACH")
-
-
-def memory_mb() -> int:
-    return env_int("ATTRIBUTION_DUCKDB_MEMORY_MB", MEMORY_MB) or MEMORY_MB
 
 
 def start(root: str | Path, commit: int, settings: Settings) -> int:
@@ -71,7 +67,7 @@ def run(root: str | Path, commit: int, settings: Settings, log: Callable[[str], 
     with locked(root):
         if Store.open(root).snapshot().version != commit:
             return []  # a newer commit landed while we waited: its own preparer follows
-        return first_look.prepare(root, commit, settings, memory_mb=memory_mb(), log=log)
+        return first_look.prepare(root, commit, settings, memory_mb=MEMORY_MB, log=log)
 
 
 def main(argv: list[str]) -> int:

@@ -12,6 +12,7 @@ from typing import Any
 from attribution.analyses import Analysis
 from attribution.config import Settings
 from attribution.dashboard import Filters, View
+from attribution.db import bound_memory
 from attribution.summaries import days, prepare_pages_min
 from attribution.summaries.pages import prune, save, wanted
 
@@ -28,8 +29,8 @@ def prepare(root: str | Path, commit: int, settings: Settings, *, memory_mb: int
     store_view = View(root, Filters(), settings=settings)
     if store_view.snapshot.version != commit or store_view.choices().requests < prepare_pages_min():
         return []
-    if memory_mb is not None:
-        store_view.con.execute("set memory_limit = $limit", {"limit": f"{memory_mb}MB"})
+    if memory_mb is not None:  # (the one bound of attribution.db: $ATTRIBUTION_DUCKDB_MEMORY_MB overrides it)
+        bound_memory(store_view.con, memory_mb)
     prune(root, commit)
     kept = []
     for page, kwargs in pages.items():
