@@ -3,6 +3,12 @@ question per file, and of SQL a user types (`attribution query`). The header com
 (`-- Question:`, `-- Grain:`, `-- Parameters:`, `-- Columns:`) is its docstring; values are passed as DuckDB
 named parameters (`$name`), never formatted into the text. Layers and names: queries/README.md.
 
+One file per question, for both engines: the Spark text is the file transpiled (attribution.spark.transpile).
+Where the DuckDB SQL has no Spark translation, only the lines that differ sit in engine blocks,
+`-- @duckdb` (DuckDB's lines) `-- @spark` (Spark's) `-- @end`, and `load` keeps the engine's own; a Spark block
+is read as the rest of the file is (sqlglot's DuckDB reader, `$name` parameters) and may call Spark functions.
+The header says why under `-- Not transpiled:` (the DuckDB construct, in backticks) or `-- Engine:`.
+
 Errors, one behaviour for every caller:
 - a shipped query file that is missing or lacks its header, or a `$parameter` the caller did not pass, is a
   bug in the code: `QueryBug` (exit 1, internal error), naming queries/<name>.sql;
@@ -31,8 +37,8 @@ from attribution.db import fetch, frame, reading_store
 from attribution.errors import AttributionError, UsageError
 
 _PARAM_RE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
-# a file in Spark SQL (`-- Dialect: spark`, a query's Spark form, attribution.spark) names them `:name`
-_SPARK_PARAM_RE = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
+_BLOCK_RE = re.compile(r"--\s*@(duckdb|spark|end)\s*$")
+ENGINES = ("duckdb", "spark")
 # DuckDB errors that say nothing about the SQL: they pass through as they are
 _NOT_THE_SQL = (duckdb.OutOfMemoryException, duckdb.InterruptException)
 
@@ -47,15 +53,15 @@ class Query:
     sql: str
     doc: str
     params: tuple[str, ...]
-    dialect: str = "duckdb"
 
 
 @cache
-def load(name: str) -> Query:
+def load(name: str, engine: str = "duckdb") -> Query:
+    """queries/<name>.sql as `engine` (duckdb or spark) runs it: its engine blocks resolved."""
     res = resources.files("attribution.sql") / f"{name}.sql"
     if not res.is_file():
         raise QueryBug(f"queries/{name}.sql: no such query file (a bug: please report it)")
-    text = res.read_text()
+    text = _engine_lines(name, res.read_text(), engine)
     header = []
     for line in text.splitlines():
         if not line.startswith("--"):
@@ -64,9 +70,28 @@ def load(name: str) -> Query:
     if not header or not header[0].lower().startswith("question:"):
         raise QueryBug(f"queries/{name}.sql:1: the file must open with a `-- Question:` header")
     body = "\n".join(line for line in text.splitlines() if not line.startswith("--"))
-    dialect = "spark" if any(h.lower() == "dialect: spark" for h in header) else "duckdb"
-    params = tuple(dict.fromkeys((_SPARK_PARAM_RE if dialect == "spark" else _PARAM_RE).findall(body)))
-    return Query(name, text, "\n".join(header), params, dialect)
+    params = tuple(dict.fromkeys(_PARAM_RE.findall(body)))
+    return Query(name, text, "\n".join(header), params)
+
+
+def _engine_lines(name: str, text: str, engine: str) -> str:
+    """`text` without the marker lines and the other engine's blocks (see the module docstring)."""
+    if engine not in ENGINES:
+        raise QueryBug(f"queries/{name}.sql: no engine {engine!r} (a bug: please report it)")
+    kept, block, opened = [], "", 0
+    for i, line in enumerate(text.splitlines(), 1):
+        if (marker := _BLOCK_RE.fullmatch(line.strip())) is None:
+            if block in ("", engine):
+                kept.append(line)
+            continue
+        tag = marker[1]
+        if (tag == "end" and not block) or (tag == "duckdb" and block) or (tag == "spark" and block == "spark"):
+            raise QueryBug(f"queries/{name}.sql:{i}: `-- @{tag}` out of place (blocks go `-- @duckdb`, "
+                           "`-- @spark`, `-- @end`, either engine's alone or both; a bug: please report it)")
+        block, opened = ("" if tag == "end" else tag), i
+    if block:
+        raise QueryBug(f"queries/{name}.sql:{opened}: `-- @{block}` without its `-- @end` (a bug: please report it)")
+    return "\n".join(kept) + "\n"
 
 
 def _bound(q: Query, params: dict[str, Any]) -> dict[str, Any] | None:
@@ -108,11 +133,7 @@ def has_relation(con: duckdb.DuckDBPyConnection, name: str) -> bool:
 
 
 def _load(con: object, name: str) -> Query:
-    if _spark(con) is not None:
-        from attribution.spark.forms import spark_form
-
-        return load(spark_form(name))
-    return load(name)
+    return load(name, "spark") if _spark(con) is not None else load(name)
 
 
 def run(con: duckdb.DuckDBPyConnection, name: str, **params: Any) -> pl.DataFrame:

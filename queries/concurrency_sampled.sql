@@ -11,6 +11,10 @@
 --   least XX% of the weighted time), span_s (weighted time), arrivals (NULL), lines.
 --   kv_tokens and the weights as int_concurrency_step_lines defines them.
 -- These are samples: a peak between two lines is missed.
+-- Not transpiled: `generate_subscripts` (sqlglot leaves it as it is; Spark has no such function) and the
+--   ordered list aggregate `list(v order by i)` (sqlglot drops the order): on Spark the percentile index from
+--   sequence and element_at, the ordered list from a sorted collect_list of structs; tests/test_spark.py
+--   checks the two agree.
 with
 
 long as (
@@ -32,7 +36,12 @@ cumulative as (
 ),
 
 quantiles as (
+-- @duckdb
     select unnest($quantiles::double[])::decimal(18, 6) as q, generate_subscripts($quantiles::double[], 1) as i
+-- @spark
+    select cast(element_at(qs, i) as decimal(18, 6)) as q, i
+    from (select qs, explode(sequence(1, size(qs))) as i from (select $quantiles::double[] as qs))
+-- @end
 ),
 
 per_quantile as (
@@ -42,7 +51,12 @@ per_quantile as (
 ),
 
 listed as (
+-- @duckdb
     select deployment, metric, list(v order by i) as q
+-- @spark
+    -- in the order of $quantiles, NULLs kept
+    select deployment, metric, transform(array_sort(collect_list(struct(i, v))), x -> x.v) as q
+-- @end
     from per_quantile
     group by all
 ),

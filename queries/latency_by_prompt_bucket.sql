@@ -4,6 +4,9 @@
 --   [256, 1024, 4096, 16384, 65536]: buckets <256, 256-1023, ..., 65536+); $quantiles (DOUBLE[] of fractions).
 -- Columns: grp, bucket (label), bucket_lo, bucket_hi (prompt_tokens in [bucket_lo, bucket_hi); hi NULL = open),
 --   metric (queue_s, ttft_s, tpot_s, e2e_s), requests, mean, q (the $quantiles, quantile_cont), max (seconds).
+-- Not transpiled: the list comprehension `for x in e` (sqlglot writes ARRAY(x FOR x IN ...), which Spark does
+--   not parse) and the 1-based index `e[b]` with a computed index (sqlglot shifts literal indexes only; Spark's
+--   [] is 0-based): on Spark filter and element_at; tests/test_spark.py checks the two agree.
 with
 
 requests as (
@@ -15,15 +18,24 @@ edges as (
 ),
 
 bucketed as (
+-- @duckdb
     select requests.*, len([x for x in e if x <= prompt_tokens]) as b, e
+-- @spark
+    select requests.*, size(filter(e, x -> x <= prompt_tokens)) as b, e
+-- @end
     from requests, edges
 ),
 
 labelled as (
     select
         *,
+-- @duckdb
         case when b = 0 then 0 else e[b] end as bucket_lo,
         case when b < len(e) then e[b + 1] end as bucket_hi
+-- @spark
+        case when b = 0 then 0 else element_at(e, b) end as bucket_lo,
+        case when b < size(e) then element_at(e, b + 1) end as bucket_hi
+-- @end
     from bucketed
 ),
 

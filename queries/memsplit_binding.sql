@@ -14,6 +14,9 @@
 --   state_usage_median_at_cap; requests (arriving in the period), requests_with_queue (queue_s known),
 --   queue_s_sum, queue_p50, queue_p99 (over those), episode_requests (arriving inside an episode),
 --   episode_queue_s_sum, episode_queue_p50, episode_queue_p99 (queue_s of those; quantile_cont, linear).
+-- Not transpiled: the `asof left join` of each arrival to its episode span (Spark SQL has no ASOF join and
+--   sqlglot does not rewrite one): on Spark a range join on [began, ended) (the spans of a start do not
+--   overlap, so at most one matches); DuckDB SQL too, tests/test_spark.py checks the two agree.
 with
 
 starts as (
@@ -91,9 +94,15 @@ in_period as (
 ),
 
 requests as (
+-- @duckdb
     select p.start_id, p.arrival, p.queue_s, coalesce(p.arrival < sp.ended, false) as in_episode
     from in_period as p
     asof left join spans as sp on sp.start_id = p.start_id and p.arrival >= sp.began
+-- @spark
+    select p.start_id, p.arrival, p.queue_s, sp.start_id is not null as in_episode
+    from in_period as p
+    left join spans as sp on sp.start_id = p.start_id and p.arrival >= sp.began and p.arrival < sp.ended
+-- @end
 ),
 
 by_request as (

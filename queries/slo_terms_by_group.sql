@@ -3,6 +3,8 @@
 -- Parameters: $slo_metrics (VARCHAR[]: queue, ttft, tpot, e2e), $slo_limits (DOUBLE[], seconds, same order).
 -- Columns: grp, term, limit_s, measured (completed requests whose source gave that phase), met, met_share.
 --   A request with one output token has no TPOT and meets any TPOT term.
+-- Not transpiled: two `unnest` side by side in one select (DuckDB pairs them by position; Spark allows one
+--   generator per select): on Spark posexplode and element_at; tests/test_spark.py checks the two agree.
 with
 
 requests as (
@@ -10,7 +12,12 @@ requests as (
 ),
 
 terms as (
+-- @duckdb
     select unnest($slo_metrics::varchar[]) as term, unnest($slo_limits::double[]) as limit_s
+-- @spark
+    select term, element_at($slo_limits::double[], pos + 1) as limit_s
+    from (select posexplode($slo_metrics::varchar[]) as (pos, term))
+-- @end
 ),
 
 judged as (

@@ -7,6 +7,10 @@
 -- Columns: those of raw_engine_steps. A scrape's gauges may be stored as partial rows (a snapshot read in
 --   chunks, an export in batches): they are folded here, each gauge from the row that has it.
 -- Used as the `engine_steps` view only when the store holds scrape rows (attribution.views).
+-- Not transpiled: the `asof left join` (Spark SQL has no ASOF join and sqlglot does not rewrite one): on Spark
+--   the nearest log line on each side of a scrape is found by window functions. That form is DuckDB SQL too
+--   and gives the same rows (tests/test_spark.py), but DuckDB keeps its ASOF join over millions of step lines
+--   (the two were not timed against each other).
 with
 
 logs as (
@@ -32,6 +36,7 @@ scrapes as (
     group by all
 ),
 
+-- @duckdb
 nearest as (
     select s.*, p.ts as prev_log
     from scrapes as s
@@ -43,6 +48,29 @@ both_sides as (
     from nearest as n
     asof left join log_times as q on n.deployment = q.deployment and n.ts <= q.ts
 ),
+-- @spark
+edges as (
+    -- each scrape time between the log times of its deployment: a log line at the same instant counts on
+    -- both sides (the ASOF joins' >= and <=)
+    select deployment, ts, is_scrape,
+        max(log_ts) over (partition by deployment order by ts, is_scrape
+                          rows between unbounded preceding and current row) as prev_log,
+        -- (a frame running back from the current row: Spark recomputes one running forward for every row)
+        min(log_ts) over (partition by deployment order by ts desc, is_scrape
+                          rows between unbounded preceding and current row) as next_log
+    from (
+        select deployment, ts, 0 as is_scrape, ts as log_ts from log_times
+        union all
+        select distinct deployment, ts, 1 as is_scrape, cast(null as timestamptz) as log_ts from scrapes
+    )
+),
+
+both_sides as (
+    select s.*, e.prev_log, e.next_log
+    from scrapes as s
+    left join edges as e on e.is_scrape = 1 and s.deployment = e.deployment and s.ts = e.ts
+),
+-- @end
 
 kept as (
     select * exclude (prev_log, next_log)

@@ -13,6 +13,9 @@
 --   Several engine rows with one key (a vLLM log and OTel spans of the same request): the row with the most
 --   timings wins. workload: workloads.toml mapping of the key hash, alias or team, else the key alias, team or
 --   hashed key, else the served model, else the deployment.
+-- Engine: the `-- @spark` blocks are kept for cost, not portability (the DuckDB text transpiles, but Spark
+--   computes a CTE again at each use); both texts give the same rows (tests/test_spark_pruning.py: both on
+--   DuckDB, and the analyses on Spark equal DuckDB's).
 with
 
 engine_all as (
@@ -25,7 +28,11 @@ gateway_all as (
     where source_kind = 'gateway' and request_key is not null
 ),
 
--- keys with more than one row on a side (few): only their rows need ranking, a window over every key is slow
+-- one row per key and side. DuckDB ranks only the keys with more than one row on a side (few): a window over
+-- every key is slow. Spark ranks every key's rows (most have one): the dups CTEs would read `requests` four
+-- times per side, where one window reads each side once, partitioned by request_key as the full outer join
+-- below needs (no second shuffle)
+-- @duckdb
 engine_dups as (
     select request_key from engine_all group by request_key having count(*) > 1
 ),
@@ -34,11 +41,17 @@ gateway_dups as (
     select request_key from gateway_all group by request_key having count(*) > 1
 ),
 
+-- @end
 engine_rows as (
+-- @duckdb
     select * from engine_all anti join engine_dups using (request_key)
     union all
     select * from (
         select * from engine_all semi join engine_dups using (request_key)
+-- @spark
+    select * from (
+        select * from engine_all
+-- @end
         qualify row_number() over (
             partition by request_key
             order by (ttft_s is null)::int + (queue_s is null)::int + (e2e_s is null)::int
@@ -48,10 +61,15 @@ engine_rows as (
 ),
 
 gateway_rows as (
+-- @duckdb
     select * from gateway_all anti join gateway_dups using (request_key)
     union all
     select * from (
         select * from gateway_all semi join gateway_dups using (request_key)
+-- @spark
+    select * from (
+        select * from gateway_all
+-- @end
         qualify row_number() over (partition by request_key order by file, line) = 1
     )
 ),

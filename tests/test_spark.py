@@ -1,6 +1,6 @@
 """`--engine spark`: the analyses on Spark give DuckDB's answers over the same store (issue 20). The test
 session's one SparkSession (conftest's spark_session, shared with test_spark_ingest.py) over a small simulated
-store; the JVM start is what costs. The transpiler and the Spark forms' DuckDB-dialect twins are checked
+store; the JVM start is what costs. The transpiler and the Spark blocks written in DuckDB SQL too are checked
 without Spark."""
 
 from __future__ import annotations
@@ -16,12 +16,15 @@ import pytest
 from conftest import run_cli
 
 from attribution import analyses, queries
-from attribution.spark.forms import COST_FORMS, SPARK_FORMS
+from attribution.db import fetch
 from attribution.spark.transpile import NotPortable, to_spark
 from attribution.store import Store
 
 # the analyses `--engine spark` runs
 ANALYSES = ("lengths", "latency", "concurrency", "thresholds", "capacity", "compare", "memsplit")
+QUERIES = Path(__file__).parent.parent / "queries"
+# the query files with a `-- @spark` block (queries.load resolves it): one file per question for both engines
+SPARK_BLOCKS = sorted(p.stem for p in QUERIES.glob("*.sql") if "-- @spark" in p.read_text())
 
 
 def assert_same(a: pl.DataFrame, b: pl.DataFrame, where: str) -> None:
@@ -71,7 +74,7 @@ def _steps_con(rows: list[tuple[str | None, str, int]]):
 
 
 def test_the_window_form_of_the_scrape_asof_keeps_the_same_scrapes():
-    """stg_engine_steps.spark.sql (window functions for the ASOF joins) is DuckDB SQL too, and gives exactly
+    """stg_engine_steps.sql's Spark block (window functions for the ASOF joins) is DuckDB SQL too, and gives exactly
     the file's rows: a scrape within 120 s of a log line on either side is dropped, a log line at the same
     instant counts, a deployment without log lines or without a name keeps its scrapes."""
     logs = [("d1", "stats", t) for t in (0, 100, 1000)] + [("d3", "stats", 0)]
@@ -79,7 +82,7 @@ def test_the_window_form_of_the_scrape_asof_keeps_the_same_scrapes():
         ("d2", "scrape", 10), (None, "scrape", 20), ("d3", "scrape", 121)]
     con = _steps_con(logs + scrapes)
     want = queries.run(con, "stg_engine_steps")
-    got = queries.run(con, "stg_engine_steps.spark")
+    got = fetch(con, queries.load("stg_engine_steps", "spark").sql)
     kept = want.filter(pl.col("kind") == "scrape").sort("deployment", "ts")
     assert [(r["deployment"], r["ts"].timestamp() % 86400) for r in kept.iter_rows(named=True)] == [
         (None, 20), ("d1", 300), ("d1", 1121), ("d1", 2000), ("d2", 10), ("d3", 121)]
@@ -99,26 +102,27 @@ def test_the_scrape_intervals_count_log_lines_by_a_join():
     got = queries.run(con, "scrape_intervals_by_deployment", since=None, until=None)
     assert [(r["deployment"], r["scrapes"], r["interval_s"], r["log_lines"]) for r in got.iter_rows(named=True)
             ] == [("d1", 3, 45.0, 3), ("d2", 2, 15.0, 0), (None, 2, 10.0, 0)]
-    assert "scrape_intervals_by_deployment" not in SPARK_FORMS
+    assert "scrape_intervals_by_deployment" not in SPARK_BLOCKS
     text = to_spark(queries.load("scrape_intervals_by_deployment").sql, duck_schema(con), "x").lower()
     assert "select count(*) from" not in text and "left join" in text
 
 
-def test_each_spark_form_names_the_construct_that_does_not_transpile():
-    """A query kept in two texts says why under `-- Not transpiled:`: each DuckDB `construct` it names (in
-    backticks) is in the DuckDB file's SQL; and the forms on disk are exactly SPARK_FORMS."""
-    from importlib import resources
-
-    on_disk = {p.name.removesuffix(".spark.sql") for p in resources.files("attribution.sql").iterdir()
-               if p.name.endswith(".spark.sql")}
-    assert on_disk == SPARK_FORMS | COST_FORMS  # (a form kept for cost transpiles: test_spark_pruning.py)
-    for name in sorted(SPARK_FORMS):
-        header = queries.load(f"{name}.spark").doc
+def test_each_spark_block_names_the_construct_that_does_not_transpile():
+    """A query whose engines need different lines says why in its header: under `-- Not transpiled:` each DuckDB
+    `construct` it names (in backticks) is in the file's DuckDB SQL, or `-- Engine:` says the Spark lines are
+    kept for cost; no `.spark.sql` twin is left beside a file."""
+    assert not list(QUERIES.glob("*.spark.sql"))
+    assert {"stg_engine_steps", "stg_joined_requests", "memsplit_binding"} <= set(SPARK_BLOCKS)
+    for name in SPARK_BLOCKS:
+        header = queries.load(name).doc
+        assert queries.load(name).sql != queries.load(name, "spark").sql
+        if "Not transpiled:" not in header:
+            assert "kept for cost" in header[header.find("Engine:"):], f"queries/{name}.sql: no reason for its blocks"
+            continue
         reason = header[header.find("Not transpiled:"):]
-        assert "Not transpiled:" in header, f"queries/{name}.spark.sql: no `-- Not transpiled:` line"
         named = re.findall(r"`([^`]+)`", reason.split("\n\n")[0])
         duck = "\n".join(line for line in queries.load(name).sql.lower().splitlines() if not line.startswith("--"))
-        assert named, f"queries/{name}.spark.sql: the reason names no `construct`"
+        assert named, f"queries/{name}.sql: the reason names no `construct`"
         for construct in named:
             assert construct.lower() in duck, f"queries/{name}.sql has no `{construct}`"
 
@@ -135,19 +139,19 @@ def memsplit_con(sample_store):
 
 
 def test_the_range_join_form_of_memsplit_binding_finds_the_same_episode_requests(memsplit_con):
-    """memsplit_binding.spark.sql (each arrival joined to the merged episode span holding it, not an ASOF join
+    """memsplit_binding.sql's Spark block (each arrival joined to the merged episode span holding it, not an ASOF join
     to the latest one beginning before it) is DuckDB SQL too and gives the file's rows on sample_logs, whose
     vLLM starts have binding episodes with arrivals inside them."""
     con = memsplit_con
     want = queries.run(con, "memsplit_binding")
-    got = queries.run(con, "memsplit_binding.spark")
+    got = fetch(con, queries.load("memsplit_binding", "spark").sql)
     assert want["episode_requests"].sum() > 0 and (want["episode_requests"] < want["requests"]).all()
     assert_same(got, want, "memsplit_binding")
 
 
 def test_every_query_of_the_analyses_transpiles(memsplit_con):
-    """Each file the analyses run has a Spark text: sqlglot's, or its Spark form's (no DuckDB-only function
-    left behind)."""
+    """Each file the analyses run has a Spark text: sqlglot's, of its Spark blocks where it has some (no
+    DuckDB-only function left behind)."""
     con = memsplit_con  # with the int_memsplit_* tables memsplit_binding's form reads
     sel = analyses.select(con)
     sel.materialize("int_request_lengths")
@@ -156,9 +160,9 @@ def test_every_query_of_the_analyses_transpiles(memsplit_con):
     for name in ("stg_requests", "stg_joined_requests", "stg_ingest_line_shapes", "int_analysis_requests",
                  "window_newest_request", "analysis_requests_in_window", "int_request_lengths",
                  "length_stats_by_group", "length_histogram_by_group", "latency_by_group",
-                 "latency_exact_by_deployment_model", "concurrency_sampled_timeseries", *sorted(SPARK_FORMS)):
-        q = queries.load(f"{name}.spark" if name in SPARK_FORMS else name)
-        text = to_spark(q.sql, duck_schema(con), q.name, q.dialect).lower()
+                 "latency_exact_by_deployment_model", "concurrency_sampled_timeseries", *SPARK_BLOCKS):
+        q = queries.load(name, "spark")
+        text = to_spark(q.sql, duck_schema(con), q.name).lower()
         for duck in ("quantile_cont", "epoch_us", "version_label", "list_position", "unpivot (select",
                      " exclude ", " replace (", "by name", "asof", "timezone("):
             assert duck not in text, f"{name}: {duck} left in the Spark text"

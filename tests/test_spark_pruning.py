@@ -84,21 +84,19 @@ def test_the_lengths_command_on_spark_with_a_window_is_duckdbs(sample_store, spa
 
 
 def test_the_cost_form_of_the_join_gives_the_files_rows(sample_store, tmp_path):
-    """stg_joined_requests.spark.sql (each side ranked by one window over every key, read once: Spark computes
-    a CTE again at each use) is DuckDB SQL too and gives the DuckDB file's rows: on the sample store and on a
+    """stg_joined_requests.sql's Spark blocks (each side ranked by one window over every key, read once: Spark
+    computes a CTE again at each use) are DuckDB SQL too and give the DuckDB text's rows: on the sample store and on a
     store where keys appear twice on a side (the row with the most timings, else the first by file and line,
     wins)."""
     from attribution import queries
-    from attribution.spark.forms import COST_FORMS
-
-    assert "stg_joined_requests" in COST_FORMS and "Engine:" in queries.load("stg_joined_requests.spark").doc
+    assert "kept for cost" in queries.load("stg_joined_requests").doc
     con = Store.open(sample_store).connect()
     order = "order by request_key nulls first, source, file, line"
     for extra in ("", _DUPLICATES):
         if extra:
             con.execute(f"create or replace temporary table requests as select * from requests {extra}")
         want = con.sql(f"select * from ({queries.load('stg_joined_requests').sql}) {order}").pl()
-        got = con.sql(f"select * from ({queries.load('stg_joined_requests.spark').sql}) {order}").pl()
+        got = con.sql(f"select * from ({queries.load('stg_joined_requests', 'spark').sql}) {order}").pl()
         assert want.height > 0 and got.equals(want)
     assert con.execute("select count(*) from (select request_key from requests where request_key is not null "
                        "group by request_key, source_kind having count(*) > 1)").fetchone()[0] > 0
@@ -110,7 +108,7 @@ _DUPLICATES = ("union all select * replace (null as ttft_s, line + 100000 as lin
 
 
 def test_the_join_on_spark_reads_each_side_of_the_requests_once(pruned):
-    """The cost form's plan scans the requests three times (engine side, gateway side, rows without a key),
+    """The Spark text's plan scans the requests three times (engine side, gateway side, rows without a key),
     the DuckDB text's, transpiled, seven (a CTE is planned again at each use)."""
     from attribution import queries
 
@@ -123,12 +121,12 @@ def test_the_join_on_spark_reads_each_side_of_the_requests_once(pruned):
     before = con.spark.conf.get("spark.sql.maxMetadataStringLength")
     con.spark.conf.set("spark.sql.maxMetadataStringLength", "100000")
 
-    def scans(name: str) -> int:
-        plan = con.sql(queries.load(name), None)._jdf.queryExecution().executedPlan().toString()
+    def scans(engine: str) -> int:
+        plan = con.sql(queries.load("stg_joined_requests", engine), None)._jdf.queryExecution().executedPlan().toString()
         return len(re.findall(r"FileScan parquet [^\n]*data/requests/", plan))
 
     try:
-        assert scans("stg_joined_requests.spark") == 3
-        assert scans("stg_joined_requests") == 7
+        assert scans("spark") == 3
+        assert scans("duckdb") == 7
     finally:
         con.spark.conf.set("spark.sql.maxMetadataStringLength", before)

@@ -26,8 +26,6 @@ if TYPE_CHECKING:
     from attribution.queries import Query
     from attribution.store import Snapshot, Store
 
-# queries with a Spark form of their own beside the file (queries/<name>.spark.sql, the same question in
-# SQL that sqlglot carries over): their DuckDB form uses what Spark SQL lacks (ASOF joins, list lambdas)
 
 class SparkConnection:
     """Spark temporary views over one store snapshot (or over frames); `run`, `materialize` and `create_view`
@@ -62,7 +60,7 @@ class SparkConnection:
     def sql(self, q: Query, params: dict[str, Any] | None) -> DataFrame:
         from pyspark.sql import functions as F
 
-        spark_sql = to_spark(q.sql, self.schema, q.name, q.dialect)
+        spark_sql = to_spark(q.sql, self.schema, q.name)
         args = {k: F.lit(v) for k, v in (params or {}).items()}
         return self.spark.sql(spark_sql, args=args) if args else self.spark.sql(spark_sql)
 
@@ -113,7 +111,7 @@ def connect(store: Store, snapshot: Snapshot, spark: SparkSession,
     from attribution.views import STAGED, has_scrapes, ingest_files_frame, load_workload_map
 
     # DuckDB's answers where Spark's defaults differ: x / 0 is NULL (not an error), a map built with a key
-    # twice keeps the last value (stg_engine_config.spark.sql)
+    # twice keeps the last value (the `-- @spark` block of queries/stg_engine_config.sql)
     spark.conf.set("spark.sql.ansi.enabled", "false")
     spark.conf.set("spark.sql.mapKeyDedupPolicy", "LAST_WIN")
     # Spark 4's RemoveRedundantAliases leaves an invalid plan for memsplit_demand.sql (PLAN_VALIDATION_FAILED);

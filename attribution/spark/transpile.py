@@ -185,25 +185,21 @@ def _by_name(node: exp.Expr) -> exp.Expr:
     return node
 
 
-def to_spark(sql: str, columns: Columns, name: str = "<sql>", dialect: str = "duckdb") -> str:
+def to_spark(sql: str, columns: Columns, name: str = "<sql>") -> str:
     """The Spark SQL text of DuckDB `sql` over relations whose columns `columns(relation)` gives; `$param`
-    placeholders become Spark's `:param` named parameters. A file in Spark SQL already (`dialect` spark: a
-    query's Spark form) only has its stars expanded."""
+    placeholders become Spark's `:param` named parameters. (A query file's `-- @spark` block, resolved by
+    attribution.queries.load, is read the same way: the Spark functions it calls pass through.)"""
     try:
-        tree = sqlglot.parse_one(sql, read=dialect)
-        if dialect == "duckdb":
-            tree = _inline_windows(_pre_unpivot(tree))
-            for cte in tree.find_all(exp.CTE):
-                cte.set("materialized", None)  # DuckDB's planner hint; Spark plans each CTE itself
+        tree = _inline_windows(_pre_unpivot(sqlglot.parse_one(sql, read="duckdb")))
+        for cte in tree.find_all(exp.CTE):
+            cte.set("materialized", None)  # DuckDB's planner hint; Spark plans each CTE itself
         ctes = {c.alias for c in tree.find_all(exp.CTE)}
         schema: dict[str, object] = {t.name: dict(columns(t.name)) for t in tree.find_all(exp.Table) if t.name not in ctes}
-        tree = qualify(tree, schema=schema, dialect=dialect,
+        tree = qualify(tree, schema=schema, dialect="duckdb",
                        quote_identifiers=True, validate_qualify_columns=False, identify=True)
-        if dialect == "duckdb":
-            if tree.find(exp.Length):  # len(): size() of a list, length() of a string, told apart by type
-                tree = annotate_types(tree, schema=schema, dialect=dialect)
-            tree = _subscripts(tree).transform(_rewrite)
-        tree = tree.transform(_by_name)
+        if tree.find(exp.Length):  # len(): size() of a list, length() of a string, told apart by type
+            tree = annotate_types(tree, schema=schema, dialect="duckdb")
+        tree = _subscripts(tree).transform(_rewrite).transform(_by_name)
         return tree.sql("spark", comments=False)
     except NotPortable as exc:
         raise NotPortable(f"queries/{name}.sql: no Spark form for {exc} (a bug: please report it)") from None
