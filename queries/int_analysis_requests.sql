@@ -59,17 +59,9 @@ first_token as (
 grouped as (
     select
         *,
-        coalesce(
-            case $by
-                when 'workload' then workload
-                when 'model' then model
-                when 'deployment' then deployment
-                when 'label' then label
-                when 'day' then strftime(timezone('UTC', coalesce(arrival, finished)), '%Y-%m-%d')
-                when 'version' then version_label(engine, engine_version)
-                else 'all'
-            end,
-            '(none)'
+        group_label(
+            $by, workload, model, deployment, label, strftime(timezone('UTC', coalesce(arrival, finished)), '%Y-%m-%d'),
+            engine, engine_version
         ) as grp,
         coalesce(arrival, finished) as ts_ref
     from first_token

@@ -1,7 +1,7 @@
 -- Question: how many requests had each prompt, output and cached length per group, from the per-day counts?
 -- Grain: one row per (grp, metric, length), summed over the days' files of length_counts_by_day.sql, of the
 --   days in [$since_day, $until_day) and the requests the dashboard's filters keep; the same rows as counting
---   int_request_lengths.sql on a window of whole UTC days (the grp expression is int_analysis_requests.sql's,
+--   int_request_lengths.sql on a window of whole UTC days (the grp is int_analysis_requests.sql's, group_label,
 --   the filter values attribution.dashboard's _REQUEST_VALUE), plus the `requests` rows (length 0).
 -- Parameters: $files (VARCHAR[]: Parquet files of length_counts_by_day rows), $by (as int_analysis_requests),
 --   $since_day, $until_day (VARCHAR 'YYYY-MM-DD' or NULL: an open end; with either end set the requests with
@@ -26,17 +26,8 @@ days as (
 
 grouped as (
     select
-        coalesce(
-            case $by
-                when 'workload' then workload
-                when 'model' then model
-                when 'deployment' then deployment
-                when 'label' then label
-                when 'day' then case when day <> 'none' then day end
-                when 'version' then version_label(engine, engine_version)
-                else 'all'
-            end,
-            '(none)'
+        group_label(
+            $by, workload, model, deployment, label, case when day <> 'none' then day end, engine, engine_version
         ) as grp,
         metric,
         length,

@@ -101,6 +101,33 @@ def test_a_query_file_without_its_header_is_a_bug(monkeypatch, tmp_path):
         queries.load.cache_clear()
 
 
+def test_engine_blocks_keep_each_engines_lines_and_a_misplaced_marker_is_a_bug(monkeypatch, tmp_path):
+    """One file per question: `-- @duckdb` ... `-- @spark` ... `-- @end` around the lines that differ, either
+    engine's block alone too; the parameters are those of the engine's own text."""
+    head = "-- Question: q?\n-- Grain: g.\n-- Parameters: $a, $b.\n-- Columns: x.\n"
+    (tmp_path / "two.sql").write_text(head + "with final as (\n-- @duckdb\n    select $a as x\n-- @spark\n"
+                                      "    select $b as x\n-- @end\n)\n-- @spark\n-- spark only\n-- @end\n"
+                                      "select * from final\n")
+    bad = {"end_alone": "select 1 as x\n-- @end\n", "spark_twice": "-- @spark\n-- @spark\n-- @end\n",
+           "duckdb_after_spark": "-- @spark\n-- @duckdb\n-- @end\n", "unclosed": "  -- @duckdb\nselect 1\n"}
+    for name, body in bad.items():
+        (tmp_path / f"{name}.sql").write_text(head + body)
+    monkeypatch.setattr(queries.resources, "files", lambda _pkg: tmp_path)
+    queries.load.cache_clear()
+    try:
+        duck, spark = queries.load("two"), queries.load("two", "spark")
+        assert duck.sql == head + "with final as (\n    select $a as x\n)\nselect * from final\n"
+        assert spark.sql == head + "with final as (\n    select $b as x\n)\n-- spark only\nselect * from final\n"
+        assert (duck.params, spark.params, duck.doc) == (("a",), ("b",), spark.doc)
+        for name, line in (("end_alone", 6), ("spark_twice", 6), ("duckdb_after_spark", 6), ("unclosed", 5)):
+            with pytest.raises(QueryBug, match=rf"queries/{name}\.sql:{line}: `-- @"):
+                queries.load(name)
+        with pytest.raises(QueryBug, match="no engine 'polars'"):
+            queries.load("two", "polars")
+    finally:
+        queries.load.cache_clear()
+
+
 def test_the_cli_exits_2_on_bad_user_sql_and_1_on_a_failing_query_file(capsys, sample_store, monkeypatch):
     code, out, err = run_cli(capsys, "query", "select nope from requests", "--store", str(sample_store))
     assert code == 2 and not out and "error: query failed: Binder Error" in err

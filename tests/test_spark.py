@@ -163,7 +163,7 @@ def test_every_query_of_the_analyses_transpiles(memsplit_con):
                  "latency_exact_by_deployment_model", "concurrency_sampled_timeseries", *SPARK_BLOCKS):
         q = queries.load(name, "spark")
         text = to_spark(q.sql, duck_schema(con), q.name).lower()
-        for duck in ("quantile_cont", "epoch_us", "version_label", "list_position", "unpivot (select",
+        for duck in ("quantile_cont", "epoch_us", "version_label", "group_label", "list_position", "unpivot (select",
                      " exclude ", " replace (", "by name", "asof", "timezone("):
             assert duck not in text, f"{name}: {duck} left in the Spark text"
 

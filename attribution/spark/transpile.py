@@ -13,6 +13,7 @@ from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 
 from attribution.errors import AttributionError
+from attribution.labels import MACROS
 
 Columns = Callable[[str], Mapping[str, str]]  # a relation's columns and their types (as Spark names them)
 
@@ -25,11 +26,21 @@ def _fn(name: str, *args: exp.Expr) -> exp.Expr:
     return exp.Anonymous(this=name, expressions=list(args))
 
 
-def _version_label(node: exp.Expr) -> exp.Expr:
-    # attribution.labels VERSION_LABEL_MACRO, inlined: Spark has no macros
-    engine, version = node.expressions
-    joined = _fn("concat_ws", exp.Literal.string(" "), engine, version)
-    return exp.Nullif(this=joined, expression=exp.Literal.string(""))
+def _macro(name: str) -> Callable[[exp.Expr], exp.Expr]:
+    # attribution.labels' macro `name`, inlined (Spark has no macros): its body with the call's arguments for
+    # its parameters, rewritten as the rest of the file is
+    params, body = MACROS[name]
+
+    def inline(node: exp.Expr) -> exp.Expr:
+        if len(node.expressions) != len(params):
+            raise NotPortable(f"{name}() takes {len(params)} arguments")
+        args = dict(zip(params, node.expressions, strict=True))
+        tree = sqlglot.parse_one(body, read="duckdb")
+        tree = tree.transform(lambda n: args[n.name].copy() if isinstance(n, exp.Column) and not n.table
+                              and n.name in args else n)
+        return tree.transform(_rewrite)
+
+    return inline
 
 
 def _utc(zone: exp.Expr, ts: exp.Expr) -> exp.Expr:
@@ -44,7 +55,7 @@ _INTEGERS = {exp.DataType.Type.BIGINT, exp.DataType.Type.INT, exp.DataType.Type.
 
 # DuckDB functions (as sqlglot parses them: Anonymous, by lower-case name) and their Spark forms
 _ANONYMOUS: dict[str, Callable[[exp.Expr], exp.Expr]] = {
-    "version_label": _version_label,
+    **{name: _macro(name) for name in MACROS},
     "epoch_us": lambda n: _fn("unix_micros", n.expressions[0]),
     "epoch_ms": lambda n: _fn("unix_millis", n.expressions[0]),
     "list_position": lambda n: _fn("array_position", *n.expressions),
