@@ -278,17 +278,18 @@ def iter_items(pieces: Iterable[bytes], prefix: str) -> Iterator[list]:
     yield from _pump(pieces, lambda out: ijson.items_coro(out, prefix, use_float=True, multiple_values=True))
 
 
-def item_batches(pieces: Iterable[bytes], prefix: str, size: int,
+def item_batches(pieces: Iterable[bytes], prefix: str, size: int, row: Callable[[object], object],
                  to_records: Callable[[list, int], pl.DataFrame]) -> Iterator[pl.DataFrame]:
-    """The objects at `prefix` of a JSON document (iter_items) in lists of `size` (the last one shorter), each
-    through `to_records(items, first_line)`, an item's line being its number from 1. Where the document stops
-    being readable, the items read before go through, then the DocumentError is raised
-    (spill.sorted_records puts a not-ok record after them)."""
+    """The objects at `prefix` of a JSON document (iter_items), each made a `row` as it is read (a batch holds
+    rows, not parsed objects), in lists of `size` (the last one shorter), each list through
+    `to_records(rows, first_line)`, an item's line being its number from 1. Where the document stops being
+    readable, the items read before go through, then the DocumentError is raised (spill.sorted_records puts a
+    not-ok record after them)."""
     n = 0
     buf: list = []
     try:
         for items in iter_items(pieces, prefix):
-            buf.extend(items)
+            buf.extend(map(row, items))
             if len(buf) >= size:
                 yield to_records(buf, n + 1)
                 n, buf = n + len(buf), []

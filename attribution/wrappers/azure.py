@@ -73,14 +73,17 @@ class AzureJson(Wrapper):
         return 0.98 if ROW.search(s[:65536]) and TEXT_KEY.search(s[:65536]) else 0.0
 
     def records(self, pieces: Iterable[bytes], state: dict) -> Iterator[pl.DataFrame]:
-        yield from sorted_records(item_batches(pieces, "item", BATCH, _rows_records),
+        yield from sorted_records(item_batches(pieces, "item", BATCH, _row_object, _rows_records),
                                   "no ContainerLogV2 rows in this JSON document")
 
 
+def _row_object(r: object) -> dict:
+    return r if isinstance(r, dict) else {}  # anything else stands for an empty row
+
+
 def _rows_records(rows: list, first_line: int) -> pl.DataFrame:
-    """Row objects (anything else stands for an empty row) -> records."""
-    objs = [r if isinstance(r, dict) else {} for r in rows]
-    cols = {c: [_text(r.get(c)) for r in objs] for c in NAMES}
+    """Row objects -> records."""
+    cols = {c: [_text(r.get(c)) for r in rows] for c in NAMES}
     return azure_records(pl.DataFrame(cols, schema=dict.fromkeys(NAMES, pl.Utf8)), first_line)
 
 

@@ -37,15 +37,19 @@ class CloudWatchJson(Wrapper):
         return 0.98 if self.SNIFF.search(head[:65536]) else 0.0
 
     def records(self, pieces: Iterable[bytes], state: dict) -> Iterator[pl.DataFrame]:
-        yield from sorted_records(item_batches(pieces, "events.item", self.BATCH, _events_records),
+        yield from sorted_records(item_batches(pieces, "events.item", self.BATCH, _event_row, _events_records),
                                   "no CloudWatch Logs events (events[]) in this JSON document")
 
 
-def _events_records(events: list, first_line: int) -> pl.DataFrame:
-    evs = [ev if isinstance(ev, dict) else {} for ev in events]
-    msgs = [ev.get("message") for ev in evs]
-    times = [ev.get("timestamp") for ev in evs]
-    units = [ev.get("logStreamName") for ev in evs]
+def _event_row(ev: object) -> tuple[object, object, object]:
+    """(message, timestamp, logStreamName) of an event (Nones for anything but an object)."""
+    if not isinstance(ev, dict):
+        return None, None, None
+    return ev.get("message"), ev.get("timestamp"), ev.get("logStreamName")
+
+
+def _events_records(rows: list, first_line: int) -> pl.DataFrame:
+    msgs, times, units = zip(*rows, strict=True)
     df = pl.DataFrame(
         {
             "ts": pl.Series([t if isinstance(t, (int, float)) else None for t in times], dtype=pl.Float64),
@@ -55,7 +59,7 @@ def _events_records(events: list, first_line: int) -> pl.DataFrame:
     )
     ok = pl.col("text").is_not_null() & pl.col("ts").is_not_null()
     df = df.select(
-        line=pl.int_range(first_line, first_line + len(evs), dtype=pl.Int64),
+        line=pl.int_range(first_line, first_line + len(rows), dtype=pl.Int64),
         ok=ok,
         text=pl.col("text").fill_null("unreadable CloudWatch event"),
         rec_ts=epoch_ts(pl.col("ts").cast(pl.Int64), "ms"),

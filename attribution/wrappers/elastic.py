@@ -176,12 +176,15 @@ class ElasticSearch(Wrapper):
 
     def records(self, pieces: Iterable[bytes], state: dict) -> Iterator[pl.DataFrame]:
         # several responses (scroll pages) concatenated in one file are read one after the other
-        yield from sorted_records(item_batches(pieces, "hits.hits.item", self.BATCH, _hits_records),
+        yield from sorted_records(item_batches(pieces, "hits.hits.item", self.BATCH, _hit_text, _hits_records),
                                   "no Elasticsearch hits (hits.hits[]) in this JSON document")
 
 
-def _hits_records(hits: list, first_line: int) -> pl.DataFrame:
-    text = [json.dumps(_hit(h), default=str) for h in hits]
+def _hit_text(h: object) -> str:
+    return json.dumps(_hit(h), default=str)
+
+
+def _hits_records(text: list, first_line: int) -> pl.DataFrame:
     lines = pl.DataFrame({"line": pl.int_range(first_line, first_line + len(text), eager=True), "text": text})
     return split_message_lines(decode_documents(lines))
 

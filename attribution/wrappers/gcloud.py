@@ -130,13 +130,13 @@ class GcloudJson(Wrapper):
             if first.strip():
                 break
         prefix = "entries.item" if first.lstrip()[:1] == b"{" else "item"
-        yield from sorted_records(item_batches(_chain(first, pieces), prefix, self.BATCH, _entries_records),
+        yield from sorted_records(item_batches(_chain(first, pieces), prefix, self.BATCH, entry_row, _entries_records),
                                   "no Cloud Logging entries in this JSON document", newest_first=True)
 
 
-def _entries_records(entries: list, first_line: int) -> pl.DataFrame:
-    cols = pl.DataFrame([entry_row(x) for x in entries], schema=COLUMNS, orient="row").with_columns(
-        line=pl.int_range(first_line, first_line + len(entries), dtype=pl.Int64),
+def _entries_records(rows: list, first_line: int) -> pl.DataFrame:
+    cols = pl.DataFrame(rows, schema=COLUMNS, orient="row").with_columns(
+        line=pl.int_range(first_line, first_line + len(rows), dtype=pl.Int64),
         ok=pl.lit(True),
         raw=pl.lit("unreadable Cloud Logging entry"),
     )
