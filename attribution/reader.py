@@ -14,10 +14,10 @@ import hashlib
 import os
 import stat
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 import zstandard
 
@@ -105,7 +105,7 @@ class Pieces:
                 try:
                     out = dec.decompress(raw, PIECE)
                 except zlib.error as exc:
-                    yield from self._gzip_salvage(saved, raw, pos, exc)
+                    yield from self._salvage("gzip", saved, _gzip_decoder, zlib.error, raw, pos, exc)
                     return
                 fed = True
                 if out:
@@ -120,18 +120,22 @@ class Pieces:
         if fed and not dec.eof:
             self.truncated = "the gzip stream ends early (truncated .gz): kept what could be decoded"
 
-    def _gzip_salvage(self, dec: zlib._Decompress, raw: bytes, pos: int, exc: Exception) -> Iterator[bytes]:
+    def _salvage(self, codec: str, dec: Decoder, fresh: Callable[[], Decoder], error: type[Exception],
+                 raw: bytes, pos: int, exc: Exception) -> Iterator[bytes]:
+        """`raw` (at compressed offset `pos`), on which `dec` failed with `exc`, fed to `dec` as it was before
+        it one byte at a time (a new member or frame on a `fresh()` decoder): what decodes is yielded up to
+        the damaged byte, which `truncated` names."""
         for i in range(len(raw)):
             try:
                 out = dec.decompress(raw[i : i + 1])
-            except zlib.error as err:
-                self.truncated = _damaged("gzip", pos + i, err)
+            except error as err:
+                self.truncated = _damaged(codec, pos + i, err)
                 return
             if out:
                 yield out
             if dec.eof:
-                dec = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        self.truncated = _damaged("gzip", pos + len(raw), exc)
+                dec = fresh()
+        self.truncated = _damaged(codec, pos + len(raw), exc)
 
     def _zstd(self, fh: BinaryIO) -> Iterator[bytes]:
         zctx = zstandard.ZstdDecompressor()
@@ -166,17 +170,20 @@ class Pieces:
             while left > 0 and (data := fh.read(min(RAW_READ, left))):
                 left -= len(data)
                 zdec.decompress(data)
-        for i in range(len(raw)):
-            try:
-                out = zdec.decompress(raw[i : i + 1])
-            except zstandard.ZstdError as err:
-                self.truncated = _damaged("zstd", pos + i, err)
-                return
-            if out:
-                yield out
-            if zdec.eof:
-                zdec = zctx.decompressobj()
-        self.truncated = _damaged("zstd", pos + len(raw), exc)
+        yield from self._salvage("zstd", zdec, zctx.decompressobj, zstandard.ZstdError, raw, pos, exc)
+
+
+class Decoder(Protocol):
+    """A streaming decompressor (zlib's, zstandard's decompressobj)."""
+
+    def decompress(self, data: bytes, /) -> bytes: ...
+
+    @property
+    def eof(self) -> bool: ...
+
+
+def _gzip_decoder() -> Decoder:
+    return zlib.decompressobj(16 + zlib.MAX_WBITS)
 
 
 def _damaged(codec: str, offset: int, exc: Exception) -> str:

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from chunked_parse import parse_in_chunks
 from conftest import shared
 
-from attribution import schema
-from attribution.sources.base import ParseContext
 from attribution.sources.vllm_log import VllmLog
 
 SRC = VllmLog()
@@ -37,21 +36,8 @@ def frame(texts: list[str], rec_ts: list[datetime | None] | None = None) -> pl.D
 
 def run(lines: pl.DataFrame, *, year: int | None = None, tz: str = "UTC", chunk: int | None = None):
     """Parse in chunks of `chunk` lines with one ctx persisted as JSON between them, like the ingest."""
-    ctx = ParseContext(path="x.log", deployment="d", label=None, year=year, tz=tz, file_mtime=0.0)
-    tables: dict[str, list[pl.DataFrame]] = {}
-    errors, consumed = [], []
-    step = chunk or max(lines.height, 1)
-    for off in range(0, lines.height, step):
-        res = SRC.parse(lines.slice(off, step), ctx)
-        for name, df in res.tables.items():
-            tables.setdefault(name, []).append(schema.conform(name, df))
-        if res.errors is not None:
-            errors.append(res.errors)
-        if res.consumed is not None:
-            consumed.extend(res.consumed.to_list())
-        ctx.state = json.loads(json.dumps(ctx.state))
-    out = {name: pl.concat(dfs).sort("line") for name, dfs in tables.items()}
-    return out, (pl.concat(errors) if errors else None), consumed
+    tables, errors, consumed, _ = parse_in_chunks(SRC, lines, year=year, tz=tz, chunk=chunk)
+    return {name: df.sort("line") for name, df in tables.items()}, (pl.concat(errors) if errors else None), consumed
 
 
 def read_lines(path: Path) -> list[str]:

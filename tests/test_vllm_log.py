@@ -16,11 +16,10 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from chunked_parse import parse_in_chunks
 
-from attribution import schema
 from attribution.keys import gateway_request_key, request_key
 from attribution.sources import registry
-from attribution.sources.base import ParseContext
 from attribution.sources.vllm_config import parse_args_text, render_flag
 from attribution.sources.vllm_log import SOURCES
 
@@ -53,19 +52,7 @@ def lines_of(data: bytes) -> pl.DataFrame:
 
 def parse(data: bytes, *, year: int | None = 2025, tz: str = "UTC", chunk: int | None = None):
     """Parse like the ingest: chunks of complete lines sharing one ctx; tables conformed."""
-    lines = lines_of(data)
-    ctx = ParseContext(path="x.log", deployment="d", label=None, year=year, tz=tz, file_mtime=0.0)
-    tables: dict[str, list[pl.DataFrame]] = {}
-    errors: list[pl.DataFrame] = []
-    step = chunk or max(lines.height, 1)
-    for off in range(0, lines.height, step):
-        res = SRC.parse(lines.slice(off, step), ctx)
-        for name, df in res.tables.items():
-            tables.setdefault(name, []).append(schema.conform(name, df))
-        if res.errors is not None:
-            errors.append(res.errors)
-        ctx.state = json.loads(json.dumps(ctx.state))  # the ingest persists it as JSON between chunks
-    out = {name: pl.concat(dfs) for name, dfs in tables.items()}
+    out, errors, _, ctx = parse_in_chunks(SRC, lines_of(data), year=year, tz=tz, chunk=chunk)
     errs = (
         pl.concat(errors)
         if errors

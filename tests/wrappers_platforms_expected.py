@@ -27,6 +27,14 @@ def ts(s: str) -> datetime:
     return datetime.fromisoformat(s).astimezone(UTC)
 
 
+# The three hits of es_search.json, which shippers.ndjson holds too (one document a line, with two more):
+# (ok, text, rec_ts, stream, namespace, pod, container, host).
+ELASTIC_HITS = [
+    (True, SG, ts("2025-10-20T03:02:22.500117+00:00"), "stderr", "llm", "sglang-0", "sglang", "gpu-02"),
+    (True, V1, ts("2026-05-12T08:01:39.331+00:00"), "stdout", "llm", "vllm-0", "vllm", "gpu-01"),
+    (True, ACC, ts("2026-05-12T08:01:40.069+00:00"), "stdout", "llm", "vllm-0", "vllm", "gpu-01"),
+]
+
 # file, wrapper, identity columns compared, expected (ok, text, rec_ts, *identity) in the order handed back
 CASES = {
     "journald.json": (
@@ -225,38 +233,15 @@ CASES = {
     "es_search.json": (
         "elastic_search",
         ("stream", "namespace", "pod", "container", "host"),
-        [
-            (
-                True,
-                SG,
-                ts("2025-10-20T03:02:22.500117+00:00"),
-                "stderr",
-                "llm",
-                "sglang-0",
-                "sglang",
-                "gpu-02",
-            ),
-            (True, V1, ts("2026-05-12T08:01:39.331+00:00"), "stdout", "llm", "vllm-0", "vllm", "gpu-01"),
-            (True, ACC, ts("2026-05-12T08:01:40.069+00:00"), "stdout", "llm", "vllm-0", "vllm", "gpu-01"),
-        ],
+        ELASTIC_HITS,
     ),
     "shippers.ndjson": (
         "elastic_ndjson",
         ("stream", "namespace", "pod", "container", "host"),
         [
-            (
-                True,
-                SG,
-                ts("2025-10-20T03:02:22.500117+00:00"),
-                "stderr",
-                "llm",
-                "sglang-0",
-                "sglang",
-                "gpu-02",
-            ),
+            ELASTIC_HITS[0],
             (True, SGP, ts("2025-10-20T03:02:21+00:00"), "stderr", "llm", "sglang-1", "sglang", None),
-            (True, V1, ts("2026-05-12T08:01:39.331+00:00"), "stdout", "llm", "vllm-0", "vllm", "gpu-01"),
-            (True, ACC, ts("2026-05-12T08:01:40.069+00:00"), "stdout", "llm", "vllm-0", "vllm", "gpu-01"),
+            *ELASTIC_HITS[1:],
             (True, V1, ts("2026-05-12T08:01:39.331095+00:00"), "stdout", "llm", "vllm-1", "vllm", "gpu-03"),
         ],
     ),

@@ -44,6 +44,18 @@ def _out(rows: list[str]) -> bytes:
     return "".join(r + "\n" for r in rows).encode()
 
 
+def _each_line(
+    lines: list[str], start: datetime | list[datetime], row: Callable[[str, datetime], str]
+) -> bytes:
+    """One output line per log line, `row(line, time)`, in time order."""
+    return _out([row(line, t) for line, t in zip(lines, _times(lines, start), strict=True)])
+
+
+def _line_layout(row: Callable[[str, datetime], str]) -> Callable[[list[str], datetime], bytes]:
+    """A layout that writes each line alone, as `row(line, time)`."""
+    return lambda lines, start: _each_line(lines, start, row)
+
+
 def _printable(s: str) -> bool:
     # journald writes a field with control bytes other than tab and newline as an array of byte values
     return not any((ord(c) < 32 and c not in "\t\n") or ord(c) == 127 for c in s)
@@ -72,35 +84,6 @@ def journald_json(lines: list[str], start: datetime) -> bytes:
         rnd.shuffle(keys)  # journalctl does not define the order of fields
         rows.append(json.dumps({k: rec[k] for k in keys}, ensure_ascii=False, separators=(",", ":")))
     return _out(rows)
-
-
-def journald_short(lines: list[str], start: datetime) -> bytes:
-    """`journalctl -o short -a` on a machine in UTC (the test passes tz UTC and the start's year)."""
-    return _out(
-        [
-            f"{t:%b %d %H:%M:%S} {NODE} vllm[7405]: {line}"
-            for line, t in zip(lines, _times(lines, start), strict=True)
-        ]
-    )
-
-
-def journald_iso(lines: list[str], start: datetime) -> bytes:
-    """`journalctl -o short-iso-precise` before systemd 255 (offset without a colon)."""
-    return _out(
-        [
-            f"{t:%Y-%m-%dT%H:%M:%S.%f}+0000 {NODE} vllm[7405]: {line}"
-            for line, t in zip(lines, _times(lines, start), strict=True)
-        ]
-    )
-
-
-def syslog_5424(lines: list[str], start: datetime) -> bytes:
-    return _out(
-        [
-            f"<14>1 {t:%Y-%m-%dT%H:%M:%S.%f}Z {NODE} vllm 7405 - - {line}"
-            for line, t in zip(lines, _times(lines, start), strict=True)
-        ]
-    )
 
 
 def _labels() -> dict[str, str]:
@@ -210,15 +193,12 @@ def elastic_ndjson(lines: list[str], start: datetime) -> bytes:
 
 def fluentd_out_file(lines: list[str], start: datetime) -> bytes:
     tag = f"kube.var.log.containers.{POD}_{NAMESPACE}_{CONTAINER}-{CID}.log"
-    return _out(
-        [
-            f"{t:%Y-%m-%dT%H:%M:%S}+00:00\t{tag}\t"
-            + json.dumps(
-                {"log": line + "\n", "stream": "stdout", "time": _rfc3339nano(t)}, separators=(",", ":")
-            )
-            for line, t in zip(lines, _times(lines, start), strict=True)
-        ]
-    )
+
+    def row(line: str, t: datetime) -> str:
+        record = {"log": line + "\n", "stream": "stdout", "time": _rfc3339nano(t)}
+        return f"{t:%Y-%m-%dT%H:%M:%S}+00:00\t{tag}\t" + json.dumps(record, separators=(",", ":"))
+
+    return _each_line(lines, start, row)
 
 
 STREAM = "vllm/vllm/0d3f5c2a9b8e4c1d"
@@ -244,25 +224,6 @@ def cloudwatch_json(lines: list[str], start: datetime) -> bytes:
             doc["nextToken"] = f"Bxkq6kVGFtq2y_MoigeqscPOdhXVbhiVtLoAmXb5jCr{k}"
         out.append(json.dumps(doc, indent=4))
     return ("\n".join(out) + "\n").encode()
-
-
-def cloudwatch_tail(lines: list[str], start: datetime) -> bytes:
-    """`aws logs tail --format detailed`: messages rstrip()ped."""
-    return _out(
-        [
-            f"{t:%Y-%m-%dT%H:%M:%S.%f}+00:00 {STREAM} {line.rstrip()}"
-            for line, t in zip(lines, _times(lines, start), strict=True)
-        ]
-    )
-
-
-def cloudwatch_s3(lines: list[str], start: datetime) -> bytes:
-    return _out(
-        [
-            f"{t:%Y-%m-%dT%H:%M:%S}.{t.microsecond // 1000:03d}Z {line}"
-            for line, t in zip(lines, _times(lines, start), strict=True)
-        ]
-    )
 
 
 def _entry(line: str, t: datetime, i: int) -> dict:
@@ -360,9 +321,11 @@ def azure_csv(lines: list[str], start: datetime) -> bytes:
 
 WRAP: dict[str, Callable[[list[str], datetime], bytes]] = {
     "journald_json": journald_json,
-    "journald_short": journald_short,
-    "journald_iso": journald_iso,
-    "syslog_5424": syslog_5424,
+    # `journalctl -o short -a` on a machine in UTC (the test passes tz UTC and the start's year).
+    "journald_short": _line_layout(lambda line, t: f"{t:%b %d %H:%M:%S} {NODE} vllm[7405]: {line}"),
+    # `journalctl -o short-iso-precise` before systemd 255 (offset without a colon).
+    "journald_iso": _line_layout(lambda line, t: f"{t:%Y-%m-%dT%H:%M:%S.%f}+0000 {NODE} vllm[7405]: {line}"),
+    "syslog_5424": _line_layout(lambda line, t: f"<14>1 {t:%Y-%m-%dT%H:%M:%S.%f}Z {NODE} vllm 7405 - - {line}"),
     "loki_jsonl": loki_jsonl,
     "loki_logcli": loki_logcli,
     "loki_api": loki_api,
@@ -370,8 +333,9 @@ WRAP: dict[str, Callable[[list[str], datetime], bytes]] = {
     "elastic_ndjson": elastic_ndjson,
     "fluentd_out_file": fluentd_out_file,
     "cloudwatch_json": cloudwatch_json,
-    "cloudwatch_tail": cloudwatch_tail,
-    "cloudwatch_s3": cloudwatch_s3,
+    # `aws logs tail --format detailed`: messages rstrip()ped.
+    "cloudwatch_tail": _line_layout(lambda line, t: f"{t:%Y-%m-%dT%H:%M:%S.%f}+00:00 {STREAM} {line.rstrip()}"),
+    "cloudwatch_s3": _line_layout(lambda line, t: f"{t:%Y-%m-%dT%H:%M:%S}.{t.microsecond // 1000:03d}Z {line}"),
     "gcloud_json": gcloud_json,
     "gcloud_ndjson": gcloud_ndjson,
     "kibana_csv": kibana_csv,

@@ -15,19 +15,8 @@ from rich.table import Table
 
 from attribution import render
 from attribution.choices import GroupBy
-from attribution.cli.app import (
-    ConfigOpt,
-    EngineOpt,
-    FormatOpt,
-    SparkConfOpt,
-    SparkMasterOpt,
-    StoreOpt,
-    app,
-    connect,
-    connect_window,
-    engine_flags,
-    resolve,
-)
+from attribution.cli import options as opt
+from attribution.cli.app import app, connect, connect_window, engine_flags, resolve
 from attribution.cli.store_cmds import IngestProgress, print_summary
 from attribution.columns import is_share
 from attribution.config import Settings, describe
@@ -39,31 +28,6 @@ if TYPE_CHECKING:
     import polars as pl
 
     from attribution.analyses import Analysis, Selection
-
-SinceOpt = Annotated[str | None, typer.Option(
-    "--since", help="Start: an ISO date or time (UTC unless it has a zone) or a span back from the newest request "
-                    "(7d, 24h, 30m, 2w).", show_default=False)]
-UntilOpt = Annotated[str | None, typer.Option(
-    "--until", help="End (exclusive), in the same forms as --since.", show_default=False)]
-ByOpt = Annotated[GroupBy | None, typer.Option(
-    "--by", help="Group requests by workload, model, deployment, label, day (UTC), version (engine) or all "
-                 "(default: the `by` setting, workload).", show_default=False)]
-TableOpt = Annotated[str | None, typer.Option(
-    "--table", help="With --format csv: which of the result's tables to write (default: the first).",
-    show_default=False)]
-SloOpt = Annotated[list[str] | None, typer.Option(
-    "--slo", help="A term of the joint SLO, METRIC=SECONDS (queue, ttft, tpot, e2e); repeat for more terms, e.g. "
-                  "--slo ttft=0.5 --slo tpot=0.05. Default: the `chat` preset.", show_default=False)]
-PresetOpt = Annotated[str | None, typer.Option(
-    "--preset", help="A named SLO from presets.toml (chat, ...).", show_default=False)]
-CostOpt = Annotated[float | None, typer.Option(
-    "--gpu-hour-cost", help="Price of one GPU-hour (e.g. 2.0) for the cost per million tokens.", show_default=False)]
-PercentilesOpt = Annotated[str | None, typer.Option(
-    "--percentiles", help="Percentiles to show besides p50, p90 and p99, e.g. 50,90,95,99,99.9 (default: the "
-                          "`percentiles` setting, 50,90,95,99,99.9).", show_default=False)]
-GpusOpt = Annotated[int | None, typer.Option(help="GPUs per pod (default: the engine's tp_size, else 1).",
-                                             show_default=False)]
-
 
 def select(settings: Settings, since: str | None, until: str | None, by: GroupBy | str | None = None, *,
            command: str, prune: bool = True) -> Selection:
@@ -143,13 +107,13 @@ def _notes(result: Analysis, console: Console) -> None:
 
 
 @app.command("lengths")
-def lengths_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt = None,
-                by: ByOpt = None, fmt: FormatOpt = Format.table, table: TableOpt = None,
-                config: ConfigOpt = None, percentiles: PercentilesOpt = None,
+def lengths_cmd(store: opt.StoreOpt = None, since: opt.SinceOpt = None, until: opt.UntilOpt = None,
+                by: opt.ByOpt = None, fmt: opt.FormatOpt = Format.table, table: opt.TableOpt = None,
+                config: opt.ConfigOpt = None, percentiles: opt.PercentilesOpt = None,
                 bins_per_decade: Annotated[int, typer.Option(help="Histogram bins per power of ten.")] = 10,
                 histogram: Annotated[bool, typer.Option(help="Also print the histogram table.")] = False,
-                engine: EngineOpt = None, spark_master: SparkMasterOpt = None,
-                spark_conf: SparkConfOpt = None) -> None:
+                engine: opt.EngineOpt = None, spark_master: opt.SparkMasterOpt = None,
+                spark_conf: opt.SparkConfOpt = None) -> None:
     """Prompt, output and cached tokens per group: count, mean, p50/p90/p99/p99.9, max, token-weighted
     percentiles and the token share of the longest 1%; log-binned histogram in JSON/CSV (--table histogram).
 
@@ -166,9 +130,9 @@ def lengths_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt 
 
 
 @app.command("concurrency")
-def concurrency_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt = None,
-                    by: ByOpt = None, fmt: FormatOpt = Format.table, table: TableOpt = None,
-                    config: ConfigOpt = None, percentiles: PercentilesOpt = None,
+def concurrency_cmd(store: opt.StoreOpt = None, since: opt.SinceOpt = None, until: opt.UntilOpt = None,
+                    by: opt.ByOpt = None, fmt: opt.FormatOpt = Format.table, table: opt.TableOpt = None,
+                    config: opt.ConfigOpt = None, percentiles: opt.PercentilesOpt = None,
                     per_group: Annotated[bool, typer.Option(help="Also sweep each group on its own.")] = True,
                     timeseries: Annotated[bool, typer.Option(help="Add running/waiting over time.")] = False,
                     bucket: Annotated[int | None, typer.Option(help="Time-series bucket in seconds (default: "
@@ -177,8 +141,8 @@ def concurrency_cmd(store: StoreOpt = None, since: SinceOpt = None, until: Until
                                                                 "simulator.")] = True,
                     service_model: Annotated[str, typer.Option(help="Simulator scenario used as the service model "
                                                                     "for estimates.")] = "vllm-chat-small",
-                    engine: EngineOpt = None, spark_master: SparkMasterOpt = None,
-                    spark_conf: SparkConfOpt = None) -> None:
+                    engine: opt.EngineOpt = None, spark_master: opt.SparkMasterOpt = None,
+                    spark_conf: opt.SparkConfOpt = None) -> None:
     """Requests running and waiting at once per deployment (and group): peak, time-weighted mean and
     percentiles (--percentiles), concurrency seen at each arrival, live KV tokens; exact, sampled or estimated (labelled).
 
@@ -196,16 +160,16 @@ def concurrency_cmd(store: StoreOpt = None, since: SinceOpt = None, until: Until
 
 
 @app.command("latency")
-def latency_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt = None,
-                by: ByOpt = None, fmt: FormatOpt = Format.table, table: TableOpt = None,
-                slo: SloOpt = None, preset: PresetOpt = None, config: ConfigOpt = None,
-                percentiles: PercentilesOpt = None,
+def latency_cmd(store: opt.StoreOpt = None, since: opt.SinceOpt = None, until: opt.UntilOpt = None,
+                by: opt.ByOpt = None, fmt: opt.FormatOpt = Format.table, table: opt.TableOpt = None,
+                slo: opt.SloOpt = None, preset: opt.PresetOpt = None, config: opt.ConfigOpt = None,
+                percentiles: opt.PercentilesOpt = None,
                 score: Annotated[list[str] | None, typer.Option(help="Score preset (default: all, e.g. ers).",
                                                                 show_default=False)] = None,
                 buckets: Annotated[str, typer.Option(help="Prompt-length bucket edges in tokens.")]
                 = "256,1024,4096,16384,65536",
-                engine: EngineOpt = None, spark_master: SparkMasterOpt = None,
-                spark_conf: SparkConfOpt = None) -> None:
+                engine: opt.EngineOpt = None, spark_master: opt.SparkMasterOpt = None,
+                spark_conf: opt.SparkConfOpt = None) -> None:
     """Queue, TTFT, TPOT and end-to-end percentiles per group and prompt-length bucket; goodput for a joint
     SLO; per-request scores (the contest score ERS).
 
@@ -227,15 +191,16 @@ def latency_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt 
 
 
 @app.command("capacity")
-def capacity_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt = None,
+def capacity_cmd(store: opt.StoreOpt = None, since: opt.SinceOpt = None, until: opt.UntilOpt = None,
                  by: Annotated[GroupBy | None, typer.Option(
                      "--by", help="Group requests as --by of the other commands (default: all, each pod as a "
                                   "whole, unless $ATTRIBUTION_BY or the config file sets `by`).",
                      show_default=False)] = None,
-                 fmt: FormatOpt = Format.table, table: TableOpt = None,
-                 gpu_hour_cost: CostOpt = None, gpus_per_pod: GpusOpt = None, config: ConfigOpt = None,
-                 engine: EngineOpt = None, spark_master: SparkMasterOpt = None,
-                 spark_conf: SparkConfOpt = None) -> None:
+                 fmt: opt.FormatOpt = Format.table, table: opt.TableOpt = None,
+                 gpu_hour_cost: opt.CostOpt = None, gpus_per_pod: opt.GpusOpt = None,
+                 config: opt.ConfigOpt = None,
+                 engine: opt.EngineOpt = None, spark_master: opt.SparkMasterOpt = None,
+                 spark_conf: opt.SparkConfOpt = None) -> None:
     """Completed requests per pod per day, the requests per day it could complete at its running limit (measured
     at saturation, else extrapolated from service times, with a 95% interval), and the cost per million
     input and output tokens; where a gateway logged the requests, what it billed (USD) next to the GPU cost.
@@ -257,10 +222,11 @@ def capacity_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt
 def analyze_cmd(
     paths: Annotated[list[str] | None, typer.Argument(help="Logs to ingest first (files, directories, globs); "
                                                            "none: summarise the store as it is.")] = None,
-    store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt = None, by: ByOpt = None,
-    fmt: FormatOpt = Format.table, table: TableOpt = None, slo: SloOpt = None, preset: PresetOpt = None,
-    gpu_hour_cost: CostOpt = None, gpus_per_pod: GpusOpt = None, config: ConfigOpt = None,
-    percentiles: PercentilesOpt = None,
+    store: opt.StoreOpt = None, since: opt.SinceOpt = None, until: opt.UntilOpt = None, by: opt.ByOpt = None,
+    fmt: opt.FormatOpt = Format.table, table: opt.TableOpt = None, slo: opt.SloOpt = None,
+    preset: opt.PresetOpt = None,
+    gpu_hour_cost: opt.CostOpt = None, gpus_per_pod: opt.GpusOpt = None, config: opt.ConfigOpt = None,
+    percentiles: opt.PercentilesOpt = None,
     year: Annotated[int | None, typer.Option(help="Year of vLLM timestamps (they have none).")] = None,
     tz: Annotated[str | None, typer.Option(help="Zone of naive log timestamps; default: this machine's.")] = None,
     label: Annotated[str | None, typer.Option(help="Cohort tag for the ingested files.")] = None,

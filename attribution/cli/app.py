@@ -1,4 +1,5 @@
-"""The Typer application and what every command shares: the store and format options, opening the store."""
+"""The Typer application and what every command shares: resolving its settings, opening the store and
+connecting to it (the shared options are attribution.cli.options)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import typer
 
 from attribution.config import Settings, connect_settings, load_settings
 from attribution.errors import UsageError
-from attribution.render import Format
 from attribution.store import Store, default_store_path
 
 if TYPE_CHECKING:
@@ -27,14 +27,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-StoreOpt = Annotated[
-    str | None,  # (not a Path: it would make s3://bucket/prefix s3:/bucket/prefix)
-    typer.Option("--store", help="Store directory, or an s3://, gs:// or abfs:// URL for reading (default: "
-                                 "$ATTRIBUTION_STORE, else ./attribution-store).",
-                 show_default=False),
-]
-FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
 
 
 def _version(value: bool) -> None:
@@ -55,13 +47,6 @@ def _options(
 
 def open_store(store: str | Path | None) -> Store:
     return Store.open(default_store_path(store))
-ConfigOpt = Annotated[
-    Path | None,
-    typer.Option("--config", help="Settings file (default: $ATTRIBUTION_CONFIG, else the nearest attribution.toml, "
-                                  "or pyproject.toml with a tool.attribution table).", show_default=False),
-]
-
-
 def resolve(config: Path | None, **flags: object) -> Settings:
     """Every setting a command uses, one precedence: its flag, else $ATTRIBUTION_<KEY>, else the config file,
     else the default (attribution.config.load_settings)."""
@@ -144,17 +129,6 @@ def connect_window(settings: Settings, command: str, since: Any, until: Any
     connect_settings(con, settings)
     bound_memory(con, command)
     return con, window
-
-
-EngineOpt = Annotated[str | None, typer.Option(
-    "--engine", help="Where the analysis runs: duckdb (in this process, the default) or spark (Spark SQL "
-                     "over the same store; default: $ATTRIBUTION_ENGINE, else the `engine` setting).",
-    show_default=False)]
-SparkMasterOpt = Annotated[str | None, typer.Option(
-    "--spark-master", help="Spark master URL for --engine spark (default: local[*]).", show_default=False)]
-SparkConfOpt = Annotated[list[str] | None, typer.Option(
-    "--spark-conf", help="A Spark setting for --engine spark, KEY=VALUE; repeat for more.",
-    show_default=False)]
 
 
 def engine_flags(engine: str | None, spark_master: str | None, spark_conf: list[str] | None

@@ -8,18 +8,9 @@ from typing import Annotated
 
 import typer
 
-from attribution.cli.analyses import ByOpt, SinceOpt, TableOpt, UntilOpt, select, show, with_by, with_settings
-from attribution.cli.app import (
-    ConfigOpt,
-    EngineOpt,
-    FormatOpt,
-    SparkConfOpt,
-    SparkMasterOpt,
-    StoreOpt,
-    app,
-    engine_flags,
-    resolve,
-)
+from attribution.cli import options as opt
+from attribution.cli.analyses import select, show, with_by, with_settings
+from attribution.cli.app import app, engine_flags, resolve
 from attribution.render import Format
 
 TzOpt = Annotated[str | None, typer.Option(
@@ -28,17 +19,17 @@ TzOpt = Annotated[str | None, typer.Option(
 
 
 @app.command("arrivals")
-def arrivals_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt = None,
-                 by: ByOpt = None, fmt: FormatOpt = Format.table, table: TableOpt = None,
-                 config: ConfigOpt = None, tz: TzOpt = None,
+def arrivals_cmd(store: opt.StoreOpt = None, since: opt.SinceOpt = None, until: opt.UntilOpt = None,
+                 by: opt.ByOpt = None, fmt: opt.FormatOpt = Format.table, table: opt.TableOpt = None,
+                 config: opt.ConfigOpt = None, tz: TzOpt = None,
                  timeseries: Annotated[bool, typer.Option(help="Add requests per minute over time (JSON/CSV: "
                                                                 "--table per_minute).")] = False,
                  bucket: Annotated[int | None, typer.Option(help="Per-minute series bucket in minutes (default: "
                                                                  "at most 500 buckets).", show_default=False)] = None,
                  profiles: Annotated[bool, typer.Option(help="Also print the hour-of-day and weekday "
                                                               "tables.")] = False,
-                 engine: EngineOpt = None, spark_master: SparkMasterOpt = None,
-                 spark_conf: SparkConfOpt = None) -> None:
+                 engine: opt.EngineOpt = None, spark_master: opt.SparkMasterOpt = None,
+                 spark_conf: opt.SparkConfOpt = None) -> None:
     """Arrival rate and burstiness per group and overall: mean rate, requests per clock minute (min, p50, p99,
     max; empty minutes count as 0), inter-arrival CV, index of dispersion over 1/10/60 s, longest gap, fitted
     exponential/Gamma/Weibull gaps with KS distance, hour and weekday profiles, turns per conversation.

@@ -7,27 +7,17 @@ from typing import Annotated
 
 import typer
 
-from attribution.cli.analyses import SinceOpt, TableOpt, UntilOpt, show, with_settings
-from attribution.cli.app import (
-    ConfigOpt,
-    EngineOpt,
-    FormatOpt,
-    SparkConfOpt,
-    SparkMasterOpt,
-    StoreOpt,
-    app,
-    connect,
-    engine_flags,
-    resolve,
-)
+from attribution.cli import options as opt
+from attribution.cli.analyses import show, with_settings
+from attribution.cli.app import app, connect, engine_flags, resolve
 from attribution.errors import UsageError
 from attribution.render import Format
 
 
 @app.command("cache")
 def cache_cmd(
-    store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt = None, fmt: FormatOpt = Format.table,
-    table: TableOpt = None, config: ConfigOpt = None,
+    store: opt.StoreOpt = None, since: opt.SinceOpt = None, until: opt.UntilOpt = None,
+    fmt: opt.FormatOpt = Format.table, table: opt.TableOpt = None, config: opt.ConfigOpt = None,
     workload: Annotated[str | None, typer.Option(help="Only this workload.", show_default=False)] = None,
     deployment: Annotated[str | None, typer.Option(help="Only this deployment.", show_default=False)] = None,
     capacity_blocks: Annotated[int | None, typer.Option(
@@ -47,7 +37,8 @@ def cache_cmd(
     cache_pricing: Annotated[str | None, typer.Option(
         help="Cached-input price: a preset (anthropic-5m, anthropic-1h, openai, gemini-vertex, mistral) or a read "
              "ratio such as 0.1 (default with --input-price: openai).", show_default=False)] = None,
-    engine: EngineOpt = None, spark_master: SparkMasterOpt = None, spark_conf: SparkConfOpt = None,
+    engine: opt.EngineOpt = None, spark_master: opt.SparkMasterOpt = None,
+    spark_conf: opt.SparkConfOpt = None,
 ) -> None:
     """Prompt-cache reuse: cached-token share per source, workload, deployment and day (token-weighted); where
     requests carry block hashes, the exact LRU hit ratio against cache capacity in four definitions, one

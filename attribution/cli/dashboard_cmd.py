@@ -8,7 +8,8 @@ from typing import Annotated
 import typer
 
 from attribution import dashboard_launch, render
-from attribution.cli.app import ConfigOpt, StoreOpt, app, resolve
+from attribution.cli import options as opt
+from attribution.cli.app import app, resolve
 from attribution.errors import UsageError
 from attribution.spark import duckdb_only_note
 from attribution.store import default_store_path
@@ -16,12 +17,12 @@ from attribution.store import default_store_path
 
 @app.command("dashboard")
 def dashboard_cmd(
-    store: StoreOpt = None,
+    store: opt.StoreOpt = None,
     port: Annotated[int, typer.Option(help="Port to serve on.")] = dashboard_launch.DEFAULT_PORT,
     host: Annotated[str, typer.Option(help="Address to bind; the default serves this machine only. Use "
                                            "0.0.0.0 to share it (anyone who reaches the port reads the store).")]
     = "127.0.0.1",
-    config: ConfigOpt = None,
+    config: opt.ConfigOpt = None,
 ) -> None:
     """Explore the store in a browser: filter to a time range, deployment, workload, label or engine version
     and see lengths, concurrency, latency, feature thresholds, the memory split and a cohort comparison.

@@ -8,18 +8,9 @@ from typing import Annotated
 
 import typer
 
-from attribution.cli.analyses import SinceOpt, TableOpt, UntilOpt, show, with_settings
-from attribution.cli.app import (
-    ConfigOpt,
-    FormatOpt,
-    SparkConfOpt,
-    SparkMasterOpt,
-    StoreOpt,
-    app,
-    connect_window,
-    engine_flags,
-    resolve,
-)
+from attribution.cli import options as opt
+from attribution.cli.analyses import show, with_settings
+from attribution.cli.app import app, connect_window, engine_flags, resolve
 from attribution.render import Format
 
 BRIEF = ("summary", "flags", "whatif")  # what the terminal shows unless --all
@@ -62,8 +53,8 @@ def memsplit_cmd(
     deployment: Annotated[
         list[str] | None, typer.Option(help="Only this deployment (repeatable).", show_default=False)
     ] = None,
-    since: SinceOpt = None,
-    until: UntilOpt = None,
+    since: opt.SinceOpt = None,
+    until: opt.UntilOpt = None,
     percentile: Annotated[float, typer.Option(help="Demand percentile the pools are sized for.")] = 0.99,
     headroom: Annotated[float, typer.Option(help="Extra share on top of that demand.")] = 0.10,
     kv_low: Annotated[
@@ -85,10 +76,10 @@ def memsplit_cmd(
             show_default=False,
         ),
     ] = None,
-    store: StoreOpt = None,
-    config: ConfigOpt = None,
-    fmt: FormatOpt = Format.table,
-    table: TableOpt = None,
+    store: opt.StoreOpt = None,
+    config: opt.ConfigOpt = None,
+    fmt: opt.FormatOpt = Format.table,
+    table: opt.TableOpt = None,
     show_all: Annotated[
         bool, typer.Option("--all", help="Print every table, not only summary, flags, what-if.")
     ] = False,
@@ -97,8 +88,8 @@ def memsplit_cmd(
         "--analysis-engine", help="Where the demand inputs are computed: duckdb (default) or spark (the "
                                   "--engine of the other commands; default: $ATTRIBUTION_ENGINE, else the "
                                   "`engine` setting).", show_default=False)] = None,
-    spark_master: SparkMasterOpt = None,
-    spark_conf: SparkConfOpt = None,
+    spark_master: opt.SparkMasterOpt = None,
+    spark_conf: opt.SparkConfOpt = None,
 ) -> None:
     """The current KV / state split of each engine start, how often the state pool (or running cap) bound
     while the KV pool had room, the split the traffic asks for with the flags that enact it, and a replay of

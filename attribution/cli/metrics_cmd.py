@@ -8,19 +8,9 @@ from typing import Annotated
 
 import typer
 
-from attribution.cli.analyses import PercentilesOpt, SinceOpt, SloOpt, TableOpt, UntilOpt, show, with_settings
-from attribution.cli.app import (
-    ConfigOpt,
-    EngineOpt,
-    FormatOpt,
-    SparkConfOpt,
-    SparkMasterOpt,
-    StoreOpt,
-    app,
-    connect,
-    engine_flags,
-    resolve,
-)
+from attribution.cli import options as opt
+from attribution.cli.analyses import show, with_settings
+from attribution.cli.app import app, connect, engine_flags, resolve
 from attribution.render import Format
 
 ThresholdOpt = Annotated[list[float] | None, typer.Option(
@@ -34,12 +24,13 @@ BaselineUntilOpt = Annotated[str | None, typer.Option(
 
 
 @app.command("metrics")
-def metrics_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt = None,
-                fmt: FormatOpt = Format.table, table: TableOpt = None, config: ConfigOpt = None,
-                percentiles: PercentilesOpt = None, threshold: ThresholdOpt = None, slo: SloOpt = None,
+def metrics_cmd(store: opt.StoreOpt = None, since: opt.SinceOpt = None, until: opt.UntilOpt = None,
+                fmt: opt.FormatOpt = Format.table, table: opt.TableOpt = None, config: opt.ConfigOpt = None,
+                percentiles: opt.PercentilesOpt = None, threshold: ThresholdOpt = None,
+                slo: opt.SloOpt = None,
                 baseline_since: BaselineSinceOpt = None, baseline_until: BaselineUntilOpt = None,
-                engine: EngineOpt = None, spark_master: SparkMasterOpt = None,
-                spark_conf: SparkConfOpt = None) -> None:
+                engine: opt.EngineOpt = None, spark_master: opt.SparkMasterOpt = None,
+                spark_conf: opt.SparkConfOpt = None) -> None:
     """Prometheus histograms and counters per deployment and model: TTFT/TPOT/ITL/e2e/queue and length
     percentiles (bucket-interpolated, with the bucket edges around each), requests above --threshold,
     goodput for --slo, prefix-cache hit rate; with --baseline-since, the window against the baseline.

@@ -10,8 +10,8 @@ import typer
 
 from attribution import render
 from attribution.choices import Sessions, TraceFormat
-from attribution.cli.analyses import SinceOpt, UntilOpt
-from attribution.cli.app import ConfigOpt, StoreOpt, app, connect, resolve
+from attribution.cli import options as opt
+from attribution.cli.app import app, connect, resolve
 from attribution.errors import UsageError
 
 
@@ -30,9 +30,9 @@ VersionOpt = Annotated[list[str] | None, typer.Option(
 
 @app.command("replay")
 def replay_cmd(
-    store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt = None,
+    store: opt.StoreOpt = None, since: opt.SinceOpt = None, until: opt.UntilOpt = None,
     workload: WorkloadOpt = None, deployment: DeploymentOpt = None, label: LabelOpt = None,
-    version: VersionOpt = None, config: ConfigOpt = None,
+    version: VersionOpt = None, config: opt.ConfigOpt = None,
     speed: Annotated[float, typer.Option(help="Replay this many times faster: arrival times are divided by it "
                                               "(2.5 replays an incident 2.5x faster).")] = 1.0,
     fmt: Annotated[TraceFormat, typer.Option("--format", "-f", help="Trace format: mooncake (JSONL, ms, "

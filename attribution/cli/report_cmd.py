@@ -12,8 +12,8 @@ import typer
 
 from attribution import render
 from attribution.choices import FailOn, GroupBy, ReportFormat
-from attribution.cli.analyses import CostOpt, PresetOpt, SloOpt, UntilOpt
-from attribution.cli.app import EngineOpt, SparkConfOpt, SparkMasterOpt, StoreOpt, app, refuse_spark
+from attribution.cli import options as opt
+from attribution.cli.app import app, refuse_spark
 from attribution.cli.store_cmds import IngestProgress, print_summary
 from attribution.config import load_settings
 from attribution.errors import StoreLocked
@@ -39,11 +39,11 @@ def _ingest(paths: list[str], store: Path | str, year: int | None, tz: str | Non
 
 @app.command("report")
 def report_cmd(
-    store: StoreOpt = None,
+    store: opt.StoreOpt = None,
     since: Annotated[str | None, typer.Option(
         "--since", "--from", help="Start: an ISO date or time (UTC unless it has a zone) or a span back from the "
                                   "newest request (7d). Default: the `window` setting, 7d.", show_default=False)] = None,
-    until: UntilOpt = None,
+    until: opt.UntilOpt = None,
     week: Annotated[str | None, typer.Option(
         help="An ISO week (2026-W19, Monday to Monday UTC) or `last` (the last whole week before the newest "
              "request).", show_default=False)] = None,
@@ -62,7 +62,7 @@ def report_cmd(
     config: Annotated[Path | None, typer.Option(
         help="Settings file (default: $ATTRIBUTION_CONFIG, else the nearest attribution.toml, or pyproject.toml "
              "with a tool.attribution table).", show_default=False)] = None,
-    slo: SloOpt = None, preset: PresetOpt = None, gpu_hour_cost: CostOpt = None,
+    slo: opt.SloOpt = None, preset: opt.PresetOpt = None, gpu_hour_cost: opt.CostOpt = None,
     gpus_per_pod: Annotated[int | None, typer.Option(help="GPUs per pod for the cost.", show_default=False)] = None,
     model: Annotated[str | None, typer.Option(help="Model profile for the memory split (preset or config.json).",
                                               show_default=False)] = None,
@@ -74,7 +74,7 @@ def report_cmd(
         help="Exit with 5 (after writing) when this holds: regression, drift, health, empty, action. "
              "Repeatable.", show_default=False)] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")] = False,
-    engine: EngineOpt = None, spark_master: SparkMasterOpt = None, spark_conf: SparkConfOpt = None,
+    engine: opt.EngineOpt = None, spark_master: opt.SparkMasterOpt = None, spark_conf: opt.SparkConfOpt = None,
 ) -> None:
     """The week at a glance, and what changed: traffic, lengths, concurrency, latency and goodput, capacity,
     feature thresholds, memory split, changes against the previous window, ingest health. Same store and

@@ -12,7 +12,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from attribution import render
-from attribution.cli.app import FormatOpt, StoreOpt, app, open_store
+from attribution.cli import options as opt
+from attribution.cli.app import app, open_store
 from attribution.errors import EXIT_INPUTS_NOT_READ
 from attribution.render import Format
 from attribution.store import default_store_path
@@ -99,7 +100,7 @@ def _print_census(s: IngestSummary) -> None:
 @app.command("ingest")
 def ingest_cmd(
     paths: Annotated[list[str], typer.Argument(help="Files, directories (recursed) or globs; .gz/.zst are read.")],
-    store: StoreOpt = None,
+    store: opt.StoreOpt = None,
     fmt: Annotated[str | None, typer.Option("--format", help="Force a format instead of sniffing it.")] = None,
     deployment: Annotated[str | None, typer.Option(help="Deployment (pod) name for these files.")] = None,
     label: Annotated[str | None, typer.Option(help="Cohort tag for comparisons, e.g. before / after.")] = None,
@@ -155,7 +156,7 @@ COVERAGE_ROWS = 40
 
 
 @app.command("status")
-def status_cmd(store: StoreOpt = None,
+def status_cmd(store: opt.StoreOpt = None,
                fmt: Annotated[Format, typer.Option("--format", "-f", help="Output format: table or json (its "
                                                    "tables differ in columns: no single CSV).")] = Format.table,
                ) -> None:
@@ -211,8 +212,8 @@ def status_cmd(store: StoreOpt = None,
 def query_cmd(
     sql: Annotated[str, typer.Argument(help="SQL over requests, engine_steps, engine_config, access_log, "
                                             "ingest_files, ingest_line_shapes, ingest_errors.")],
-    store: StoreOpt = None,
-    fmt: FormatOpt = Format.table,
+    store: opt.StoreOpt = None,
+    fmt: opt.FormatOpt = Format.table,
 ) -> None:
     """Run SQL against the store (DuckDB dialect).
 
@@ -227,7 +228,7 @@ def query_cmd(
 @app.command("export")
 def export_cmd(
     duckdb_file: Annotated[Path, typer.Option("--duckdb", help="Database file to write (replaced if it exists).")],
-    store: StoreOpt = None,
+    store: opt.StoreOpt = None,
 ) -> None:
     """Write the store's tables into one DuckDB database file, for the DuckDB CLI or UI.
 

@@ -6,14 +6,15 @@ from __future__ import annotations
 import typer
 
 from attribution import render
-from attribution.cli.app import StoreOpt, app, open_store
+from attribution.cli import options as opt
+from attribution.cli.app import app, open_store
 
 store_app = typer.Typer(help="Commands over the store's layout.", no_args_is_help=True)
 app.add_typer(store_app, name="store")
 
 
 @store_app.command("upgrade")
-def upgrade_cmd(store: StoreOpt = None) -> None:
+def upgrade_cmd(store: opt.StoreOpt = None) -> None:
     """Upgrade the store's layout in place (layout 1's flat data files become day partitions); a no-op on a
     current store. Readers work meanwhile; an interrupted upgrade is finished by the next run or ingest.
 

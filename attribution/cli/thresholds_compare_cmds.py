@@ -13,18 +13,9 @@ from rich.markup import escape
 
 from attribution import render
 from attribution.choices import CohortBy
-from attribution.cli.analyses import SinceOpt, TableOpt, UntilOpt, select, show_data, table_of, with_settings
-from attribution.cli.app import (
-    ConfigOpt,
-    EngineOpt,
-    FormatOpt,
-    SparkConfOpt,
-    SparkMasterOpt,
-    StoreOpt,
-    app,
-    engine_flags,
-    resolve,
-)
+from attribution.cli import options as opt
+from attribution.cli.analyses import select, show_data, table_of, with_settings
+from attribution.cli.app import app, engine_flags, resolve
 from attribution.columns import is_share
 from attribution.errors import UsageError
 from attribution.render import Format
@@ -112,13 +103,15 @@ def _show(res: Analysis, fmt: Format, table: str | None, detail: bool, hide_empt
 
 
 @app.command("thresholds")
-def thresholds_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt = None,
-                   fmt: FormatOpt = Format.table, table: TableOpt = None, threshold: ThresholdOpt = None,
+def thresholds_cmd(store: opt.StoreOpt = None, since: opt.SinceOpt = None, until: opt.UntilOpt = None,
+                   fmt: opt.FormatOpt = Format.table, table: opt.TableOpt = None,
+                   threshold: ThresholdOpt = None,
                    catalogue: CatalogueOpt = None, feature: FeatureOpt = None, gpu_mem_gib: GpuOpt = None,
-                   config: ConfigOpt = None,
+                   config: opt.ConfigOpt = None,
                    list_: Annotated[bool, typer.Option("--list", help="Print the feature catalogue and exit.")]
-                   = False, detail: AllOpt = False, engine: EngineOpt = None, spark_master: SparkMasterOpt = None,
-                   spark_conf: SparkConfOpt = None) -> None:
+                   = False, detail: AllOpt = False, engine: opt.EngineOpt = None,
+                   spark_master: opt.SparkMasterOpt = None,
+                   spark_conf: opt.SparkConfOpt = None) -> None:
     """Which engine features' thresholds the traffic crossed: per feature the requests over it (count, share,
     share of prefill tokens) per workload and day; step-scoped ones (CUDA-graph batch size, running cap,
     state pool full) from the engine's step lines; the effective setting per engine start (--all).
@@ -141,8 +134,8 @@ def thresholds_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilO
 
 @app.command("compare")
 def compare_cmd(
-    store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt = None, fmt: FormatOpt = Format.table,
-    table: TableOpt = None,
+    store: opt.StoreOpt = None, since: opt.SinceOpt = None, until: opt.UntilOpt = None,
+    fmt: opt.FormatOpt = Format.table, table: opt.TableOpt = None,
     before: Annotated[str | None, typer.Option(help="Before cohort: a label, an engine version (0.15.1) or, "
                                                     "with --cohort-by window, SINCE..UNTIL.", show_default=False)] = None,
     after: Annotated[str | None, typer.Option(help="After cohort, in the same form.", show_default=False)] = None,
@@ -162,8 +155,9 @@ def compare_cmd(
     percentile: Annotated[float, typer.Option(help="Percentile the attribution table compares.")] = 0.5,
     capacity: Annotated[bool, typer.Option(help="Add per-pod capacity before and after.")] = True,
     threshold: ThresholdOpt = None, catalogue: CatalogueOpt = None, feature: FeatureOpt = None,
-    gpu_mem_gib: GpuOpt = None, detail: AllOpt = False, config: ConfigOpt = None,
-    engine: EngineOpt = None, spark_master: SparkMasterOpt = None, spark_conf: SparkConfOpt = None,
+    gpu_mem_gib: GpuOpt = None, detail: AllOpt = False, config: opt.ConfigOpt = None,
+    engine: opt.EngineOpt = None, spark_master: opt.SparkMasterOpt = None,
+    spark_conf: opt.SparkConfOpt = None,
 ) -> None:
     """Two cohorts side by side: queue, TTFT, TPOT and end-to-end percentile ratios re-weighted to a common
     workload x prompt-length mix, with bootstrap intervals; per feature, whether it can explain the change.

@@ -9,20 +9,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from attribution.choices import GroupBy
-from attribution.cli.analyses import SinceOpt, TableOpt, UntilOpt, show
-from attribution.cli.app import (
-    ConfigOpt,
-    EngineOpt,
-    FormatOpt,
-    SparkConfOpt,
-    SparkMasterOpt,
-    StoreOpt,
-    app,
-    connect,
-    engine_flags,
-    open_store,
-    resolve,
-)
+from attribution.cli import options as opt
+from attribution.cli.analyses import show
+from attribution.cli.app import app, connect, engine_flags, open_store, resolve
 from attribution.columns import view
 from attribution.render import Format
 from attribution.store import default_store_path
@@ -52,13 +41,13 @@ def _shown(res: Analysis, fmt: Format, table: str | None) -> None:
 
 
 @app.command("changes")
-def changes_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt = None,
+def changes_cmd(store: opt.StoreOpt = None, since: opt.SinceOpt = None, until: opt.UntilOpt = None,
                 by: Annotated[GroupBy | None, typer.Option(
                     "--by", help="Group the traffic and length drift by workload, model, deployment, label, day, "
                                  "version or all (default: the `by` setting, workload).", show_default=False)] = None,
-                fmt: FormatOpt = Format.table, table: TableOpt = None, config: ConfigOpt = None,
-                engine: EngineOpt = None, spark_master: SparkMasterOpt = None,
-                spark_conf: SparkConfOpt = None) -> None:
+                fmt: opt.FormatOpt = Format.table, table: opt.TableOpt = None, config: opt.ConfigOpt = None,
+                engine: opt.EngineOpt = None, spark_master: opt.SparkMasterOpt = None,
+                spark_conf: opt.SparkConfOpt = None) -> None:
     """What changed: this window against the one before it (traffic and length drift per group, latency
     ratios with bootstrap intervals overall and per workload, material regressions) and inside it (engine
     starts, a before/after when it holds two versions or labels). The report's "what changed" section.
@@ -74,13 +63,13 @@ def changes_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt 
 
 
 @app.command("health")
-def health_cmd(store: StoreOpt = None, since: SinceOpt = None, until: UntilOpt = None,
+def health_cmd(store: opt.StoreOpt = None, since: opt.SinceOpt = None, until: opt.UntilOpt = None,
                gap_minutes: Annotated[float | None, typer.Option(
                    help="A pod's logs silent for longer than this inside the window is a gap (default: the "
                         "`gap_minutes` setting, 120).", show_default=False)] = None,
-               fmt: FormatOpt = Format.table, table: TableOpt = None, config: ConfigOpt = None,
-               engine: EngineOpt = None, spark_master: SparkMasterOpt = None,
-               spark_conf: SparkConfOpt = None) -> None:
+               fmt: opt.FormatOpt = Format.table, table: opt.TableOpt = None, config: opt.ConfigOpt = None,
+               engine: opt.EngineOpt = None, spark_master: opt.SparkMasterOpt = None,
+               spark_conf: opt.SparkConfOpt = None) -> None:
     """Can the numbers be trusted: input files by status, ingest problems, engine <-> gateway matches per
     source, rows per deployment, and log gaps in the window. The report's "ingest health" section.
 

@@ -4,10 +4,9 @@ content, wrappers included, is attribution.formats' job (it sits above this pack
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from functools import cache
 
+from attribution.plugins import collect
 from attribution.sources._stray_commas import StrayCommas
 from attribution.sources.base import ParseContext, ParseResult, Source
 
@@ -18,13 +17,4 @@ _HELPERS = {"base", "common", "timefmt"}
 
 @cache
 def registry() -> dict[str, Source]:
-    found: dict[str, Source] = {}
-    for mod in pkgutil.iter_modules(__path__):
-        if mod.name in _HELPERS or mod.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"{__name__}.{mod.name}")
-        for src in getattr(module, "SOURCES", []):
-            if src.name in found:
-                raise RuntimeError(f"two sources are named {src.name!r}")
-            found[src.name] = src
-    return found
+    return collect(__name__, __path__, "SOURCES", _HELPERS, Source)

@@ -4,10 +4,9 @@ wrapper is adding a module. See `base` for the contract."""
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from functools import cache
 
+from attribution.plugins import collect
 from attribution.wrappers._platforms import DocumentError, iter_items, iter_line_chunks
 from attribution.wrappers.base import RECORD_SCHEMA, Wrapper, records_frame
 
@@ -20,16 +19,7 @@ _HELPERS = {"base", "layer"}
 
 @cache
 def registry() -> dict[str, Wrapper]:
-    found: dict[str, Wrapper] = {}
-    for mod in pkgutil.iter_modules(__path__):
-        if mod.name in _HELPERS or mod.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"{__name__}.{mod.name}")
-        for w in getattr(module, "WRAPPERS", []):
-            if w.name in found:
-                raise RuntimeError(f"two wrappers are named {w.name!r}")
-            found[w.name] = w
-    return found
+    return collect(__name__, __path__, "WRAPPERS", _HELPERS, Wrapper)
 
 
 def get(name: str) -> Wrapper | None:

@@ -231,6 +231,12 @@ def document_sniff(head: str, pattern: re.Pattern[str]) -> float:
     return 0.98 if pattern.search(head[:65536]) else 0.0
 
 
+def line_sniff(head: str, pattern: re.Pattern[str]) -> float:
+    """The sniff score of a line-per-record layout whose lines match `pattern` (`sure` of their share)."""
+    lines = head_lines(head)
+    return sure(share(lines, pattern), lines)
+
+
 def share(lines: list[str], pattern: re.Pattern[str]) -> float:
     """Fraction of `lines` matching `pattern` (0 for none)."""
     return sum(1 for ln in lines if pattern.match(ln)) / len(lines) if lines else 0.0
@@ -270,6 +276,29 @@ def iter_items(pieces: Iterable[bytes], prefix: str) -> Iterator[list]:
     """Streams a JSON document (several concatenated documents allowed, as in paged CLI output) and yields
     lists of the objects found at `prefix` (ijson syntax, e.g. "events.item"), each list from one piece."""
     yield from _pump(pieces, lambda out: ijson.items_coro(out, prefix, use_float=True, multiple_values=True))
+
+
+def item_batches(pieces: Iterable[bytes], prefix: str, size: int, row: Callable[[object], object],
+                 to_records: Callable[[list, int], pl.DataFrame]) -> Iterator[pl.DataFrame]:
+    """The objects at `prefix` of a JSON document (iter_items), each made a `row` as it is read (a batch holds
+    rows, not parsed objects), in lists of `size` (the last one shorter), each list through
+    `to_records(rows, first_line)`, an item's line being its number from 1. Where the document stops being
+    readable, the items read before go through, then the DocumentError is raised (spill.sorted_records puts a
+    not-ok record after them)."""
+    n = 0
+    buf: list = []
+    try:
+        for items in iter_items(pieces, prefix):
+            buf.extend(map(row, items))
+            if len(buf) >= size:
+                yield to_records(buf, n + 1)
+                n, buf = n + len(buf), []
+    except DocumentError:
+        if buf:
+            yield to_records(buf, n + 1)
+        raise
+    if buf:
+        yield to_records(buf, n + 1)
 
 
 def iter_events(pieces: Iterable[bytes]) -> Iterator[list]:

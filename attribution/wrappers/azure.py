@@ -13,9 +13,8 @@ from collections.abc import Iterable, Iterator
 import polars as pl
 
 from attribution.wrappers._platforms import (
-    DocumentError,
     iso_ts,
-    iter_items,
+    item_batches,
     split_message_lines,
     table_records,
 )
@@ -74,30 +73,18 @@ class AzureJson(Wrapper):
         return 0.98 if ROW.search(s[:65536]) and TEXT_KEY.search(s[:65536]) else 0.0
 
     def records(self, pieces: Iterable[bytes], state: dict) -> Iterator[pl.DataFrame]:
-        yield from sorted_records(self._batches(pieces), "no ContainerLogV2 rows in this JSON document")
+        yield from sorted_records(item_batches(pieces, "item", BATCH, _row_object, _rows_records),
+                                  "no ContainerLogV2 rows in this JSON document")
 
-    @staticmethod
-    def _batches(pieces: Iterable[bytes]) -> Iterator[pl.DataFrame]:
-        """Row objects in batches of BATCH -> records; a DocumentError comes after the rows before it."""
-        n = 0
-        buf: list[dict] = []
 
-        def flush() -> pl.DataFrame:
-            cols = {c: [_text(r.get(c)) for r in buf] for c in NAMES}
-            return azure_records(pl.DataFrame(cols, schema=dict.fromkeys(NAMES, pl.Utf8)), n + 1)
+def _row_object(r: object) -> dict:
+    return r if isinstance(r, dict) else {}  # anything else stands for an empty row
 
-        try:
-            for rows in iter_items(pieces, "item"):
-                buf.extend(r if isinstance(r, dict) else {} for r in rows)
-                if len(buf) >= BATCH:
-                    yield flush()
-                    n, buf = n + len(buf), []
-        except DocumentError:
-            if buf:  # the rows before a cut-off document are kept
-                yield flush()
-            raise
-        if buf:
-            yield flush()
+
+def _rows_records(rows: list, first_line: int) -> pl.DataFrame:
+    """Row objects -> records."""
+    cols = {c: [_text(r.get(c)) for r in rows] for c in NAMES}
+    return azure_records(pl.DataFrame(cols, schema=dict.fromkeys(NAMES, pl.Utf8)), first_line)
 
 
 class AzureCsv(Wrapper):

@@ -12,18 +12,16 @@ from datetime import datetime
 import polars as pl
 
 from attribution.wrappers._platforms import (
-    DocumentError,
     epoch_ts,
-    error_record,
     head_lines,
     iso_ts,
-    iter_items,
+    item_batches,
     share,
     split_message_lines,
 )
 from attribution.wrappers.base import TS, Wrapper, records_frame
 from attribution.wrappers.journald import JournaldIso
-from attribution.wrappers.spill import Spill, sorted_lines
+from attribution.wrappers.spill import sorted_lines, sorted_records
 
 
 class CloudWatchJson(Wrapper):
@@ -39,50 +37,35 @@ class CloudWatchJson(Wrapper):
         return 0.98 if self.SNIFF.search(head[:65536]) else 0.0
 
     def records(self, pieces: Iterable[bytes], state: dict) -> Iterator[pl.DataFrame]:
-        n = 0
-        rows: dict[str, list] = {"timestamp": [], "text": [], "unit": []}
-        with Spill() as sp:
-            try:
-                for events in iter_items(pieces, "events.item"):
-                    for ev in events:
-                        msg = ev.get("message") if isinstance(ev, dict) else None
-                        rows["text"].append(msg if isinstance(msg, str) else None)
-                        rows["timestamp"].append(ev.get("timestamp") if isinstance(ev, dict) else None)
-                        rows["unit"].append(ev.get("logStreamName") if isinstance(ev, dict) else None)
-                    if len(rows["text"]) >= self.BATCH:
-                        n = self._add(sp, rows, n)
-            except DocumentError as exc:
-                n = self._add(sp, rows, n)
-                sp.add(error_record(n + 1, str(exc)))
-            self._add(sp, rows, n)
-            yield from sp.sorted(empty="no CloudWatch Logs events (events[]) in this JSON document")
+        yield from sorted_records(item_batches(pieces, "events.item", self.BATCH, _event_row, _events_records),
+                                  "no CloudWatch Logs events (events[]) in this JSON document")
 
-    @staticmethod
-    def _add(sp: Spill, rows: dict[str, list], n: int) -> int:
-        k = len(rows["text"])
-        if not k:
-            return n
-        df = pl.DataFrame(
-            {
-                "ts": pl.Series(
-                    [t if isinstance(t, (int, float)) else None for t in rows["timestamp"]], dtype=pl.Float64
-                ),
-                "text": pl.Series(rows["text"], dtype=pl.Utf8),
-                "unit": pl.Series([u if isinstance(u, str) else None for u in rows["unit"]], dtype=pl.Utf8),
-            }
-        )
-        ok = pl.col("text").is_not_null() & pl.col("ts").is_not_null()
-        df = df.select(
-            line=pl.int_range(n + 1, n + 1 + k, dtype=pl.Int64),
-            ok=ok,
-            text=pl.col("text").fill_null("unreadable CloudWatch event"),
-            rec_ts=epoch_ts(pl.col("ts").cast(pl.Int64), "ms"),
-            unit=pl.col("unit"),
-        )
-        sp.add(split_message_lines(records_frame(df)))
-        for v in rows.values():
-            v.clear()
-        return n + k
+
+def _event_row(ev: object) -> tuple[object, object, object]:
+    """(message, timestamp, logStreamName) of an event (Nones for anything but an object)."""
+    if not isinstance(ev, dict):
+        return None, None, None
+    return ev.get("message"), ev.get("timestamp"), ev.get("logStreamName")
+
+
+def _events_records(rows: list, first_line: int) -> pl.DataFrame:
+    msgs, times, units = zip(*rows, strict=True)
+    df = pl.DataFrame(
+        {
+            "ts": pl.Series([t if isinstance(t, (int, float)) else None for t in times], dtype=pl.Float64),
+            "text": pl.Series([m if isinstance(m, str) else None for m in msgs], dtype=pl.Utf8),
+            "unit": pl.Series([u if isinstance(u, str) else None for u in units], dtype=pl.Utf8),
+        }
+    )
+    ok = pl.col("text").is_not_null() & pl.col("ts").is_not_null()
+    df = df.select(
+        line=pl.int_range(first_line, first_line + len(rows), dtype=pl.Int64),
+        ok=ok,
+        text=pl.col("text").fill_null("unreadable CloudWatch event"),
+        rec_ts=epoch_ts(pl.col("ts").cast(pl.Int64), "ms"),
+        unit=pl.col("unit"),
+    )
+    return split_message_lines(records_frame(df))
 
 
 class _Prefixed(Wrapper):

@@ -13,20 +13,16 @@ from itertools import product
 import polars as pl
 
 from attribution.wrappers._platforms import (
-    DocumentError,
     document_sniff,
-    error_record,
     extract_groups_unique,
-    head_lines,
     iso_ts,
-    iter_items,
+    item_batches,
     json_lines,
-    share,
+    line_sniff,
     split_message_lines,
-    sure,
 )
 from attribution.wrappers.base import TS, Wrapper, records_frame
-from attribution.wrappers.spill import Spill, sorted_lines
+from attribution.wrappers.spill import sorted_lines, sorted_records
 
 # record column -> document paths, first non-null wins. Filebeat (ECS), Fluent Bit / Fluentd kubernetes
 # filter, Vector kubernetes_logs. `log` is the text for Fluent Bit but an object in ECS (log.file.path), so
@@ -180,28 +176,17 @@ class ElasticSearch(Wrapper):
 
     def records(self, pieces: Iterable[bytes], state: dict) -> Iterator[pl.DataFrame]:
         # several responses (scroll pages) concatenated in one file are read one after the other
-        n = 0
-        buf: list[str] = []
-        with Spill() as sp:
-            try:
-                for hits in iter_items(pieces, "hits.hits.item"):
-                    buf.extend(json.dumps(_hit(h), default=str) for h in hits)
-                    if len(buf) >= self.BATCH:
-                        n = self._add(sp, buf, n)
-            except DocumentError as exc:
-                n = self._add(sp, buf, n)
-                sp.add(error_record(n + 1, str(exc)))
-            self._add(sp, buf, n)
-            yield from sp.sorted(empty="no Elasticsearch hits (hits.hits[]) in this JSON document")
+        yield from sorted_records(item_batches(pieces, "hits.hits.item", self.BATCH, _hit_text, _hits_records),
+                                  "no Elasticsearch hits (hits.hits[]) in this JSON document")
 
-    @staticmethod
-    def _add(sp: Spill, buf: list[str], n: int) -> int:
-        if buf:
-            lines = pl.DataFrame({"line": pl.int_range(n + 1, n + 1 + len(buf), eager=True), "text": buf})
-            sp.add(split_message_lines(decode_documents(lines)))
-            n += len(buf)
-            buf.clear()
-        return n
+
+def _hit_text(h: object) -> str:
+    return json.dumps(_hit(h), default=str)
+
+
+def _hits_records(text: list, first_line: int) -> pl.DataFrame:
+    lines = pl.DataFrame({"line": pl.int_range(first_line, first_line + len(text), eager=True), "text": text})
+    return split_message_lines(decode_documents(lines))
 
 
 class ElasticLines(Wrapper):
@@ -213,8 +198,7 @@ class ElasticLines(Wrapper):
     )
 
     def sniff(self, head: str, path: str) -> float:
-        lines = head_lines(head)
-        return sure(share(lines, self.HEAD), lines)
+        return line_sniff(head, self.HEAD)
 
     def decode(self, lines: pl.DataFrame, state: dict) -> pl.DataFrame:
         return split_message_lines(decode_documents(lines))
@@ -229,8 +213,7 @@ class FluentdOutFile(Wrapper):
     LINE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d))\t([^\t]*)\t(\{.*\})$")
 
     def sniff(self, head: str, path: str) -> float:
-        lines = head_lines(head)
-        return sure(share(lines, self.LINE), lines)
+        return line_sniff(head, self.LINE)
 
     def decode(self, lines: pl.DataFrame, state: dict) -> pl.DataFrame:
         g = lines.select("line", "text", m=pl.col("text").str.extract_groups(self.LINE.pattern)).unnest("m")

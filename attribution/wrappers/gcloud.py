@@ -11,18 +11,14 @@ from collections.abc import Iterable, Iterator
 import polars as pl
 
 from attribution.wrappers._platforms import (
-    DocumentError,
-    error_record,
-    head_lines,
     iso_ts,
-    iter_items,
+    item_batches,
     json_lines,
-    share,
+    line_sniff,
     split_message_lines,
-    sure,
 )
 from attribution.wrappers.base import Wrapper, records_frame
-from attribution.wrappers.spill import Spill, sorted_lines
+from attribution.wrappers.spill import sorted_lines, sorted_records
 
 DTYPE = pl.Struct(
     {
@@ -134,32 +130,17 @@ class GcloudJson(Wrapper):
             if first.strip():
                 break
         prefix = "entries.item" if first.lstrip()[:1] == b"{" else "item"
-        n = 0
-        buf: list[tuple] = []
-        with Spill(newest_first=True) as sp:
-            try:
-                for entries in iter_items(_chain(first, pieces), prefix):
-                    buf.extend(entry_row(x) for x in entries)
-                    if len(buf) >= self.BATCH:
-                        n = self._add(sp, buf, n)
-            except DocumentError as exc:
-                n = self._add(sp, buf, n)
-                sp.add(error_record(n + 1, str(exc)))
-            self._add(sp, buf, n)
-            yield from sp.sorted(empty="no Cloud Logging entries in this JSON document")
+        yield from sorted_records(item_batches(_chain(first, pieces), prefix, self.BATCH, entry_row, _entries_records),
+                                  "no Cloud Logging entries in this JSON document", newest_first=True)
 
-    @staticmethod
-    def _add(sp: Spill, buf: list[tuple], n: int) -> int:
-        if buf:
-            cols = pl.DataFrame(buf, schema=COLUMNS, orient="row").with_columns(
-                line=pl.int_range(n + 1, n + 1 + len(buf), dtype=pl.Int64),
-                ok=pl.lit(True),
-                raw=pl.lit("unreadable Cloud Logging entry"),
-            )
-            sp.add(entries_records(cols))
-            n += len(buf)
-            buf.clear()
-        return n
+
+def _entries_records(rows: list, first_line: int) -> pl.DataFrame:
+    cols = pl.DataFrame(rows, schema=COLUMNS, orient="row").with_columns(
+        line=pl.int_range(first_line, first_line + len(rows), dtype=pl.Int64),
+        ok=pl.lit(True),
+        raw=pl.lit("unreadable Cloud Logging entry"),
+    )
+    return entries_records(cols)
 
 
 class GcloudLines(Wrapper):
@@ -169,8 +150,7 @@ class GcloudLines(Wrapper):
     HEAD = re.compile(r'^\{(?=.*"(?:insertId|logName)"\s*:\s*")(?=.*"(?:textPayload|jsonPayload)"\s*:).*\}$')
 
     def sniff(self, head: str, path: str) -> float:
-        lines = head_lines(head)
-        return sure(share(lines, self.HEAD), lines)
+        return line_sniff(head, self.HEAD)
 
     def decode(self, lines: pl.DataFrame, state: dict) -> pl.DataFrame:
         return decode_entries(lines)

@@ -16,6 +16,7 @@ from attribution.wrappers._platforms import (
     head_lines,
     iso_ts,
     json_lines,
+    line_sniff,
     share,
     short_ts,
     split_message_lines,
@@ -51,8 +52,7 @@ class JournaldJson(Wrapper):
     HEAD = re.compile(r'^\{.*"__(?:REALTIME_TIMESTAMP|CURSOR)"\s*:\s*"')
 
     def sniff(self, head: str, path: str) -> float:
-        lines = head_lines(head)
-        return sure(share(lines, self.HEAD), lines)
+        return line_sniff(head, self.HEAD)
 
     def decode(self, lines: pl.DataFrame, state: dict) -> pl.DataFrame:
         # MESSAGE comes as a string or as byte values: each kind of line is decoded with its own dtype

@@ -14,13 +14,11 @@ from attribution.wrappers._platforms import (
     document_sniff,
     epoch_ts,
     error_record,
-    head_lines,
     iso_ts,
     iter_events,
     json_lines,
-    share,
+    line_sniff,
     split_message_lines,
-    sure,
 )
 from attribution.wrappers.base import Wrapper, records_frame
 from attribution.wrappers.spill import Spill, sorted_lines
@@ -75,8 +73,7 @@ class LogcliJsonl(Wrapper):
     HEAD = re.compile(r'^\{"labels":\{.*\},"line":".*","timestamp":"\d{4}-\d\d-\d\dT[^"]+"\}$')
 
     def sniff(self, head: str, path: str) -> float:
-        lines = head_lines(head)
-        return sure(share(lines, self.HEAD), lines)
+        return line_sniff(head, self.HEAD)
 
     def decode(self, lines: pl.DataFrame, state: dict) -> pl.DataFrame:
         dec, ok = json_lines(lines["text"], self.DTYPE)
@@ -115,8 +112,7 @@ class LogcliDefault(Wrapper):
     )
 
     def sniff(self, head: str, path: str) -> float:
-        lines = head_lines(head)
-        return sure(share(lines, self.LINE), lines)
+        return line_sniff(head, self.LINE)
 
     def decode(self, lines: pl.DataFrame, state: dict) -> pl.DataFrame:
         g = lines.select("line", "text", m=pl.col("text").str.extract_groups(self.LINE.pattern)).unnest("m")

@@ -38,6 +38,24 @@ def _share(head: str, pattern: str, least: float = 0.8) -> float:
     return hits / len(lines) if hits >= least * (len(lines) - 1 if len(lines) > 3 else len(lines)) else 0.0
 
 
+def _group(k: str) -> pl.Expr:
+    """Group `k` of the prefix pattern matched by `_unprefix`."""
+    return pl.col("_g").struct.field(k)
+
+
+def _unprefix(lines: pl.DataFrame, pattern: str, hit: str, text: pl.Expr, rec_ts: pl.Expr,
+              **identity: str) -> pl.DataFrame:
+    """Lines -> records: where `pattern` matches (its group `hit` is not null) the record is `text` at
+    `rec_ts`, with an identity column from each named group (`pod="1"`); another line is kept whole."""
+    df = lines.with_columns(pl.col("text").str.extract_groups(pattern).alias("_g"))
+    return records_frame(df.select(
+        "line",
+        pl.when(_group(hit).is_not_null()).then(text).otherwise(pl.col("text")).alias("text"),
+        rec_ts.alias("rec_ts"),
+        *(_group(g).alias(column) for column, g in identity.items()),
+    ))
+
+
 class Timestamped(Wrapper):
     name = "timestamped"
     description = "RFC 3339 time before each line: docker logs -t, kubectl logs --timestamps, CI logs, [time] "
@@ -46,14 +64,7 @@ class Timestamped(Wrapper):
         return 0.97 if _share(head, TS_RE) else 0.0
 
     def decode(self, lines: pl.DataFrame, state: dict) -> pl.DataFrame:
-        f = pl.col("_g").struct
-        df = lines.with_columns(pl.col("text").str.extract_groups(TS_RE).alias("_g"))
-        hit = f.field("3").is_not_null()
-        return records_frame(df.select(
-            "line",
-            pl.when(hit).then(f.field("3")).otherwise(pl.col("text")).alias("text"),
-            parse_time(pl.coalesce(f.field("1"), f.field("2"))).alias("rec_ts"),
-        ))
+        return _unprefix(lines, TS_RE, "3", _group("3"), parse_time(pl.coalesce(_group("1"), _group("2"))))
 
 
 class KubectlPrefix(Wrapper):
@@ -64,16 +75,7 @@ class KubectlPrefix(Wrapper):
         return 0.98 if _share(head, KUBECTL_RE) else 0.0
 
     def decode(self, lines: pl.DataFrame, state: dict) -> pl.DataFrame:
-        f = pl.col("_g").struct
-        df = lines.with_columns(pl.col("text").str.extract_groups(KUBECTL_RE).alias("_g"))
-        hit = f.field("4").is_not_null()
-        return records_frame(df.select(
-            "line",
-            pl.when(hit).then(f.field("4")).otherwise(pl.col("text")).alias("text"),
-            parse_time(f.field("3")).alias("rec_ts"),
-            f.field("1").alias("pod"),
-            f.field("2").alias("container"),
-        ))
+        return _unprefix(lines, KUBECTL_RE, "4", _group("4"), parse_time(_group("3")), pod="1", container="2")
 
 
 class Compose(Wrapper):
@@ -84,15 +86,7 @@ class Compose(Wrapper):
         return 0.97 if _share(head, COMPOSE_RE) else 0.0
 
     def decode(self, lines: pl.DataFrame, state: dict) -> pl.DataFrame:
-        f = pl.col("_g").struct
-        df = lines.with_columns(pl.col("text").str.extract_groups(COMPOSE_RE).alias("_g"))
-        hit = f.field("1").is_not_null()
-        return records_frame(df.select(
-            "line",
-            pl.when(hit).then(f.field("3").fill_null("")).otherwise(pl.col("text")).alias("text"),
-            parse_time(f.field("2")).alias("rec_ts"),
-            f.field("1").alias("unit"),
-        ))
+        return _unprefix(lines, COMPOSE_RE, "1", _group("3").fill_null(""), parse_time(_group("2")), unit="1")
 
 
 WRAPPERS = [Timestamped(), KubectlPrefix(), Compose()]
