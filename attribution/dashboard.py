@@ -7,11 +7,13 @@ streamlit: the app (dashboards/) wraps these calls in its caches and draws what 
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import shutil
 import tempfile
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -26,16 +28,15 @@ from attribution.analyses import Analysis, GroupBy, Selection, Window
 from attribution.analyses.common import Empty
 from attribution.columns import is_p_value, p_value_text
 from attribution.compare import CohortBy, compare
-from attribution.config import Settings, connect_settings, load_settings
+from attribution.config import Settings, connect_settings, load_settings, workload_map
 from attribution.db import as_time, bound_memory
 from attribution.errors import AttributionError, InputError
 from attribution.histograms.analysis import histograms_stored, share_samples
 from attribution.memsplit import memsplit
-from attribution.pruning import SCRAPES, plan
 from attribution.status import store_counts
 from attribution.store import Snapshot, Store
 from attribution.summaries import days, pages
-from attribution.views import JOIN_INPUTS
+from attribution.views import workloads_file
 
 NONE = "(none)"  # what the analyses call a missing group value; the filters use the same word
 MEMORY_SHARE = 0.25  # of the machine's memory, for DuckDB's working memory per view (it spills beyond)
@@ -106,46 +107,69 @@ def choices(con: duckdb.DuckDBPyConnection) -> Choices:
                    values("workload"), values("label"), values("version"))
 
 
+def filter_schema(flt: Filters) -> str:
+    """The schema holding the views narrowed to `flt`'s values (a digest of them: one per filter set)."""
+    text = repr(sorted(flt.values().items()))
+    return "dashboard_filter_" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def narrow(con: duckdb.DuckDBPyConnection, flt: Filters) -> duckdb.DuckDBPyConnection:
     """Restrict the store views every analysis reads (`joined_requests`, `engine_steps`, `engine_config`) to
-    the filters' deployments, workloads, labels and engine versions, by renaming each view and putting a
-    filtered one in its place. Nothing is copied: on a store connection joined_requests reads the commit's
-    cached join (attribution.joincache), and each analysis reads it through the filter.
-    Engine lines have no workload: a workload filter leaves them whole; an engine version filter keeps the
-    lines logged after a start of that version (until the pod's next start). The time range is not applied
-    here: it is each analysis' window."""
-    vals = flt.values()
-    if not vals:
+    the filters' deployments, workloads, labels and engine versions: filtered views of main's, under the
+    filter set's own schema (`create_narrowed`), put first on `con`'s search path. Nothing is copied: on a store
+    connection joined_requests reads the commit's cached join (attribution.joincache), and each analysis reads
+    it through the filter. The time range is not applied here: it is each analysis' window."""
+    if not flt.values():
         return con
-    rows = [(dim, v) for dim, vs in vals.items() for v in vs]
-    con.register("_dashboard_filter", pl.DataFrame(rows, schema={"dim": pl.Utf8, "value": pl.Utf8},
-                                                   orient="row").to_arrow())
+    con.execute(f"set search_path = '{create_narrowed(con, flt)},main'")
+    return con
+
+
+def create_narrowed(con: duckdb.DuckDBPyConnection, flt: Filters) -> str:
+    """The schema of `flt`'s narrowed views on `con`'s database, made (in one transaction) unless it is there:
+    every cursor of the database (each dashboard View of a commit) finds it. Engine lines have no workload: a
+    workload filter leaves them whole; an engine version filter keeps the lines logged after a start of that
+    version (until the pod's next start)."""
+    vals, schema = flt.values(), filter_schema(flt)
+    if con.execute("select count(*) from duckdb_schemas() where schema_name = $s and database_name = "
+                   "current_database()", {"s": schema}).fetchall()[0][0]:
+        return schema
 
     def where(exprs: dict[str, str]) -> str:
-        terms = [f"{expr} in (select value from _dashboard_filter where dim = '{dim}')"
+        terms = [f"{expr} in (select value from {schema}.filter_values where dim = '{dim}')"
                  for dim, expr in exprs.items() if dim in vals]
         return " and ".join(terms) or "true"
 
-    con.execute("alter view joined_requests rename to joined_requests_unfiltered")
-    con.execute("create view joined_requests as select * from joined_requests_unfiltered where "
-                + where(_REQUEST_VALUE))
-    engine = {d: _REQUEST_VALUE[d] for d in ("deployment", "label")}
-    if not {"deployment", "label", "version"} & vals.keys():
-        return con
-    con.execute("alter view engine_config rename to engine_config_unfiltered")
-    con.execute("create view engine_config as select * from engine_config_unfiltered where " + where(
-        {**engine, "version": "coalesce(version_label(engine, version), '(none)')"}))
-    con.execute("alter view engine_steps rename to engine_steps_unfiltered")
-    steps_where = where(engine)
-    if "version" in vals:
-        con.execute(
-            "create view engine_steps as select * from (select s.* from engine_steps_unfiltered s asof join "
-            "(select deployment, ts as started, coalesce(version_label(engine, version), '(none)') "
-            "as version from engine_config_unfiltered) c on s.deployment = c.deployment and s.ts >= c.started "
-            "where c.version in (select value from _dashboard_filter where dim = 'version')) where " + steps_where)
-    else:
-        con.execute("create view engine_steps as select * from engine_steps_unfiltered where " + steps_where)
-    return con
+    con.execute("begin transaction")
+    try:
+        con.execute(f"create schema {schema}")
+        con.execute(f"create table {schema}.filter_values (dim varchar, value varchar)")
+        con.executemany(f"insert into {schema}.filter_values values (?, ?)",
+                        [[dim, v] for dim, vs in vals.items() for v in vs])
+        con.execute(f"create view {schema}.joined_requests as select * from main.joined_requests where "
+                    + where(_REQUEST_VALUE))
+        engine = {d: _REQUEST_VALUE[d] for d in ("deployment", "label")}
+        if {"deployment", "label", "version"} & vals.keys():
+            con.execute(f"create view {schema}.engine_config as select * from main.engine_config where " + where(
+                {**engine, "version": "coalesce(version_label(engine, version), '(none)')"}))
+            steps_where = where(engine)
+            if "version" in vals:
+                con.execute(
+                    f"create view {schema}.engine_steps as select * from (select s.* from main.engine_steps s "
+                    "asof join (select deployment, ts as started, coalesce(version_label(engine, version), "
+                    "'(none)') as version from main.engine_config) c on s.deployment = c.deployment and "
+                    f"s.ts >= c.started where c.version in (select value from {schema}.filter_values where dim = "
+                    "'version')) where " + steps_where)
+            else:
+                con.execute(f"create view {schema}.engine_steps as select * from main.engine_steps where "
+                            + steps_where)
+        con.execute("commit")
+    except duckdb.CatalogException:  # another cursor made it meanwhile (the same views)
+        con.execute("rollback")
+    except BaseException:
+        con.execute("rollback")
+        raise
+    return schema
 
 
 def shown(df: pl.DataFrame) -> pl.DataFrame:
@@ -179,10 +203,82 @@ def _discard(con: duckdb.DuckDBPyConnection, scratch: Path) -> None:
     shutil.rmtree(scratch, ignore_errors=True)
 
 
+class Commit:
+    """One connection to a store commit, shared by every View of it: the store's views bound once (every
+    partition's files), its cached join attached, the settings' workload names, DuckDB's memory bounded. A
+    View is a cursor on it (the same database: its own temporary tables, session settings and search path)
+    whose filter set's narrowed views live under their own schema (`create_narrowed`), so a filter change
+    costs the page's query, not opening the store again. A date filter reads every partition (each analysis
+    bounds its window; attribution.pruning's answers are the same)."""
+
+    def __init__(self, store: Store, snapshot: Snapshot, settings: Settings):
+        self.store, self.snapshot = store, snapshot
+        con = store.connect(snapshot)
+        connect_settings(con, settings)
+        # Frames registered on a connection are its own: made tables, every cursor reads them
+        for (name,) in con.execute("select view_name from duckdb_views() where temporary and not internal").fetchall():
+            con.execute(f'create table main."{name}" as select * from temp."{name}"')
+        # Scratch space outside the store (DuckDB's spill files), removed with the connection.
+        scratch = Path(tempfile.mkdtemp(prefix="attribution-dashboard-"))
+        weakref.finalize(self, _discard, con, scratch)
+        # DuckDB would take 80% of the machine (15 GB for the thresholds of 2M requests on a 23 GB box); a
+        # dashboard left running shares the machine, so it spills to disk beyond a quarter of it.
+        bound_memory(con, memory_limit_mb(), scratch)
+        # The engine x gateway join, once per store commit (shared with every view, session and CLI run on it).
+        joincache.use(con, fallback_dir=scratch)
+        self.con = con
+        self.lock = threading.Lock()
+
+    def cursor(self, flt: Filters = Filters()) -> duckdb.DuckDBPyConnection:
+        """A connection of its own to the commit's database, narrowed to `flt`."""
+        cur = self.con.cursor()
+        cur.execute("set TimeZone = 'UTC'")  # (session settings: as attribution.views.connect sets them)
+        cur.execute("set enable_progress_bar = false")
+        joincache.share(self.con, cur)
+        # every view of the commit reads its Prometheus samples whole: their increases over a window are shared
+        share_samples(cur, (str(self.store.root), self.snapshot.version))
+        if flt.values():
+            with self.lock:
+                narrow(cur, flt)
+        return cur
+
+
+_COMMITS: OrderedDict[tuple[Any, ...], Commit] = OrderedDict()
+COMMITS_KEEP = 2  # the commits whose connection is kept for the next View (a View keeps its own alive)
+_COMMITS_LOCK = threading.Lock()
+
+
+def _workloads_key(store: Store, settings: Settings) -> Any:
+    """What a commit's connection depends on besides the commit: the workload names it maps (the settings',
+    else the store's or $ATTRIBUTION_WORKLOADS's file, as it stands)."""
+    names = workload_map(settings)
+    if names is not None:
+        return tuple(names.rows())
+    path = workloads_file(store)
+    if path is None:
+        return None
+    st = path.stat()
+    return str(path.resolve()), st.st_mtime_ns, st.st_size
+
+
+def commit(store: Store, snapshot: Snapshot, settings: Settings) -> Commit:
+    """The shared connection of `snapshot` (with `settings`' workload names), opened on first use."""
+    key = (str(store.root), snapshot.version, _workloads_key(store, settings))
+    with _COMMITS_LOCK:
+        got = _COMMITS.get(key)
+        if got is None or not joincache.attached(got.con):  # (one that could not attach the join tries again)
+            got = _COMMITS[key] = Commit(store, snapshot, settings)
+            while len(_COMMITS) > COMMITS_KEEP:
+                _COMMITS.popitem(last=False)
+        _COMMITS.move_to_end(key)
+        return got
+
+
 class View:
     """A connection to one snapshot of the store (default: the newest), narrowed to one set of filters, for
-    the pages' analyses in turn. Each analysis prepares temporary tables on the connection, so calls are
-    serialised by a lock (one dashboard session digging at a time; a second one waits)."""
+    the pages' analyses in turn: a cursor on the commit's shared connection (`Commit`). Each analysis prepares
+    temporary tables on the connection, so calls are serialised by a lock (one dashboard session digging at a
+    time; a second one waits)."""
 
     def __init__(self, path: str | os.PathLike[str], flt: Filters, snapshot: Snapshot | None = None,
                  settings: Settings | None = None):
@@ -191,24 +287,9 @@ class View:
         self.store = Store.open(path)
         self.snapshot = snapshot or self.store.snapshot()
         self.filters = flt
-        # a date filter reads only its days' step lines and access log, and the previous window's (the changes
-        # page compares them); the requests stay whole (every view and session shares the commit's cached
-        # join) and so do the scrapes (compare's cohort windows may lie outside the filter): attribution.pruning
-        start = flt.since - (flt.until - flt.since) if flt.since and flt.until else None
-        days = plan(self.store, self.snapshot, start, flt.until, whole=(*JOIN_INPUTS, *SCRAPES))
-        con = self.store.connect(self.snapshot, days=days)
-        connect_settings(con, self.settings)
-        # Scratch space outside the store (DuckDB's spill files), removed with the view.
-        scratch = Path(tempfile.mkdtemp(prefix="attribution-dashboard-"))
-        weakref.finalize(self, _discard, con, scratch)
-        # DuckDB would take 80% of the machine (15 GB for the thresholds of 2M requests on a 23 GB box); a
-        # dashboard left running shares the machine, so it spills to disk beyond a quarter of it.
-        bound_memory(con, memory_limit_mb(), scratch)
-        # The engine x gateway join, once per store commit (shared with every view, session and CLI run on it).
-        joincache.use(con, fallback_dir=scratch)
-        # every view of the commit reads its Prometheus samples whole: their increases over a window are shared
-        share_samples(con, (str(self.store.root), self.snapshot.version))
-        self.con = narrow(con, flt)
+        self.commit = commit(self.store, self.snapshot, self.settings)
+        self.con = self.commit.cursor(flt)
+        weakref.finalize(self, self.con.close)
         self.lock = threading.Lock()
 
     def choices(self) -> Choices:
@@ -286,7 +367,13 @@ class View:
                          percentiles=self.settings.percentiles)
 
     def _lengths_from_days(self, by: str, bins_per_decade: int) -> Analysis | Empty | None:
-        counted = days.for_commit(self.store, self.snapshot, self.settings, self.con, not self.filters.values())
+        # (counted where the ingest's preparation kept no listing: on the commit's unnarrowed views)
+        whole = self.commit.cursor() if self.filters.values() else self.con
+        try:
+            counted = days.for_commit(self.store, self.snapshot, self.settings, whole, True)
+        finally:
+            if whole is not self.con:
+                whole.close()
         if not counted.files:
             return None
         window = analyses.resolve_window(self.con, self.filters.since, self.filters.until)

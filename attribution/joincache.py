@@ -27,7 +27,7 @@ import tempfile
 import time
 import uuid
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import duckdb
@@ -63,9 +63,7 @@ def register(con: duckdb.DuckDBPyConnection, root: Path, version: int) -> None:
 
 
 def _definitions(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
-    rows = con.execute("select view_name, sql from duckdb_views() where not internal and view_name in "
-                       "('requests', 'joined_requests')").fetchall()
-    return dict(rows)
+    return queries.view_definitions(con, ("requests", "joined_requests"))
 
 
 def attached(con: duckdb.DuckDBPyConnection) -> bool:
@@ -123,6 +121,14 @@ def use(con: duckdb.DuckDBPyConnection, *, fallback_dir: Path | None = None) -> 
         con.execute(f"create or replace view {table} as select * from {alias}.{table}")
     src.state, src.alias, src.views = "attached", alias, _definitions(con)
     return True
+
+
+def share(con: duckdb.DuckDBPyConnection, cursor: duckdb.DuckDBPyConnection) -> None:
+    """Mark `cursor` (con.cursor(): the same database, its own temporary tables and session settings) as
+    reading the cached join `con` attached, as `con` does; nothing when `con` reads none."""
+    src = _CONNECTIONS.get(con)
+    if src is not None and src.state == "attached":
+        _CONNECTIONS[cursor] = replace(src)  # (its views as attached: a cursor narrowed since differs)
 
 
 def choices(con: duckdb.DuckDBPyConnection) -> pl.DataFrame | None:

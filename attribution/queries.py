@@ -132,6 +132,19 @@ def has_relation(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     return bool(found[0][0])
 
 
+def view_definitions(con: duckdb.DuckDBPyConnection, names: tuple[str, ...]) -> dict[str, str]:
+    """The SQL of the views `names` as an unqualified query on `con` finds them: a temporary one, else the
+    connection's schema's (a dashboard filter set's narrowed views, attribution.dashboard.narrow), else main's.
+    What a result kept for a connection depends on (another cursor's schemas on the same database do not
+    change it)."""
+    rows = con.execute(
+        "select view_name, sql from duckdb_views() where not internal and view_name in (select unnest($n)) "
+        "and (temporary or database_name = current_database() and schema_name in (current_schema(), 'main')) "
+        "order by case when temporary then 2 when schema_name = current_schema() then 1 else 0 end",
+        {"n": list(names)}).fetchall()
+    return dict(rows)  # (the one found first last)
+
+
 def _load(con: object, name: str) -> Query:
     return load(name, "spark") if _spark(con) is not None else load(name)
 

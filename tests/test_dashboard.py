@@ -417,6 +417,25 @@ def test_a_session_keeps_its_commit_until_the_reader_loads_newer_data(tmp_path, 
     assert not at.sidebar.button
 
 
+def test_views_of_a_commit_share_one_connection_each_narrowed_on_its_own(store):
+    """A filter set's View is a cursor on its commit's connection (dashboard.Commit), its narrowed views under
+    a schema of its own: views opened in turn, their pages asked in between, answer as connections of their own."""
+    pod = Filters(deployments=("qwen35-vllm-0",), versions=("vllm 0.20.1",))
+    flts = [Filters(), pod, Filters(workloads=(dashboard.View(store, Filters()).choices().workloads[0],))]
+    views = [dashboard.View(store, f) for f in flts]
+    assert views[0].commit is views[1].commit is views[2].commit
+    counts = [fetch(v.con, "select count(*) n from joined_requests")["n"].item() for v in views]
+    assert 0 < counts[1] < counts[0] and 0 < counts[2] < counts[0]
+    for flt, view in [*zip(flts, views, strict=True), (pod, dashboard.View(store, pod))]:
+        got = view.concurrency(by="all")
+        lib = analyses.concurrency(analyses.select(dashboard.narrow(Store.open(store).connect(), flt), by="all"),
+                                   per_group=True, timeseries=True, percentiles=view.settings.percentiles)
+        assert got.tables.keys() == lib.tables.keys()
+        for name, df in lib.tables.items():
+            assert_frame_equal(got.tables[name], df, check_exact=True)
+    assert fetch(views[0].con, "select count(*) n from joined_requests")["n"].item() == counts[0]
+
+
 # -- empty states --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", PAGES)
 def test_every_page_says_when_there_is_nothing_to_show(name, tmp_path, monkeypatch):

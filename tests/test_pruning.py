@@ -153,18 +153,26 @@ def test_a_request_running_for_days_before_the_window_is_read(store_dir, tmp_pat
     assert con.execute(spanning, {"s": since}).fetchone()[0] == 1
 
 
-def test_dashboard_date_filter_prunes_step_lines_only(sample_store, monkeypatch):
-    """The dashboard's date filter reads the step lines of its days (and the previous window's) and keeps the
-    requests whole (the shared join cache); its pages give the whole store's answers."""
+def test_dashboard_date_filter_reads_the_commits_connection_and_answers_as_pruned(sample_store):
+    """The dashboard's date filter is each analysis' window on the commit's shared connection (dashboard.Commit:
+    every partition bound once, no view opened per filter set); its pages equal those of a connection reading
+    only the filter's days and the previous window's, the requests whole (as the View opened it before)."""
+    from attribution import joincache
+    from attribution.config import connect_settings
     from attribution.dashboard import Filters, View
+    from attribution.views import JOIN_INPUTS
 
     flt = Filters(since=datetime(2026, 5, 6, 13, tzinfo=UTC), until=datetime(2026, 5, 7, 9, tzinfo=UTC))
+    shared = View(sample_store, flt)
+    assert shared.commit is View(sample_store, Filters()).commit
+    assert flt.since is not None and flt.until is not None
+    days = pruning.plan(shared.store, shared.snapshot, flt.since - (flt.until - flt.since), flt.until,
+                        whole=(*JOIN_INPUTS, *pruning.SCRAPES))
     pruned = View(sample_store, flt)
+    pruned.con = shared.store.connect(shared.snapshot, days=days)
+    connect_settings(pruned.con, pruned.settings)
+    joincache.use(pruned.con)
     sql = pruned.con.execute("select sql from duckdb_views() where view_name = 'raw_engine_steps'").fetchone()[0]
     assert "day=2026-05-08" not in sql and "day=2026-05-04" not in sql and "day=2026-05-05" in sql
-    monkeypatch.setenv("ATTRIBUTION_PRUNE", "0")
-    whole = View(sample_store, flt)
-    assert "day=2026-05-08" in whole.con.execute(
-        "select sql from duckdb_views() where view_name = 'raw_engine_steps'").fetchone()[0]
     for page in ("thresholds", "changes"):  # (the step lines; the previous window)
-        assert_same(getattr(whole, page)(), getattr(pruned, page)())
+        assert_same(getattr(shared, page)(), getattr(pruned, page)())

@@ -151,8 +151,7 @@ def _prepare(con: duckdb.DuckDBPyConnection, window: Window, by: GroupBy) -> Non
     if not joincache.attached(con):
         materialize(con, "int_analysis_requests", **params)
         return
-    joined = con.execute("select sql from duckdb_views() where view_name = 'joined_requests'").fetchall()
-    key = (window.since, window.until, by.value, str(joined))
+    key = (window.since, window.until, by.value, str(queries.view_definitions(con, ("joined_requests",))))
     kept = _KEPT.setdefault(con, {})
     if key not in kept:
         table = f"int_analysis_requests_{next(_SERIALS)}"

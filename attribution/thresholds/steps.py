@@ -140,7 +140,7 @@ def _kept_key(con: duckdb.DuckDBPyConnection, since: datetime | None, until: dat
     and the registered engine starts."""
     if not joincache.attached(con):
         return None
-    view = con.execute("select sql from duckdb_views() where view_name = 'engine_steps'").fetchall()
+    view = queries.view_definitions(con, ("engine_steps",))
     starts = con.execute("select config_id, deployment, engine, ts from thr_starts order by all").fetchall()
     return since, until, str(view), tuple(starts)
 

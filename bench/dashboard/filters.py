@@ -4,7 +4,8 @@ workload, one engine version (or label), back to everything. Each change is time
 app's caches emulated (dashboards/_data.py: `_view` keeps the views of the last two filter sets, `_run` the
 answers of 64 calls), so a change costs opening the view of its filter set when it is new, then the page's
 library call (View.answer); the browser's paint is not in it. Each page starts from empty caches (a change
-made on that page opens its view). p50 and p95 per page, the load average before and after.
+made on that page opens its view). p50 and p95 per page, wall and CPU seconds (the process's, every thread:
+what a loaded machine's wall inflates), and the load average after each page.
 
     python -m bench.dashboard.filters STORE [--pages lengths,concurrency] [--json out.json]
 """
@@ -67,29 +68,30 @@ def run_page(root: str, page: str, kwargs: dict[str, Any], seq: list[tuple[str, 
     views: OrderedDict[Filters, View] = OrderedDict()
     answers: dict[tuple[Filters, str], Any] = {}
 
-    def shown(flt: Filters) -> tuple[float, float, Any]:
-        t0 = time.perf_counter()
+    def shown(flt: Filters) -> tuple[float, float, float, float, Any]:
+        t0, c0 = time.perf_counter(), time.process_time()
         if flt not in views:
             views[flt] = View(root, flt, settings=st)
             while len(views) > VIEWS:
                 views.popitem(last=False)
         views.move_to_end(flt)
-        t1 = time.perf_counter()
+        t1, c1 = time.perf_counter(), time.process_time()
         key = (flt, page)
         if key not in answers:
             answers[key] = views[flt].answer(page, **kwargs)
-        return t1 - t0, time.perf_counter() - t0, answers[key]
+        return t1 - t0, time.perf_counter() - t0, c1 - c0, time.process_time() - c0, answers[key]
 
     first = shown(Filters())[1]
     rows = []
     for name, flt in seq:
-        opened, total, res = shown(flt)
+        opened, total, opened_cpu, cpu, res = shown(flt)
         n = res.params.get("requests") if isinstance(res, Analysis) else None
-        rows.append({"change": name, "s": round(total, 3), "open_view_s": round(opened, 3), "requests": n,
-                     "result": type(res).__name__})
-    ts = [r["s"] for r in rows]
+        rows.append({"change": name, "s": round(total, 3), "open_view_s": round(opened, 3), "cpu_s": round(cpu, 3),
+                     "open_view_cpu_s": round(opened_cpu, 3), "requests": n, "result": type(res).__name__})
+    ts, cs = [r["s"] for r in rows], [r["cpu_s"] for r in rows]
     return {"page": page, "first_look_s": round(first, 3), "p50_s": _pct(ts, 0.5), "p95_s": _pct(ts, 0.95),
-            "max_s": max(ts), "changes": rows}
+            "max_s": max(ts), "p50_cpu_s": _pct(cs, 0.5), "p95_cpu_s": _pct(cs, 0.95),
+            "open_view_cpu_s_median": _pct([r["open_view_cpu_s"] for r in rows], 0.5), "changes": rows}
 
 
 def main() -> None:
@@ -110,7 +112,9 @@ def main() -> None:
         out["pages"].append(res)
         slow = max(res["changes"], key=lambda r: r["s"])
         print(f"{page:12s} first {res['first_look_s']:7.2f}  p50 {res['p50_s']:7.3f}  p95 {res['p95_s']:7.3f} s"
-              f"  (slowest: {slow['change']}, {slow['s']:.2f} s, view {slow['open_view_s']:.2f} s)", flush=True)
+              f"  CPU p50 {res['p50_cpu_s']:7.3f}  p95 {res['p95_cpu_s']:7.3f} s, opening a view (median) "
+              f"{res['open_view_cpu_s_median']:.3f}  (slowest: {slow['change']}, {slow['s']:.2f} s, view "
+              f"{slow['open_view_s']:.2f} s)  load {os.getloadavg()[0]:.1f}", flush=True)
     out["load_1min_after"] = os.getloadavg()[0]
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
     print(f"load {out['load_1min_after']:.1f}; peak RSS {out['peak_rss_mb']} MB")
