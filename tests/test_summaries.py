@@ -105,10 +105,11 @@ def test_answers_are_the_same_with_and_without_prepared_inputs_as_the_store_grow
             ingest([str(logs)], store.root, year=2025, tz="UTC")
         version = store.snapshot().version
         assert [n for n in _prepared(store) if f"-{version:020d}-" in n], f"step {i}: not prepared"
-        _same(_answers(store.root), _from_the_store(store.root, monkeypatch))
+        prepared = _answers(store.root)
+        _same(prepared, _from_the_store(store.root, monkeypatch))
+    assert prepared["choices"].requests == 7  # (the last commit's)
     flt = Filters(deployments=("pod-a",))
     _same(_answers(store.root, flt), _from_the_store(store.root, monkeypatch, flt))
-    assert _answers(store.root)["choices"].requests == 7
 
 
 _PREPARE = "import sys; from attribution import summaries; summaries.after_commit(sys.argv[1])"
