@@ -63,6 +63,21 @@ def in_ci() -> bool:
     return os.environ.get("CI", "").lower() in ("true", "1", "yes")
 
 
+def app_test(script: Path, **kwargs):
+    """Streamlit's `AppTest.from_file(script, **kwargs)`, but Streamlit's scan of every installed distribution's
+    metadata for its v2 components (each new AppTest scans again on its first run: about 0.3 s of CPU, a third
+    of a small page's run) done once per process: the installed packages do not change during a session, and
+    the scan's answer (the components found, none for this app) is only read."""
+    import functools
+
+    from streamlit.components.v2 import manifest_scanner
+    from streamlit.testing.v1 import AppTest
+
+    if not hasattr(manifest_scanner.scan_component_manifests, "cache_info"):  # (looked up there at each run)
+        manifest_scanner.scan_component_manifests = functools.cache(manifest_scanner.scan_component_manifests)
+    return AppTest.from_file(str(script), **kwargs)
+
+
 def need_chromium(path: str) -> None:
     """Skip a browser test when Chromium (or Playwright) is missing, except in CI, where the test fails."""
     import importlib.util
