@@ -8,7 +8,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from hypothesis import settings
+from hypothesis import settings, strategies
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -19,6 +19,12 @@ SHARED = REPO.parent / "shared"
 settings.register_profile("suite", derandomize=True, print_blob=True)
 if not os.environ.get("ATTRIBUTION_HYPOTHESIS_RANDOM"):
     settings.load_profile("suite")
+
+# st.text()'s own alphabet, characters(codec="utf-8"), named by category instead: the same characters (all but
+# the surrogates), so the same examples drawn, without Hypothesis encoding every code point to find them (2 s
+# of CPU in each process where .hypothesis/ does not cache that answer yet: a fresh checkout, CI). Pass it:
+# st.text(UTF8, ...).
+UTF8 = strategies.characters(exclude_categories=("Cs",))
 
 
 # Tests that run for many seconds whatever the machine: started first, so that under `-n 2` (xdist hands out
@@ -61,6 +67,21 @@ def store_dir(tmp_path) -> Path:
 def in_ci() -> bool:
     """CI runs with CI=true: there a missing browser is a failure, not a skip (it would hide the test)."""
     return os.environ.get("CI", "").lower() in ("true", "1", "yes")
+
+
+def app_test(script: Path, **kwargs):
+    """Streamlit's `AppTest.from_file(script, **kwargs)`, but Streamlit's scan of every installed distribution's
+    metadata for its v2 components (each new AppTest scans again on its first run: about 0.3 s of CPU, a third
+    of a small page's run) done once per process: the installed packages do not change during a session, and
+    the scan's answer (the components found, none for this app) is only read."""
+    import functools
+
+    from streamlit.components.v2 import manifest_scanner
+    from streamlit.testing.v1 import AppTest
+
+    if not hasattr(manifest_scanner.scan_component_manifests, "cache_info"):  # (looked up there at each run)
+        manifest_scanner.scan_component_manifests = functools.cache(manifest_scanner.scan_component_manifests)
+    return AppTest.from_file(str(script), **kwargs)
 
 
 def need_chromium(path: str) -> None:

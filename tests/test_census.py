@@ -14,7 +14,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import shared
+from conftest import UTF8, shared
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_cases import _RESERVED, _cases
@@ -321,7 +321,7 @@ def test_mutated_and_cut_lines_are_each_counted_once(tmp_path, data, fmt, chunk)
         elif op == "blank":
             line = " " * data.draw(st.integers(0, 3))
         elif op == "garble":
-            line = data.draw(st.text(min_size=0, max_size=60).filter(lambda t: "\n" not in t and "\r" not in t))
+            line = data.draw(st.text(UTF8, min_size=0, max_size=60).filter(lambda t: "\n" not in t and "\r" not in t))
         elif op == "quote":
             line += " prompt: 'x"
         out.append(line)

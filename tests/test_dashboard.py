@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 import pytest
-from conftest import REPO, computed_once, settings_key
+from conftest import REPO, app_test, computed_once, settings_key
 from polars.testing import assert_frame_equal
 from test_thresholds import SAMPLE, sample_store
 from typer.testing import CliRunner
@@ -153,13 +153,12 @@ def store(tmp_path_factory) -> Path:
 def page(name: str, store: Path, monkeypatch, **state) -> AppTest:
     """Run one page; `state` presets widgets (sidebar filters, page options) by key before the first run."""
     import streamlit as st
-    from streamlit.testing.v1 import AppTest
 
     monkeypatch.setenv("ATTRIBUTION_STORE", str(store))
     # the app keeps its settings for 15 s (_data.REFRESH_S) across sessions: each test's page starts from the
     # settings its own environment gives, as a dashboard does once those 15 s have passed
     st.cache_resource.clear()
-    at = AppTest.from_file(str(APP), default_timeout=240)
+    at = app_test(APP, default_timeout=240)
     at.switch_page(f"app_pages/{name}.py")
     for key, value in state.items():
         at.session_state[key] = value

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import polars as pl
 import pytest
-from conftest import REPO, run_cli
+from conftest import REPO, app_test, run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -251,8 +251,6 @@ def test_report_of_a_store_of_prometheus_samples_alone(tmp_path, capsys):
 
 
 def test_dashboard_latency_page_shows_the_histogram_tables(tmp_path, monkeypatch):
-    from streamlit.testing.v1 import AppTest
-
     ttft_store(tmp_path / "store")
     reqs = [{"request_id": f"r{i}", "source_kind": "bench", "deployment": "pod-a", "model": "m",
              "arrival": T0 + timedelta(minutes=1, seconds=i), "ttft_s": 0.2, "status": "ok"} for i in range(5)]
@@ -260,7 +258,7 @@ def test_dashboard_latency_page_shows_the_histogram_tables(tmp_path, monkeypatch
     with store.writer() as w:
         w.commit([w.write("requests", conform("requests", pl.DataFrame(reqs)), file_key=None, sealed=True)], [], {})
     monkeypatch.setenv("ATTRIBUTION_STORE", str(tmp_path / "store"))
-    at = AppTest.from_file(str(REPO / "dashboards" / "app.py"), default_timeout=240)
+    at = app_test(REPO / "dashboards" / "app.py", default_timeout=240)
     at.switch_page("app_pages/latency.py")
     at.run()
     assert not at.exception, at.exception[0].message

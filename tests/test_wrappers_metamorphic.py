@@ -19,7 +19,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 import wrapping
-from conftest import SHARED, shared
+from conftest import SHARED, UTF8, shared
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_wrappers import layer_records
@@ -260,7 +260,7 @@ _SPLITTING = {"docker_json", "containerd", "crio"}
 def _junk(real: list[str]) -> st.SearchStrategy[bytes]:
     line = st.sampled_from(real)
     return st.one_of(
-        st.text(max_size=120).map(lambda s: s.replace("\n", " ").encode("utf-8", "replace")),
+        st.text(UTF8, max_size=120).map(lambda s: s.replace("\n", " ").encode("utf-8", "replace")),
         st.binary(max_size=80).map(lambda b: b.replace(b"\n", b"")),
         st.tuples(line, st.integers(0, 400)).map(lambda t: t[0][: t[1]].encode()),  # a real line cut short
         st.tuples(line, st.integers(0, 400), st.characters()).map(  # a real line with one character changed
