@@ -355,6 +355,11 @@ SPARK_CONF = {
     "spark.sql.adaptive.enabled": "false",
 }
 
+# The flags that ask a command run in the test process for the session above: without them the command's own
+# settings (attribution.spark.session.DEFAULT_CONF) are applied to the one session, as getOrCreate does, and
+# stay for every later test (8 shuffle partitions: 8 tasks a shuffle stage on a few hundred rows)
+SPARK_ARGS = ("--spark-master", SPARK_MASTER, *(f"--spark-conf={k}={v}" for k, v in SPARK_CONF.items()))
+
 
 @pytest.fixture(scope="session")
 def spark_session():

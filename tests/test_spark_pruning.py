@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from conftest import SPARK_ARGS, run_cli
 from test_pruning import ANALYSES, INSIDE, MIDNIGHT, RELATIVE
 from test_spark import _close, assert_same
 
@@ -109,7 +109,7 @@ def test_the_lengths_command_on_spark_with_a_window_is_duckdbs(sample_store, spa
             "--format", "json"]
     code, duck, err = run_cli(capsys, *args)
     assert code == 0, err
-    code, spark, err = run_cli(capsys, *args, "--engine", "spark")
+    code, spark, err = run_cli(capsys, *args, "--engine", "spark", *SPARK_ARGS)
     assert code == 0, err
     # (numbers equal to 1e-9 relative: Spark and DuckDB may sum in another order)
     assert '"lengths"' in duck and _close(json.loads(spark), json.loads(duck))
