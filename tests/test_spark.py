@@ -352,7 +352,7 @@ def _plain_report(text: str) -> dict:
     doc = json.loads(text)
     for key in ("engine", "spark_master", "spark_conf"):
         doc["settings"].pop(key, None)
-    doc["settings"]["from"].pop("engine", None)
+        doc["settings"]["from"].pop(key, None)
     return doc
 
 
