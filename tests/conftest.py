@@ -33,6 +33,9 @@ LONG = ("test_types.py::", "test_soak.py::")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if work_unit(item.nodeid).startswith("spark-free:") and "spark_session" in getattr(item, "fixturenames", ()):
+            raise pytest.UsageError(f"{item.nodeid} uses the spark_session: not a SPARK_FREE test (conftest)")
     first = [i for i in items if i.get_closest_marker("slow") or any(k in i.nodeid for k in LONG)]
     ids = {id(i) for i in first}
     items[:] = first + [i for i in items if id(i) not in ids]
@@ -373,6 +376,11 @@ SPARK_CONF = {
     "spark.sql.adaptive.enabled": "false",
 }
 
+# The flags that ask a command run in the test process for the session above: without them the command's own
+# settings (attribution.spark.session.DEFAULT_CONF) are applied to the one session, as getOrCreate does, and
+# stay for every later test (8 shuffle partitions: 8 tasks a shuffle stage on a few hundred rows)
+SPARK_ARGS = ("--spark-master", SPARK_MASTER, *(f"--spark-conf={k}={v}" for k, v in SPARK_CONF.items()))
+
 
 @pytest.fixture(scope="session")
 def spark_session():
@@ -391,6 +399,15 @@ def spark_session():
 
 
 SPARK_FILES = ("test_spark.py", "test_spark_ingest.py", "test_spark_pruning.py")
+# Tests of the Spark files that start no Spark (DuckDB runs of the Spark texts) and take seconds: units of their
+# own (a module fixture's tests share one), run by the other worker meanwhile instead of lengthening the Spark
+# unit, the longest of the suite. A test here that asks for the spark_session is a collection error (it would
+# start a second JVM on its worker).
+SPARK_FREE = {
+    "test_spark.py::test_the_range_join_form_of_memsplit_binding_finds_the_same_episode_requests": "memsplit_con",
+    "test_spark.py::test_every_query_of_the_analyses_transpiles": "memsplit_con",
+    "test_spark_pruning.py::test_the_cost_form_of_the_join_gives_the_files_rows": "cost_form",
+}
 # Files whose module fixture is dear (a local S3 server): all their tests on one worker, which starts it once.
 ONE_WORKER_FILES = ("test_store_remote.py",)
 # Tests that ask the question of a golden command (once_per_session, keyed by the command line) run on the
@@ -405,7 +422,8 @@ def work_unit(nodeid: str) -> str:
     (once_per_session is per process); else the test alone."""
     file, _, test = nodeid.rsplit("/", 1)[-1].partition("::")
     if file in SPARK_FILES:
-        return "spark"
+        free = SPARK_FREE.get(f"{file}::{test.split('[', 1)[0]}")
+        return f"spark-free:{free}" if free else "spark"
     if file in ONE_WORKER_FILES:
         return file
     golden = WITH_GOLDEN.get(f"{file}::{test}")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import run_cli
+from conftest import SPARK_ARGS, run_cli
 
 from attribution import analyses, queries
 from attribution.db import fetch
@@ -356,7 +356,7 @@ def _plain_report(text: str) -> dict:
     doc = json.loads(text)
     for key in ("engine", "spark_master", "spark_conf"):
         doc["settings"].pop(key, None)
-    doc["settings"]["from"].pop("engine", None)
+        doc["settings"]["from"].pop(key, None)
     return doc
 
 
@@ -376,7 +376,7 @@ def reports(small_sample, spark_session) -> dict[str, tuple[str, object]]:
     out = {}
     with pytest.MonkeyPatch.context() as m:
         m.setattr(build, "run_analyses", lambda *a, **k: inputs.append(run(*a, **k)) or inputs[-1])
-        for engine, extra in (("duck", []), ("spark", ["--engine", "spark"])):
+        for engine, extra in (("duck", []), ("spark", ["--engine", "spark", *SPARK_ARGS])):
             res = CliRunner().invoke(app, [*args, *extra])
             assert res.exit_code == 0, (res.output, res.exception)
             out[engine] = (res.stdout, inputs[-1])

@@ -1,16 +1,19 @@
 """A date window on Spark reads only its days' partitions (attribution.spark.connection.connect_window, the
-days of attribution.pruning.plan) and gives DuckDB's whole-store answer for the same window: the sample store
-(six days) with windows cut at midnight, inside a day and relative to the newest request; Spark's plan
-prunes by the `day=` partition (`PartitionFilters`) and lists only the window's files. On the test session's
-one SparkSession (conftest's spark_session)."""
+days of attribution.pruning.plan) and gives DuckDB's whole-store answer for the same window: the `sample`
+scenario simulated small over its days (days_store) with windows cut at midnight, inside a day and relative
+to the newest request; Spark's plan prunes by the `day=` partition (`PartitionFilters`) and lists only the
+window's files. The `lengths` command with a window runs on the sample store itself (issue 20: the command's
+JSON on Spark is DuckDB's there), and so does the plan of the join (above SMALL_STORE_ROWS the views read the
+files in each query). On the test session's one SparkSession (conftest's spark_session)."""
 
 from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from conftest import SPARK_ARGS, run_cli
 from test_pruning import ANALYSES, INSIDE, MIDNIGHT, RELATIVE
 from test_spark import _close, assert_same
 
@@ -21,20 +24,49 @@ from attribution.layout import NULL_DAY, day_of
 from attribution.store import Store
 
 
-@pytest.fixture(scope="module")
-def pruned(sample_store, spark_session):
+def _pruned(path: Path):
     """(store, snapshot, DuckDB over the whole store, a function window -> (Spark connection, window))."""
     from attribution.spark.connection import connect_window
 
-    store = Store.open(sample_store)
+    store = Store.open(path)
     settings = Settings(engine="spark")
     return store, store.snapshot(), store.connect(), lambda w: connect_window(store, settings, *w)
 
 
+@pytest.fixture(scope="module")
+def pruned(sample_store, spark_session):
+    return _pruned(sample_store)
+
+
+@pytest.fixture(scope="module")
+def days_store(tmp_path_factory) -> Path:
+    """The `sample` scenario at 600 requests a member over sample_logs' days (the vLLM pods 2026-05-04 to
+    05-09, the SGLang pod 05-08 to 05-13; every source kind, every table partitioned by day): the windows of
+    tests/test_pruning.py cut it as they cut sample_logs (MIDNIGHT keeps engine_steps' 05-05 to 05-07 of ten
+    days), at a size where Spark's cost is its per-query overhead, not the 100k requests of the sample store
+    (20-45 s an analysis on local[2] under load). Prepared after its commit as a user's ingest is (the join
+    cache too, as the sample store's: Spark prunes the requests all the same)."""
+    from attribution.ingest import ingest
+    from attribution.simulate.output import simulate_to_dir
+
+    root = tmp_path_factory.mktemp("spark_days")
+    truth = simulate_to_dir("sample", root / "logs", requests=600, days=6, seed=5)
+    with pytest.MonkeyPatch.context() as m:
+        m.delenv("ATTRIBUTION_SUMMARIES", raising=False)
+        ingest([str(root / "logs")], root / "store", year=truth["year"], tz=truth["tz"])
+    assert list((root / "store").glob("_cache/*"))  # (the commit's join is cached)
+    return root / "store"
+
+
+@pytest.fixture(scope="module")
+def pruned_days(days_store, spark_session):
+    return _pruned(days_store)
+
+
 @pytest.mark.parametrize(("name", "window"), [("lengths", MIDNIGHT), ("concurrency", INSIDE),
                                               ("latency", RELATIVE)])
-def test_the_pruned_analysis_on_spark_is_duckdbs_on_the_whole_store(pruned, name, window):
-    _, _, duck, spark_window = pruned
+def test_the_pruned_analysis_on_spark_is_duckdbs_on_the_whole_store(pruned_days, name, window):
+    _, _, duck, spark_window = pruned_days
     con, w = spark_window(window)
     assert w == resolve_window(duck, *window)  # (a relative window's anchor from the newest days alone)
     want, got = ANALYSES[name](duck, w), ANALYSES[name](con, w)
@@ -48,8 +80,8 @@ def _files(con, view: str) -> list[str]:
     return sorted(con.spark.table(view).inputFiles())
 
 
-def test_spark_reads_only_the_windows_partitions_by_a_partition_filter(pruned):
-    store, snap, _, spark_window = pruned
+def test_spark_reads_only_the_windows_partitions_by_a_partition_filter(pruned_days):
+    store, snap, _, spark_window = pruned_days
     con, w = spark_window(MIDNIGHT)
     days = pruning.plan(store, snap, w.since, w.until, join_cache=False)
     assert days is not None and days["engine_steps"] == ("2026-05-05", "2026-05-07")
@@ -77,7 +109,7 @@ def test_the_lengths_command_on_spark_with_a_window_is_duckdbs(sample_store, spa
             "--format", "json"]
     code, duck, err = run_cli(capsys, *args)
     assert code == 0, err
-    code, spark, err = run_cli(capsys, *args, "--engine", "spark")
+    code, spark, err = run_cli(capsys, *args, "--engine", "spark", *SPARK_ARGS)
     assert code == 0, err
     # (numbers equal to 1e-9 relative: Spark and DuckDB may sum in another order)
     assert '"lengths"' in duck and _close(json.loads(spark), json.loads(duck))
