@@ -150,6 +150,25 @@ def test_extremes_at_once(tmp_path):
     read_everything(write_store(tmp_path / "store", rows), tmp_path)
 
 
+def test_an_engine_start_without_a_time_is_reported(tmp_path):
+    """An engine start whose first line had no time (engine_config.ts null, admitted), with what the memory split
+    needs: its section says "time unknown" in every format (the property test found the report raising on it)."""
+    t = datetime(2026, 5, 4, 12, tzinfo=UTC)
+    rows = {
+        "requests": conform("requests", pl.DataFrame({
+            "request_id": ["r1"], "source": ["vllm_log"], "source_kind": ["engine"], "deployment": ["pod-a"],
+            "arrival": [t], "finished": [t], "prompt_tokens": [100], "output_tokens": [10], "status": ["ok"]})),
+        "engine_config": conform("engine_config", pl.DataFrame({
+            "start_line": [1], "line": [1], "file": ["/logs/a.log"], "ts": pl.Series([None], dtype=TS),
+            "source": ["vllm_log"], "source_kind": ["engine"], "deployment": ["pod-a"], "engine": ["vllm"],
+            "model": ["Qwen3-Next-80B-A3B"], "kv_pool_tokens": [100_000], "available_kv_bytes": [10**10],
+            "max_running_requests": [64]})),
+    }
+    read_everything(write_store(tmp_path / "store", rows), tmp_path, windows=(None,))
+    md = next(tmp_path.glob("attribution-report-*.md")).read_text()
+    assert "pod-a (vllm, from time unknown)" in md
+
+
 @pytest.mark.parametrize("table", list(TABLES))
 def test_every_column_has_a_strategy(table):
     """A column added to the schema gets a domain (or a word list) here, or this fails."""

@@ -152,7 +152,9 @@ def memsplit_section(inp: Inputs) -> Section:
     s = Section("memsplit", "Memory split (hybrid models)", definitions=a.definitions)
     summary = a.tables["summary"]
     for r in summary.iter_rows(named=True):
-        text = f"{r['deployment']} ({r['engine']}, from {r['started']:%d %b %H:%M}): {r['status']}"
+        # a start whose first line had no time (admitted: engine_config.ts may be null) has none to show
+        started = f"{r['started']:%d %b %H:%M}" if r["started"] is not None else "time unknown"
+        text = f"{r['deployment']} ({r['engine']}, from {started}): {r['status']}"
         if r["status"] in ("resize", "short"):
             text += f"; now {r['current']}, recommended {r['recommended']}"
         if r["limit"] and r["limit"] != "none":
