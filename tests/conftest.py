@@ -27,9 +27,10 @@ if not os.environ.get("ATTRIBUTION_HYPOTHESIS_RANDOM"):
 UTF8 = strategies.characters(exclude_categories=("Cs",))
 
 
-# Tests that run for many seconds whatever the machine: started first, so that under `-n 2` (xdist hands out
+# Tests that run for many seconds whatever the machine (the browser tests of the dashboard: one unit of a minute,
+# ONE_WORKER_FILES): started first, so that under `-n 2` (xdist hands out
 # tests in collection order) neither worker is left alone with one of them at the end of the run.
-LONG = ("test_types.py::", "test_soak.py::")
+LONG = ("test_types.py::", "test_soak.py::", "test_dashboard_browser.py::")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -408,8 +409,10 @@ SPARK_FREE = {
     "test_spark.py::test_every_query_of_the_analyses_transpiles": "memsplit_con",
     "test_spark_pruning.py::test_the_cost_form_of_the_join_gives_the_files_rows": "cost_form",
 }
-# Files whose module fixture is dear (a local S3 server): all their tests on one worker, which starts it once.
-ONE_WORKER_FILES = ("test_store_remote.py",)
+# Files whose module fixture is dear (a local S3 server; a dashboard server and a Chromium tab on a simulated
+# store): all their tests on one worker, which starts it once. Spread as single tests, each worker that got one
+# started its own (two servers, two browsers, every page's first analysis twice).
+ONE_WORKER_FILES = ("test_store_remote.py", "test_dashboard_browser.py")
 # Tests that ask the question of a golden command (once_per_session, keyed by the command line) run on the
 # worker that runs that command, which computes it once for both.
 WITH_GOLDEN = {"test_report.py::test_an_early_cohort_of_8_requests_is_not_judged": "report3d"}

@@ -158,3 +158,15 @@ def test_a_workload_filter_redraws_the_lengths_page(server, app):
     assert app.locator("[data-testid=stAlertContentError]").count() == 0
     assert app.locator("[data-testid=stDataFrame]").count() >= 1
     app.goto(server + "/", timeout=TIMEOUT_MS)  # a new session: every filter back to all for what follows
+
+
+def test_the_browser_tests_are_one_unit_of_work():
+    """Under xdist every test of this file runs on one worker (conftest.ONE_WORKER_FILES), which starts the
+    server and the browser once; the unit starts first (conftest.LONG), being a minute long."""
+    from conftest import LONG, work_unit
+
+    ids = [f"tests/{Path(__file__).name}::{t}" for t in (
+        "test_every_page_renders_in_chromium[overview]", "test_every_page_renders_in_chromium[health]",
+        "test_a_workload_filter_redraws_the_lengths_page", test_the_browser_tests_are_one_unit_of_work.__name__)]
+    assert len({work_unit(i) for i in ids}) == 1
+    assert all(any(k in i for k in LONG) for i in ids)
