@@ -23,7 +23,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from attribution import analyses, joincache, queries, thresholds
+from attribution import analyses, joincache, kept, queries, thresholds
 from attribution.analyses import Analysis, GroupBy, Selection, Window
 from attribution.analyses.common import Empty
 from attribution.columns import is_p_value, p_value_text
@@ -235,6 +235,7 @@ class Commit:
         cur.execute("set TimeZone = 'UTC'")  # (session settings: as attribution.views.connect sets them)
         cur.execute("set enable_progress_bar = false")
         joincache.share(self.con, cur)
+        kept.share(self.con, cur)
         # every view of the commit reads its Prometheus samples whole: their increases over a window are shared
         share_samples(cur, (str(self.store.root), self.snapshot.version))
         if flt.values():

@@ -108,15 +108,17 @@ def use(con: duckdb.DuckDBPyConnection, *, fallback_dir: Path | None = None) -> 
     if _definitions(con) != src.views:  # narrowed or redefined by the caller: leave them alone
         return False
     name = f"joined_requests-{src.version:020d}-{key(con)}.duckdb"
-    path = _ready(con, cache_dir(src.root) / name)
-    if path is None:  # the store is not writable (or the disk is full): a private copy for this connection
-        private = Path(tempfile.mkdtemp(prefix="attribution-join-", dir=fallback_dir))
-        weakref.finalize(con, shutil.rmtree, private, True)
-        path = _ready(con, private / name)
-        if path is None:
-            return False
     alias = f"joined_cache_{uuid.uuid4().hex[:8]}"
-    con.execute(f"attach $file as {alias} (read_only)", {"file": str(path)})
+    # (a built file is attached as found: checking it first would open the database twice)
+    if not _attach(con, cache_dir(src.root) / name, alias):
+        path = _ready(con, cache_dir(src.root) / name)
+        if path is None:  # the store is not writable (or the disk is full): a private copy for this connection
+            private = Path(tempfile.mkdtemp(prefix="attribution-join-", dir=fallback_dir))
+            weakref.finalize(con, shutil.rmtree, private, True)
+            path = _ready(con, private / name)
+            if path is None:
+                return False
+        con.execute(f"attach $file as {alias} (read_only)", {"file": str(path)})
     for table in TABLES:
         con.execute(f"create or replace view {table} as select * from {alias}.{table}")
     src.state, src.alias, src.views = "attached", alias, _definitions(con)
@@ -174,6 +176,27 @@ def _ready(con: duckdb.DuckDBPyConnection, path: Path) -> Path | None:
         raise
     _prune(path)
     return path
+
+
+def _attach(con: duckdb.DuckDBPyConnection, path: Path, alias: str) -> bool:
+    """Attach the built file `path` read-only as `alias` on `con`; False when there is none, or it is torn
+    (from a crash: removed, to be rebuilt)."""
+    if not path.is_file():
+        return False
+    try:
+        con.execute(f"attach $file as {alias} (read_only)", {"file": str(path)})
+    except duckdb.Error:
+        with contextlib.suppress(OSError):
+            path.unlink()
+        return False
+    names = {r[0] for r in con.execute("select table_name from duckdb_tables() where database_name = $db",
+                                       {"db": alias}).fetchall()}
+    if {*TABLES, CHOICES} <= names:
+        return True
+    con.execute(f"detach {alias}")
+    with contextlib.suppress(OSError):
+        path.unlink()
+    return False
 
 
 def _valid(path: Path) -> bool:

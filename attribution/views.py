@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import duckdb
 import polars as pl
 
-from attribution import joincache, layout, queries
+from attribution import joincache, kept, layout, queries
 from attribution.config import env
 from attribution.db import reading_store
 from attribution.errors import UsageError
@@ -157,6 +157,8 @@ def connect(store: Store, snapshot: Snapshot, *, days: Days | dict[str, Days] | 
     # the join's inputs may build or attach it)
     if not store.remote and not any(_pruned(days, t) for t in JOIN_INPUTS):
         joincache.register(con, store.root, snapshot.version)
+    if not store.remote:  # (small results of this commit kept for the next command: attribution.kept)
+        kept.register(con, store.root, snapshot.version)
     return con
 
 

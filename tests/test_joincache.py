@@ -28,7 +28,7 @@ def _rows(con, table: str) -> pl.DataFrame:
 
 def _cached(store: Store) -> list[str]:
     d = joincache.cache_dir(store.root)
-    return sorted(p.name for p in d.iterdir()) if d.is_dir() else []
+    return sorted(p.name for p in d.glob("joined_requests-*")) if d.is_dir() else []
 
 
 def test_the_cache_holds_the_staging_rows_and_is_built_once_per_commit(sample_store):

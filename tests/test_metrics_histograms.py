@@ -206,9 +206,11 @@ def test_compare_by_window_on_histograms_alone(tmp_path, capsys):
 
 def test_a_report_reads_each_windows_increases_once(tmp_path, monkeypatch):
     """Inside shared_increases (a report's analyses) the same connection, window and table run the query once
-    and give the same rows; another window or table, or a call outside, runs it again."""
+    and give the same rows; another window or table runs it again; outside, what the commit kept on disk
+    (attribution.kept), else the query again."""
     from attribution import queries
     from attribution.histograms.analysis import shared_increases
+    from attribution.joincache import cache_dir
 
     con = ttft_store(tmp_path / "store").connect()
     ran: list[tuple] = []
@@ -226,7 +228,11 @@ def test_a_report_reads_each_windows_increases_once(tmp_path, monkeypatch):
         increases(con, later)
         increases(con, Window(T0, None), "counter")
         assert len(ran) == 3
-    increases(con, Window(T0, None))
+    assert increases(con, Window(T0, None)).equals(first)  # outside: the file the commit kept (attribution.kept)
+    assert len(ran) == 3
+    for kept in cache_dir(tmp_path / "store").glob("metric_increase-*"):
+        kept.unlink()
+    increases(con, Window(T0, None))  # without the file: computed again
     assert len(ran) == 4 and first["increase"].sum() > 0
     # a report on this store: every analysis asking the window's histogram increases shares one read
     ran.clear()

@@ -16,7 +16,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from attribution import queries
+from attribution import kept, queries
 from attribution.analyses.common import Analysis, Selection, Window, parse_when, percentile_list
 from attribution.errors import UsageError
 from attribution.histograms.catalogue import DEFINITIONS, LABEL, LATENCY, LENGTHS
@@ -66,6 +66,8 @@ def shared_increases() -> Iterator[None]:
 _SAMPLES: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, tuple[Any, ...]] = weakref.WeakKeyDictionary()
 _KEPT: OrderedDict[tuple[Any, ...], pl.DataFrame] = OrderedDict()
 KEEP = 16  # windows x tables (a few KB each: one row per series part)
+# what queries/metric_increase.sql reads on a store connection (the raw views name the Parquet files)
+SAMPLE_VIEWS = ("metric_histograms", "raw_metric_histograms", "metric_counters", "raw_metric_counters")
 _KEPT_LOCK = threading.Lock()
 
 
@@ -81,14 +83,17 @@ def increases(con: duckdb.DuckDBPyConnection, window: Window, table: str = "hist
     if memo is not None and key in memo:
         return memo[key][1]
     name = _SAMPLES.get(con)
-    kept = None if name is None else (*name, window.since, window.until, table)
+    shared = None if name is None else (*name, window.since, window.until, table)
     with _KEPT_LOCK:
-        rows = _KEPT.get(kept) if kept is not None else None
-    if rows is None:
-        rows = queries.run(con, "metric_increase", kind=table, since=window.since, until=window.until)
-        if kept is not None:
+        rows = _KEPT.get(shared) if shared is not None else None
+    if rows is None:  # (a previous command on the commit may have kept them: attribution.kept)
+        rows = kept.kept(con, "metric_increase", (queries.load("metric_increase").sql, table, window.since,
+                                                  window.until), SAMPLE_VIEWS,
+                         lambda: queries.run(con, "metric_increase", kind=table, since=window.since,
+                                             until=window.until))
+        if shared is not None:
             with _KEPT_LOCK:
-                _KEPT[kept] = rows
+                _KEPT[shared] = rows
                 while len(_KEPT) > KEEP:
                     _KEPT.popitem(last=False)
     if memo is not None:
