@@ -11,6 +11,9 @@
 --   least XX% of the weighted time), span_s (weighted time), arrivals (NULL), lines.
 --   kv_tokens and the weights as int_concurrency_step_lines defines them.
 -- These are samples: a peak between two lines is missed.
+-- Computed from the time at each value (per deployment, metric and value: weighted time, lines, first instant),
+--   so the window sums run over distinct values; tests/oracle/concurrency_sampled_lines.sql states the same
+--   answer line by line (tests/test_concurrency.py compares them).
 -- Not transpiled: `generate_subscripts` (sqlglot leaves it as it is; Spark has no such function) and the
 --   ordered list aggregate `list(v order by i)` (sqlglot drops the order): on Spark the percentile index from
 --   sequence and element_at, the ordered list from a sorted collect_list of structs; tests/test_spark.py
@@ -21,18 +24,26 @@ long as (
     unpivot int_concurrency_step_lines on running, waiting, in_system, kv_tokens into name metric value value
 ),
 
-peaks as (
-    select deployment, metric, max(value) as peak, count(*) as lines
+-- the time at each value (a line weighted by its dur), per deployment and metric: the percentiles, mean and peak
+-- follow from it, so the window sums below run over distinct values, not over every line
+hist as (
+    select
+        deployment, metric, value,
+        sum(dur) as dur,
+        sum(value * dur) as value_dur,
+        count(*) as lines,
+        min(ts) as first_ts
     from long
     group by all
 ),
 
 cumulative as (
     select
-        deployment, metric, value, ts, dur,
+        deployment, metric, value, dur, value_dur, lines, first_ts,
         sum(dur) over (partition by deployment, metric order by value) as cum,
-        sum(dur) over (partition by deployment, metric) as total
-    from long
+        sum(dur) over (partition by deployment, metric) as total,
+        max(value) over (partition by deployment, metric) as peak
+    from hist
 ),
 
 quantiles as (
@@ -66,17 +77,16 @@ final as (
         c.deployment,
         null::varchar as grp,
         c.metric,
-        p.peak,
-        min(c.ts) filter (where c.value = p.peak) as peak_at,
-        coalesce(sum(c.value * c.dur) / nullif(sum(c.dur), 0), avg(c.value)) as mean,
+        max(c.peak) as peak,
+        min(c.first_ts) filter (where c.value = c.peak) as peak_at,
+        coalesce(sum(c.value_dur) / nullif(sum(c.dur), 0), sum(c.value * c.lines) / sum(c.lines)) as mean,
         any_value(l.q) as q,
         max(c.total) / 1e6 as span_s,
         null::bigint as arrivals,
-        p.lines
+        sum(c.lines)::bigint as lines
     from cumulative as c
-    join peaks as p on p.deployment = c.deployment and p.metric = c.metric
     join listed as l on l.deployment = c.deployment and l.metric = c.metric
-    group by c.deployment, c.metric, p.peak, p.lines
+    group by c.deployment, c.metric
 )
 
 select * from final

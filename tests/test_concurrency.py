@@ -164,6 +164,59 @@ def test_engine_steps_only_are_sampled_and_labelled():
     assert any("sampled" in n and "pod-s" in n for n in res.notes)
 
 
+def _sampled_matches_lines(con, sel, deployments: list[str]) -> pl.DataFrame:
+    """queries/concurrency_sampled.sql (the time at each value first) gives the rows of the line-by-line
+    oracle tests/oracle/concurrency_sampled_lines.sql: peaks, peak_at, percentiles, spans and line counts
+    exactly, means exactly where the values are whole (running, waiting, in_system), else to 1e-12."""
+    import oracle
+
+    sel.materialize("int_concurrency_step_lines", deployments=deployments, max_gap_s=60.0)
+    qs = sweep.quantile_fractions([0.0, 10.0, 50.0, 90.0, 95.0, 99.0, 99.9, 100.0])
+    order = ["deployment", "metric"]
+    got = sel.run("concurrency_sampled", quantiles=qs).sort(order)
+    want = oracle.run(con, "concurrency_sampled_lines", quantiles=qs).sort(order)
+    assert got.schema == want.schema and got.height == want.height
+    assert got.drop("mean").equals(want.drop("mean"))
+    whole = pl.col("metric") != "kv_tokens"
+    assert got.filter(whole)["mean"].equals(want.filter(whole)["mean"])
+    assert got.filter(~whole)["mean"].to_list() == pytest.approx(want.filter(~whole)["mean"].to_list(), rel=1e-12)
+    return got
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_sampled_stats_from_the_time_at_each_value_equal_the_lines(seed):
+    """Step lines with tied values, tied instants, gaps beyond max_gap_s, missing waiting and KV figures,
+    fractional KV usage and a deployment whose lines are all at one instant (no weighted time: the mean is the
+    lines' average)."""
+    rng = np.random.default_rng(seed)
+    frames = []
+    for k, n in enumerate((400, 150)):
+        t = np.cumsum(rng.choice([0, 1, 2, 5, 90], size=n, p=[0.1, 0.4, 0.3, 0.15, 0.05]))
+        rows = [(int(t[i]), int(rng.integers(0, 6)), None if rng.random() < 0.1 else int(rng.integers(0, 3)),
+                 None if rng.random() < 0.1 else float(rng.random())) for i in range(n)]
+        frames.append(_steps(f"pod-{k}", rows))
+    frames.append(_steps("pod-2", [(7, 1, 0, 0.25), (7, 4, 2, 0.5), (7, 2, 1, 0.125)]))
+    config = pl.DataFrame({"ts": [T0] * 3, "deployment": ["pod-0", "pod-1", "pod-2"], "kv_pool_tokens": [1000, 777, 50],
+                           "start_line": [1, 1, 1]})
+    con = frames_connection(_requests([(0, 0.0, 1.0, 2.0, 1, 1)]), engine_steps=pl.concat(frames),
+                            engine_config=config)
+    got = _sampled_matches_lines(con, select(con), ["pod-0", "pod-1", "pod-2"])
+    one_instant = got.filter(pl.col("deployment") == "pod-2")
+    assert one_instant["span_s"].to_list() == [0.0] * 4
+    assert one_instant["mean"].to_list() == pytest.approx([10 / 3, 43.75 / 3, 7 / 3, 1.0])  # in_system, kv, running, waiting
+    _sampled_matches_lines(con, select(con, since=T0 + timedelta(seconds=100), until=T0 + timedelta(seconds=400)),
+                           ["pod-0", "pod-1"])
+
+
+def test_sampled_stats_from_the_time_at_each_value_equal_the_lines_on_the_sample_logs(sample_store):
+    con = Store.open(sample_store).connect()
+    deps = [d for (d,) in con.execute("select distinct deployment from engine_steps where running is not null"
+                                      ).fetchall()]
+    assert _sampled_matches_lines(con, select(con), deps)["lines"].sum() > 10_000
+    first = fetch(con, "select min(ts) from engine_steps").item()
+    _sampled_matches_lines(con, select(con, since=first + timedelta(days=1), until=first + timedelta(days=2)), deps)
+
+
 def test_real_vllm_log_is_sampled_with_published_maxima(tmp_path):
     ingest([str(shared("traces", "vllm_server_logs", "01_2026_05_09_vllm_log_dump.txt"))], tmp_path / "s",
            year=2026, tz="UTC", deployment="spark")
