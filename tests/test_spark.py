@@ -233,6 +233,20 @@ def test_the_transpiler_tells_a_list_from_a_string_and_unnests_with_subscripts()
         to_spark("select generate_subscripts(h, 1) as i from t", cols.__getitem__, "x")
 
 
+def test_a_local_session_jits_with_the_quick_compiler_alone():
+    """On a local master (the default) the JVM starts with C1 alone and the serial collector (a command's JVM
+    is too short-lived for C2 to pay back); not on a cluster's master, and the caller's own JVM options win."""
+    from attribution.spark.session import DEFAULT_CONF, session_conf
+
+    quick = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+    for master in (None, "local[2]", "local[*]"):
+        conf = session_conf(master, {"spark.sql.shuffle.partitions": "3"})
+        assert conf["spark.driver.extraJavaOptions"] == quick and conf["spark.sql.shuffle.partitions"] == "3"
+        assert DEFAULT_CONF.items() - {("spark.sql.shuffle.partitions", DEFAULT_CONF["spark.sql.shuffle.partitions"])} <= conf.items()
+    assert "spark.driver.extraJavaOptions" not in session_conf("spark://head:7077")
+    assert session_conf("local[2]", {"spark.driver.extraJavaOptions": "-Xss4m"})["spark.driver.extraJavaOptions"] == "-Xss4m"
+
+
 def test_the_dashboard_under_engine_spark_says_it_reads_with_duckdb(monkeypatch):
     """The dashboard has no Spark path: under engine = spark it says so in one line (CLI and sidebar)."""
     from attribution.config import load_settings

@@ -22,6 +22,11 @@ DEFAULT_CONF = {
     "spark.sql.shuffle.partitions": "8",
     "spark.sql.session.timeZone": "UTC",  # our timestamps are UTC instants; never the JVM's zone
 }
+# A local master's JVM lives for one command: HotSpot's optimizing compiler (C2) spent 46% of its CPU on the
+# sample store (38 of 83 s for `lengths`, profiled per JVM thread), compiling code the command is over before
+# it pays back. The quick compiler alone (C1) and the serial collector: the same answers for 0.6x the CPU
+# (bench/scale/README.md). Not applied on a cluster, nor when the caller gives its own JVM options.
+LOCAL_CONF = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
 
 
 def parse_conf(pairs: Iterable[str]) -> dict[str, str]:
@@ -45,6 +50,12 @@ def require() -> None:
         raise UsageError("--engine spark needs a Java runtime (17 or later) on PATH or in JAVA_HOME")
 
 
+def session_conf(master: str | None = None, conf: dict[str, str] | None = None) -> dict[str, str]:
+    """The settings a session starts with: DEFAULT_CONF, LOCAL_CONF on a local master, then the caller's."""
+    local = LOCAL_CONF if (master or DEFAULT_MASTER).startswith("local") else {}
+    return {**DEFAULT_CONF, **local, **(conf or {})}
+
+
 def get_session(master: str | None = None, conf: dict[str, str] | None = None) -> SparkSession:
     """The process's SparkSession (created on first use; a later call with other settings gets the same one,
     as Spark itself does)."""
@@ -57,7 +68,7 @@ def get_session(master: str | None = None, conf: dict[str, str] | None = None) -
         # names the executors' Python.
         set_default_env("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master or DEFAULT_MASTER).appName("attribution")
-    for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
+    for key, value in session_conf(master, conf).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
