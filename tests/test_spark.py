@@ -233,6 +233,38 @@ def test_the_transpiler_tells_a_list_from_a_string_and_unnests_with_subscripts()
         to_spark("select generate_subscripts(h, 1) as i from t", cols.__getitem__, "x")
 
 
+def test_a_local_session_on_a_small_store_jits_with_the_quick_compiler_alone(sample_store, monkeypatch):
+    """On a local master (the default) and a small store the JVM starts with C1 alone and the serial collector
+    (a command's JVM is too short-lived for C2 to pay back there); not on a bigger store, not on a cluster's
+    master, and the caller's own JVM options win. connect_settings decides by the snapshot's request rows."""
+    from attribution.config import load_settings
+    from attribution.spark import connection, session
+    from attribution.spark.session import DEFAULT_CONF, session_conf
+
+    quick = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+    for master in (None, "local[2]", "local[*]"):
+        conf = session_conf(master, {"spark.sql.shuffle.partitions": "3"}, quick_jit=True)
+        assert conf["spark.driver.extraJavaOptions"] == quick and conf["spark.sql.shuffle.partitions"] == "3"
+        assert {k: v for k, v in DEFAULT_CONF.items() if k != "spark.sql.shuffle.partitions"}.items() <= conf.items()
+        assert "spark.driver.extraJavaOptions" not in session_conf(master)
+    assert "spark.driver.extraJavaOptions" not in session_conf("spark://head:7077", quick_jit=True)
+    assert session_conf("local[2]", {"spark.driver.extraJavaOptions": "-Xss4m"}, quick_jit=True
+                        )["spark.driver.extraJavaOptions"] == "-Xss4m"
+    asked: list[bool] = []
+
+    def fake_session(master, conf, *, quick_jit=False):
+        asked.append(quick_jit)
+        raise RuntimeError("no Spark here")
+
+    monkeypatch.setattr(session, "get_session", fake_session)
+    store = Store.open(sample_store)  # 205,702 request rows
+    for rows, want in ((300_000, True), (205_702, True), (205_701, False)):
+        monkeypatch.setattr(connection, "QUICK_JIT_ROWS", rows)
+        with pytest.raises(RuntimeError):
+            connection.connect_settings(store, store.snapshot(), load_settings({}))
+        assert asked[-1] is want
+
+
 def test_the_dashboard_under_engine_spark_says_it_reads_with_duckdb(monkeypatch):
     """The dashboard has no Spark path: under engine = spark it says so in one line (CLI and sidebar)."""
     from attribution.config import load_settings

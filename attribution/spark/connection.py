@@ -191,6 +191,13 @@ def keep_small(con: SparkConnection, snapshot: Snapshot) -> None:
         con.view(name, con.spark.table(name).localCheckpoint(eager=True))
 
 
+# At most this many `requests` rows (engine and gateway sides) in the snapshot, a local JVM started for it
+# compiles with C1 alone (attribution.spark.session.LOCAL_CONF): measured 0.60-0.64x the CPU at 206k rows (the
+# sample store), 1.15x at 2.06M (C2's code pays there); the threshold sits below the crossover (~1M rows if the
+# tasks' share grows linearly: not measured between).
+QUICK_JIT_ROWS = 600_000
+
+
 def connect_settings(store: Store, snapshot: Snapshot, settings: Settings,
                      days: dict[str, Days] | None = None) -> SparkConnection:
     """The Spark views of `snapshot` (only `days`' partitions, where given) with the settings' workload names,
@@ -199,7 +206,8 @@ def connect_settings(store: Store, snapshot: Snapshot, settings: Settings,
     from attribution.config import workload_map
     from attribution.spark.session import get_session, parse_conf
 
-    session = get_session(settings.spark_master, parse_conf(settings.spark_conf))
+    quick = sum(int(e.get("rows") or 0) for e in snapshot.data.values() if e.get("table") == "requests") <= QUICK_JIT_ROWS
+    session = get_session(settings.spark_master, parse_conf(settings.spark_conf), quick_jit=quick)
     return connect(store, snapshot, session, workload_map(settings), days)
 
 

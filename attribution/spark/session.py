@@ -22,6 +22,13 @@ DEFAULT_CONF = {
     "spark.sql.shuffle.partitions": "8",
     "spark.sql.session.timeZone": "UTC",  # our timestamps are UTC instants; never the JVM's zone
 }
+# A local master's JVM lives for one command: on a small store HotSpot's optimizing compiler (C2) spent 46% of
+# its CPU (38 of 83 s for `lengths` on the 100k-request sample store, profiled per JVM thread), compiling code
+# the command is over before it pays back; the quick compiler alone (C1) and the serial collector give the same
+# answers for 0.6x the CPU. On a 1M-request store the tasks' work dominates and C2's code pays: C1 alone cost
+# 1.15x (bench/scale/README.md). So only for a small store (attribution.spark.connection.QUICK_JIT_ROWS), on a
+# local master, when the caller gives no JVM options of its own.
+LOCAL_CONF = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
 
 
 def parse_conf(pairs: Iterable[str]) -> dict[str, str]:
@@ -45,9 +52,18 @@ def require() -> None:
         raise UsageError("--engine spark needs a Java runtime (17 or later) on PATH or in JAVA_HOME")
 
 
-def get_session(master: str | None = None, conf: dict[str, str] | None = None) -> SparkSession:
+def session_conf(master: str | None = None, conf: dict[str, str] | None = None, *, quick_jit: bool = False
+                 ) -> dict[str, str]:
+    """The settings a session starts with: DEFAULT_CONF, LOCAL_CONF on a local master when `quick_jit` (a
+    small store), then the caller's."""
+    local = LOCAL_CONF if quick_jit and (master or DEFAULT_MASTER).startswith("local") else {}
+    return {**DEFAULT_CONF, **local, **(conf or {})}
+
+
+def get_session(master: str | None = None, conf: dict[str, str] | None = None, *, quick_jit: bool = False
+                ) -> SparkSession:
     """The process's SparkSession (created on first use; a later call with other settings gets the same one,
-    as Spark itself does)."""
+    as Spark itself does); `quick_jit`: the JVM of a local master compiles with C1 alone (session_conf)."""
     require()
     from pyspark.sql import SparkSession
 
@@ -57,7 +73,7 @@ def get_session(master: str | None = None, conf: dict[str, str] | None = None) -
         # names the executors' Python.
         set_default_env("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master or DEFAULT_MASTER).appName("attribution")
-    for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
+    for key, value in session_conf(master, conf, quick_jit=quick_jit).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
