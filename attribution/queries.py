@@ -192,6 +192,26 @@ def create_view(con: duckdb.DuckDBPyConnection, name: str, view: str | None = No
         reading_store(lambda: con.execute(f"create or replace {'temp ' if temp else ''}view {view or name} as {q.sql}"))
 
 
+@contextmanager
+def alias(con: duckdb.DuckDBPyConnection, view: str, table: str) -> Iterator[None]:
+    """The temporary view `view` over the temporary table `table` (either engine) for the statements inside,
+    both dropped after: queries reading the file name `view` read rows another file made (queries/README.md,
+    "Names that are not files")."""
+    if (spark := _spark(con)) is not None:
+        spark.alias(view, table)
+    else:
+        con.execute(f"create or replace temp view {view} as select * from {table}")
+    try:
+        yield
+    finally:
+        if spark is not None:
+            spark.drop(view)
+            spark.drop(table)
+        else:
+            con.execute(f"drop view if exists {view}")
+            con.execute(f"drop table if exists {table}")
+
+
 def inline(con: duckdb.DuckDBPyConnection, sql: str) -> pl.DataFrame:
     """The rows of a one-line question in DuckDB SQL, too small for a file of its own, on either engine
     (transpiled on Spark as a query file is)."""

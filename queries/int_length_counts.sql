@@ -1,8 +1,8 @@
 -- Question: how many requests had each prompt, output and cached length per group, from the per-day counts?
 -- Grain: one row per (grp, metric, length), summed over the days' files of length_counts_by_day.sql, of the
---   days in [$since_day, $until_day) and the requests the dashboard's filters keep; the same rows as counting
---   int_request_lengths.sql on a window of whole UTC days (the grp is int_analysis_requests.sql's, group_label,
---   the filter values attribution.dashboard's _REQUEST_VALUE), plus the `requests` rows (length 0).
+--   days in [$since_day, $until_day) and the requests the dashboard's filters keep; the rows of
+--   int_request_length_counts.sql on a window of whole UTC days (the grp is int_analysis_requests.sql's,
+--   group_label, the filter values attribution.dashboard's _REQUEST_VALUE), plus the `requests` rows (length 0).
 -- Parameters: $files (VARCHAR[]: Parquet files of length_counts_by_day rows), $by (as int_analysis_requests),
 --   $since_day, $until_day (VARCHAR 'YYYY-MM-DD' or NULL: an open end; with either end set the requests with
 --   no time, day 'none', are out of the window), $deployments, $workloads, $labels, $versions (VARCHAR[];

@@ -1,7 +1,7 @@
 -- Question: how many requests of each day had each prompt, output and cached length, in each group any `by`
 --   can ask for (the per-day summary the dashboard's first look merges, summaries/days.py)?
 -- Grain: one row per (day, workload, model, deployment, label, engine, engine_version, metric, length) with at
---   least one request, for the days in $days; the rows int_request_lengths.sql would give, counted; and per
+--   least one request, for the days in $days; the rows int_request_length_counts.sql gives, by day; and per
 --   group of a day one row of metric `requests` (length 0, n = the group's requests, lengths known or not:
 --   a filtered page's request count, analysis_requests_in_window.sql's, summed over the days it keeps).
 -- Parameters: $days (VARCHAR[]: days as length_counts_day_digest.sql names them).

@@ -1,8 +1,11 @@
--- Question: length_histogram_by_group.sql's answer, from counted lengths (int_length_counts.sql) instead of
---   one row per request (the first look's merge of per-day counts, summaries/days.py).
--- Grain: one row per (grp, metric, bin) holding at least one request, as length_histogram_by_group.sql.
--- Parameters: $bins_per_decade (INTEGER); reads int_length_counts.
--- Columns: those of length_histogram_by_group.sql.
+-- Question: how are prompt, output and cached lengths distributed per group, on log-spaced bins for charts?
+-- Grain: one row per (grp, metric, bin) holding at least one request; bins are $bins_per_decade per power of
+--   ten: bin i holds lengths L with i <= bins_per_decade * log10(L) < i + 1; lengths of 0 get bin -1.
+-- Parameters: $bins_per_decade (INTEGER, e.g. 10); reads int_length_counts, the requests counted per (grp,
+--   metric, length), as length_stats_from_counts.sql.
+-- Columns: grp, metric, bin, lo, hi (the integer lengths in the bin are lo <= L < hi), requests, tokens,
+--   request_share, token_share (of the group's requests and tokens for that metric: the count-weighted and
+--   the token-weighted views), cum_request_share, cum_token_share (up to and including the bin).
 with
 
 counts as (
@@ -15,7 +18,7 @@ binned as (
         metric,
         length,
         n,
-        -- as length_histogram_by_group.sql (the 1e-9 keeps exact powers of ten in their own bin)
+        -- the 1e-9 keeps exact powers of ten in their own bin; integers below 1e8 are never that close to an edge
         case when length <= 0 then -1 else floor(log10(length) * $bins_per_decade + 1e-9)::integer end as bin
     from counts
 ),

@@ -1,10 +1,19 @@
--- Question: length_stats_by_group.sql's answer, from counted lengths (int_length_counts.sql) instead of one row
---   per request: the first look merges per-day counts (summaries/days.py) without reading every request.
--- Grain: one row per (grp, metric), as length_stats_by_group.sql.
--- Parameters: $quantiles (DOUBLE[] of fractions); reads int_length_counts.
--- Columns: those of length_stats_by_group.sql, except q: in its place q_lo, q_hi (the order statistics at
---   floor and ceil of (requests - 1) * quantile) and q_rn ((requests - 1) * quantile), per quantile in order,
---   which summaries/days.py interpolates as DuckDB's quantile_cont does (bit for bit; tests/test_summary_days.py).
+-- Question: how long are prompts, outputs and cached prefixes per group, counted by requests and by tokens?
+-- Grain: one row per (grp, metric); metric is prompt_tokens, output_tokens or cached_tokens.
+-- Parameters: $quantiles (DOUBLE[] of fractions); reads int_length_counts, the requests counted per (grp, metric,
+--   length): the window's (int_request_length_counts.sql, behind that name as a temporary view) or the per-day
+--   counts' (int_length_counts.sql).
+-- Columns: grp, metric, requests (requests whose source gave the count), tokens (their sum), mean (exactly
+--   DuckDB's avg over the requests), q_lo, q_hi (the order statistics at floor and ceil of (requests - 1) *
+--   quantile) and q_rn ((requests - 1) * quantile), per quantile of $quantiles in order, which
+--   attribution.analyses.lengths interpolates into DuckDB's quantile_cont bit for bit (tests/test_lengths.py
+--   compares with tests/oracle/length_stats_per_request.sql), max, tok_p50, tok_p90, tok_p95, tok_p99
+--   (token-weighted: the smallest length L such that requests of length <= L hold at least that share of the
+--   tokens), top1_token_share (share of the tokens in the longest 1% of requests, ceil(requests / 100) of them).
+-- Not transpiled: the mean's `::hugeint` (Spark has no such type: there the sums divide as DOUBLE), the two
+--   `unnest` in one select (Spark allows one generator there) and the ordered list aggregate `list(lo order by
+--   i)` (sqlglot drops the order): on Spark the quantile's index from sequence and element_at, the ordered lists
+--   from a sorted collect_list of structs; tests/test_spark.py checks the two agree.
 with
 
 counts as (
@@ -30,7 +39,11 @@ stats as (
         metric,
         sum(n)::bigint as requests,
         sum(length * n)::bigint as tokens,
+-- @duckdb
         sum(length * n)::hugeint / sum(n) as mean,
+-- @spark
+        sum(length * n) / sum(n) as mean,
+-- @end
         max(length) as max,
         min(length) filter (where cum_tokens >= 0.5 * total_tokens) as tok_p50,
         min(length) filter (where cum_tokens >= 0.9 * total_tokens) as tok_p90,
@@ -44,7 +57,12 @@ stats as (
 ),
 
 wanted as (
+-- @duckdb
     select unnest($quantiles::double[]) as quantile, unnest(range(len($quantiles::double[]))) as i
+-- @spark
+    select element_at(qs, i + 1) as quantile, i
+    from (select qs, explode(sequence(0, size(qs) - 1)) as i from (select $quantiles::double[] as qs))
+-- @end
 ),
 
 positions as (
@@ -64,7 +82,16 @@ order_stats as (
 ),
 
 quantiles as (
+-- @duckdb
     select grp, metric, list(lo order by i) as q_lo, list(hi order by i) as q_hi, list(rn order by i) as q_rn
+-- @spark
+    select
+        grp,
+        metric,
+        transform(array_sort(collect_list(struct(i, lo))), x -> x.lo) as q_lo,
+        transform(array_sort(collect_list(struct(i, hi))), x -> x.hi) as q_hi,
+        transform(array_sort(collect_list(struct(i, rn))), x -> x.rn) as q_rn
+-- @end
     from order_stats
     group by grp, metric
 ),

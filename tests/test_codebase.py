@@ -80,18 +80,29 @@ def test_the_private_import_rule_flags_what_it_should(tmp_path: Path):
 
 
 def test_a_temporary_table_made_from_a_query_file_is_named_as_the_file():
-    """queries/README.md: `materialize(con, "int_x")` makes the table int_x; a view over a file is named as it."""
+    """queries/README.md: `materialize(con, "int_x")` makes the table int_x; a view over a file is named as it.
+    A temporary view alias (`queries.alias(con, view, table)`, "Names that are not files") puts a table made from
+    one file behind another file's name: both names are files, written out in the call, and the README lists
+    the alias."""
     import re
 
-    found = []
+    found, aliases, calls = [], [], 0
     for f in (REPO / "attribution").rglob("*.py"):
         text = f.read_text()
         for file, table in re.findall(r'materialize\([^,()]+,\s*"(\w+)",\s*"(\w+)"', text):
             found += [f"{f.name}: {file}.sql as {table}"] if file != table else []
         for name, file in re.findall(r'temp (?:view|table) (\w+) as[^"]*"\s*\+\s*queries\.load\("(\w+)"\)', text):
             found += [f"{f.name}: {file}.sql as {name}"] if file != name else []
+        calls += len(re.findall(r"\bqueries\.alias\(", text))
+        aliases += re.findall(r'\bqueries\.alias\([^,()]+,\s*"(\w+)",\s*"(\w+)"\)', text)
     assert not found, found
     assert (REPO / "queries" / "int_threshold_requests.sql").exists()
+    assert aliases and len(aliases) == calls, "a queries.alias call whose names are not written out"
+    readme = (REPO / "queries" / "README.md").read_text()
+    listed = readme[readme.index("## Names that are not files"):]
+    for view, table in aliases:
+        assert (REPO / "queries" / f"{view}.sql").exists() and (REPO / "queries" / f"{table}.sql").exists()
+        assert f"`{view}`" in listed and f"`{table}`" in listed, f"queries/README.md does not list {table} as {view}"
 
 
 @pytest.mark.parametrize("sql", sorted((REPO / "queries").glob("*.sql")), ids=lambda p: p.name)

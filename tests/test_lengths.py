@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import random
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -15,7 +16,7 @@ import pytest
 from conftest import shared
 
 from attribution.analyses import lengths, select
-from attribution.analyses.common import frames_connection
+from attribution.analyses.common import frames_connection, percentile_list, spread_percentiles
 from attribution.errors import UsageError
 from attribution.ingest import ingest
 from attribution.store import Store
@@ -97,6 +98,37 @@ def test_percentiles_equal_numpy_linear_and_bins_equal_numpy_histogram():
     counts, _ = np.histogram(x, bins=edges)
     got = dict(zip(hist["lo"].to_list(), hist["requests"].to_list(), strict=True))
     assert got == {int(lo): int(c) for lo, c in zip(edges[:-1], counts, strict=True) if c}
+
+
+METRICS = ("prompt_tokens", "output_tokens", "cached_tokens")
+ODD_PERCENTILES = (50.0, 90.0, 95.0, 99.0, 99.9, 25.0, 12.3, 77.7)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_counts_give_duckdbs_avg_and_quantile_cont_over_the_requests_bit_for_bit(seed):
+    """The stats from the lengths counted per (grp, metric, length) (length_stats_from_counts.sql, interpolated
+    in attribution.analyses.lengths) equal DuckDB's count, sum, avg, quantile_cont and max over the requests
+    themselves (tests/oracle/length_stats_per_request.sql) to the bit: skewed lengths with ties, zeros, unknown
+    counts, a group of one request and requests before the window."""
+    import oracle
+
+    rng = random.Random(seed)
+    workload: list[str | None] = []
+    cols: dict[str, list[int | None]] = {m: [] for m in METRICS}
+    for g, size in (("a", rng.randint(2, 4000)), ("b", 1), (None, rng.randint(2, 50)), ("c", 2)):
+        workload += [g] * size
+        for m in METRICS:
+            cols[m] += [None if rng.random() < 0.05 else 0 if rng.random() < 0.05
+                        else int(rng.random() * rng.random() * 40000) for _ in range(size)]
+    arrival = [T0 + timedelta(minutes=rng.randint(-60, 600)) for _ in workload]
+    con = frames_connection(_requests(workload=workload, arrival=arrival, **cols))
+    pcts = percentile_list(ODD_PERCENTILES)
+    got = lengths(select(con, since=T0), percentiles=ODD_PERCENTILES).tables["stats"]
+    want = spread_percentiles(oracle.run(con, "length_stats_per_request", quantiles=[p / 100 for p in pcts]), pcts)
+    want = want.rename({"grp": "workload"}).sort("workload", "metric")
+    got = got.select(want.columns).sort("workload", "metric")
+    assert want.height >= 6 and got.schema == want.schema
+    assert got.equals(want, null_equal=True)
 
 
 def test_window_filters_on_arrival_and_relative_spans_count_back_from_the_newest():

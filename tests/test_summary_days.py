@@ -1,23 +1,20 @@
-"""Per-day length counts merged into the lengths page (attribution.summaries.days): the merge of counted lengths
-gives length_stats_by_group's and length_histogram_by_group's rows bit for bit (percentiles included), and on
-a store the merged page equals the page computed from every request as the store changes (a day added, a day
-re-touched, a file rotated), recounting only the days whose rows changed; a kill while counting leaves no
-half file under a day's name."""
+"""Per-day length counts merged into the lengths page (attribution.summaries.days): on a store the merged page
+equals the page computed from the window's requests (the same queries over the window's own counts; that
+those give DuckDB's avg and quantile_cont over the requests bit for bit, tests/test_lengths.py) as the store
+changes (a day added, a day re-touched, a file rotated), recounting only the days whose rows changed; a kill
+while counting leaves no half file under a day's name."""
 
 from __future__ import annotations
 
 import os
-import random
 import shutil
 from datetime import UTC, datetime, timedelta
 
-import duckdb
-import polars as pl
 import pytest
 from test_join import _slp, _store, _vllm_line
 from test_summary_pages import _equal
 
-from attribution import analyses, queries
+from attribution import analyses
 from attribution.analyses import Analysis
 from attribution.analyses.common import Empty
 from attribution.config import load_settings
@@ -26,40 +23,6 @@ from attribution.ingest import ingest
 from attribution.summaries import days, first_look, pages
 
 BASE = 1739446413.0  # 2025-02-13 11:33:33 UTC, the day test_join's store holds
-PCTS = [0.5, 0.9, 0.95, 0.99, 0.999, 0.25, 0.123, 0.777]
-
-
-def _lengths(seed: int) -> pl.DataFrame:
-    """Lengths in long form as int_request_lengths holds them: skewed, with ties, zeros and lone values."""
-    rng = random.Random(seed)
-    rows = []
-    for g, size in (("a", rng.randint(2, 4000)), ("b", 1), ("(none)", rng.randint(2, 50)), ("c", 2)):
-        for metric in ("prompt_tokens", "output_tokens", "cached_tokens"):
-            rows += [(g, metric, int(rng.random() * rng.random() * 40000) if rng.random() > 0.05 else 0)
-                     for _ in range(size)]
-    return pl.DataFrame(rows, schema={"grp": pl.String, "metric": pl.String, "length": pl.Int64}, orient="row")
-
-
-@pytest.mark.parametrize("seed", range(4))
-def test_counted_lengths_give_the_whole_computation_bit_for_bit(seed):
-    con = duckdb.connect()
-    long = _lengths(seed)
-    con.register("long_rows", long)
-    con.execute("create temp table int_request_lengths as select * from long_rows")
-    con.execute("create temp table int_length_counts as "
-                "select grp, metric, length, count(*)::bigint as n from long_rows group by all")
-    want = queries.run(con, "length_stats_by_group", quantiles=PCTS)
-    raw = queries.run(con, "length_stats_from_counts", quantiles=PCTS)
-    q = [[days.quantile_cont(lo, hi, rn) for lo, hi, rn in zip(*row, strict=True)]
-         for row in raw.select("q_lo", "q_hi", "q_rn").iter_rows()]
-    got = raw.drop("q_lo", "q_hi", "q_rn").insert_column(5, pl.Series("q", q, dtype=pl.List(pl.Float64)))
-    assert got.columns == want.columns and got.schema == want.schema
-    assert got.equals(want, null_equal=True)
-    for bins in (10, 3):
-        assert queries.run(con, "length_histogram_from_counts", bins_per_decade=bins).equals(
-            queries.run(con, "length_histogram_by_group", bins_per_decade=bins), null_equal=True)
-
-
 def _merged(root, bys: tuple[str, ...]) -> tuple[dict[str, Analysis], days.Counted]:
     """The lengths page grouped by each of `bys`, merged from the day counts of one view (counted once)."""
     st = load_settings()

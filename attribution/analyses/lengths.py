@@ -4,7 +4,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from fractions import Fraction
 
+import polars as pl
+
+from attribution import queries
 from attribution.analyses.common import (
     PERCENTILE_METHOD,
     Analysis,
@@ -35,16 +39,39 @@ def lengths(sel: Selection, *, bins_per_decade: int = 10, percentiles: Iterable[
     if bins_per_decade < 1:
         raise UsageError("bins per decade must be at least 1")
     pcts = percentile_list(percentiles)
-    sel.materialize("int_request_lengths")  # the window's lengths in long form, read by both queries
-    stats = spread_percentiles(sel.run("length_stats_by_group", quantiles=[q / 100 for q in pcts]), pcts)
-    hist = sel.run("length_histogram_by_group", bins_per_decade=bins_per_decade)
+    # the window's requests counted per (grp, metric, length): the rows the per-day counts give a whole-day
+    # window (summaries.days), under the name both queries read
+    sel.materialize("int_request_length_counts")
+    with queries.alias(sel.con, "int_length_counts", "int_request_length_counts"):
+        return from_counts(sel, pcts, bins_per_decade)
+
+
+def from_counts(sel: Selection, pcts: list[float], bins_per_decade: int) -> Analysis:
+    """The lengths analysis of the requests counted per (grp, metric, length) in `int_length_counts` on the
+    selection's connection (the window's, or the per-day counts' of summaries.days)."""
+    raw = queries.run(sel.con, "length_stats_from_counts", quantiles=[q / 100 for q in pcts])
+    hist = queries.run(sel.con, "length_histogram_from_counts", bins_per_decade=bins_per_decade)
+    q = [[quantile_cont(lo, hi, rn) for lo, hi, rn in zip(los, his, rns, strict=True)]
+         for los, his, rns in raw.select("q_lo", "q_hi", "q_rn").iter_rows()]
+    at = raw.columns.index("q_lo")
+    stats = raw.drop("q_lo", "q_hi", "q_rn").insert_column(at, pl.Series("q", q, dtype=pl.List(pl.Float64)))
     res = Analysis(
         name="lengths",
         params={**base_params(sel), "bins_per_decade": bins_per_decade, "percentiles": pcts},
-        tables={"stats": name_groups(stats, sel.by), "histogram": name_groups(hist, sel.by)},
+        tables={"stats": name_groups(spread_percentiles(stats, pcts), sel.by),
+                "histogram": name_groups(hist, sel.by)},
         titles={"stats": f"token lengths by {sel.by.value}", "histogram": "log-spaced histogram"},
         definitions=DEFINITIONS,
     )
     from attribution.histograms.analysis import add_to_lengths  # imports this module's package: late
 
     return add_to_lengths(res, sel, pcts)
+
+
+def quantile_cont(lo: int, hi: int, rn: float) -> float:
+    """DuckDB's quantile_cont between order statistics lo <= hi at position rn: lo * (1 - d) + hi * d with the
+    product lo * (1 - d) fused into the sum (one rounding), as its build computes it."""
+    d = rn - float(int(rn))
+    if d == 0.0:
+        return float(lo)
+    return float(Fraction(float(lo)) * Fraction(1.0 - d) + Fraction(float(hi) * d))

@@ -83,6 +83,13 @@ class SparkConnection:
     def create_view(self, q: Query, view: str) -> None:
         self.view(view, self.sql(q, None))
 
+    def alias(self, view: str, table: str) -> None:
+        self.view(view, self.spark.table(table))
+
+    def drop(self, name: str) -> None:
+        self.spark.catalog.dropTempView(name)
+        self._schemas.pop(name, None)
+
 
 _DAY = "day"  # the partition directories' key (attribution.layout)
 _REDUNDANT_ALIASES = "org.apache.spark.sql.catalyst.optimizer.RemoveRedundantAliases"

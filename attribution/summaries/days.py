@@ -21,24 +21,19 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from datetime import time as dtime
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import duckdb
-import polars as pl
 
 from attribution import joincache, queries
 from attribution.analyses.common import (
     Analysis,
     Selection,
     Window,
-    base_params,
-    name_groups,
     percentile_list,
-    spread_percentiles,
 )
-from attribution.analyses.lengths import DEFINITIONS
+from attribution.analyses.lengths import from_counts
 from attribution.choices import GroupBy
 from attribution.config import Settings, connect_settings, env_on
 from attribution.store import Snapshot, Store
@@ -139,15 +134,6 @@ def load_listing(where: Path, commit: int) -> Counted | None:
                    requests=requests)
 
 
-def quantile_cont(lo: int, hi: int, rn: float) -> float:
-    """DuckDB's quantile_cont between order statistics lo <= hi at position rn: lo * (1 - d) + hi * d with the
-    product lo * (1 - d) fused into the sum (one rounding), as its build computes it."""
-    d = rn - float(int(rn))
-    if d == 0.0:
-        return float(lo)
-    return float(Fraction(float(lo)) * Fraction(1.0 - d) + Fraction(float(hi) * d))
-
-
 _COUNTED: dict[tuple[str, int, str], Counted] = {}  # (store, commit, settings) -> its day counts
 _COUNTED_LOCK = threading.Lock()
 COUNTED_KEEP = 4
@@ -206,7 +192,6 @@ def lengths(con: duckdb.DuckDBPyConnection, counted: Counted, *, by: str, bins_p
     if not counted.requests or not counted.files:
         return None
     vals = values or {}
-    pcts = percentile_list(percentiles)
     grouping = GroupBy(by)
     picked: dict[str, Any] = {f"{d}s": list(vals.get(d, ())) for d in ("deployment", "workload", "label", "version")}
     queries.materialize(con, "int_length_counts", files=counted.files, by=grouping.value,
@@ -217,25 +202,8 @@ def lengths(con: duckdb.DuckDBPyConnection, counted: Counted, *, by: str, bins_p
                         ).fetchone()
         con.execute("delete from int_length_counts where metric = 'requests'")
         requests = int(n[0]) if n else 0
-        raw = queries.run(con, "length_stats_from_counts", quantiles=[q / 100 for q in pcts])
-        hist = queries.run(con, "length_histogram_from_counts", bins_per_decade=bins_per_decade)
+        if not requests:
+            return None
+        return from_counts(Selection(con, window, grouping, requests), percentile_list(percentiles), bins_per_decade)
     finally:
         con.execute("drop table if exists int_length_counts")
-    if not requests:
-        return None
-    q = [[quantile_cont(lo, hi, rn) for lo, hi, rn in zip(los, his, rns, strict=True)]
-         for los, his, rns in raw.select("q_lo", "q_hi", "q_rn").iter_rows()]
-    at = raw.columns.index("q_lo")
-    stats = raw.drop("q_lo", "q_hi", "q_rn").insert_column(at, pl.Series("q", q, dtype=pl.List(pl.Float64)))
-    stats = spread_percentiles(stats, pcts)
-    sel = Selection(con, window, grouping, requests)
-    res = Analysis(
-        name="lengths",
-        params={**base_params(sel), "bins_per_decade": bins_per_decade, "percentiles": pcts},
-        tables={"stats": name_groups(stats, grouping), "histogram": name_groups(hist, grouping)},
-        titles={"stats": f"token lengths by {grouping.value}", "histogram": "log-spaced histogram"},
-        definitions=DEFINITIONS,
-    )
-    from attribution.histograms.analysis import add_to_lengths
-
-    return add_to_lengths(res, sel, pcts)
