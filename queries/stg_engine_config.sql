@@ -2,7 +2,8 @@
 -- Grain: one row per engine start (file, start_line).
 -- Parameters: none.
 -- Columns: ts (first line of the start), the engine_config columns of DESIGN.md; flags as MAP(VARCHAR, VARCHAR)
---   from the last flags line of the start; each fact from the last line of the start that printed it.
+--   from the last flags line of the start; each fact from the last line of the start that printed it (a row with
+--   no line number before the numbered ones).
 -- Not transpiled: `list_filter` with an index lambda `lambda e, i` over the slice `flags[i + 1:]` (Spark's
 --   filter lambdas take (x, i) but sqlglot does not carry the slice or the index over): on Spark a flag named
 --   twice keeps its last value through the map key dedup policy LAST_WIN; tests/test_spark.py checks the two.
@@ -11,13 +12,15 @@ with
 raw as (
     -- a flag named twice in one line keeps its last value (a MAP's keys are unique; the ingest dedups too,
     -- but the store admits any list)
+    -- a row whose line is unknown (admitted) counts as before the start's numbered lines: each fact is taken
+    -- by the line, and arg_max passes over a NULL one
 -- @duckdb
     select * replace (list_filter(flags, lambda e, i: not list_contains(
-        list_transform(flags[i + 1:], lambda x: x.key), e.key)) as flags)
+        list_transform(flags[i + 1:], lambda x: x.key), e.key)) as flags, coalesce(line, -1) as line)
     from raw_engine_config
 -- @spark
     -- map_from_entries under Spark's spark.sql.mapKeyDedupPolicy=LAST_WIN (attribution.spark.connection sets it)
-    select * from raw_engine_config
+    select * replace (coalesce(line, -1) as line) from raw_engine_config
 -- @end
 ),
 

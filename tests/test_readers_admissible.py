@@ -169,6 +169,24 @@ def test_an_engine_start_without_a_time_is_reported(tmp_path):
     assert "pod-a (vllm, from time unknown)" in md
 
 
+def test_an_engine_config_row_without_a_line_number_keeps_its_values(tmp_path):
+    """engine_config rows whose `line` is null (admitted) give the start their values: alone (the start's only
+    row), and beside a numbered row, which wins where both give a fact. The view took each fact from the row
+    with the highest line, and a null line is no line to DuckDB's arg_max: such a start read back all nulls."""
+    def cfg(start: int, line: int | None, **facts) -> dict:
+        return {"start_line": start, "line": line, "file": "/logs/a.log", "source": "vllm_log",
+                "source_kind": "engine", "deployment": "pod-a", **facts}
+
+    rows = [cfg(1, None, engine="vllm", model="m-lone", kv_pool_tokens=100, max_model_len=4096),
+            cfg(50, None, engine="vllm", model="m-old", kv_pool_tokens=200),
+            cfg(50, 52, model="m-new", max_model_len=8192)]
+    store = write_store(tmp_path / "store", {"engine_config": conform("engine_config", pl.DataFrame(rows))})
+    got = store.connect().execute(
+        "select start_line, deployment, engine, model, kv_pool_tokens, max_model_len from engine_config "
+        "order by start_line").fetchall()
+    assert got == [(1, "pod-a", "vllm", "m-lone", 100, 4096), (50, "pod-a", "vllm", "m-new", 200, 8192)]
+
+
 @pytest.mark.parametrize("table", list(TABLES))
 def test_every_column_has_a_strategy(table):
     """A column added to the schema gets a domain (or a word list) here, or this fails."""
