@@ -11,9 +11,9 @@
 --   (token-weighted: the smallest length L such that requests of length <= L hold at least that share of the
 --   tokens), top1_token_share (share of the tokens in the longest 1% of requests, ceil(requests / 100) of them).
 -- Not transpiled: the mean's `::hugeint` (Spark has no such type: there the sums divide as DOUBLE), the two
---   `unnest` in one select (Spark allows one generator there) and the ordered list aggregate `list(lo order by
---   i)` (sqlglot drops the order): on Spark the quantile's index from sequence and element_at, the ordered lists
---   from a sorted collect_list of structs; tests/test_spark.py checks the two agree.
+--   `unnest` in one select (Spark allows one generator there) and the ordered list aggregate
+--   `list(lo order by i)` (sqlglot drops the order): on Spark the quantile's index from sequence and
+--   element_at, the ordered lists from a sorted collect_list of structs; tests/test_spark.py checks the two agree.
 with
 
 counts as (
