@@ -174,21 +174,18 @@ def _read(store: Store, snapshot: Snapshot, spark: SparkSession, table: str, rng
     return df.where(keep | inside).select(*schema.fieldNames())
 
 
-# At most this many rows in the tables the kept views read, the staged views are computed once, into the
-# executors' memory.
+# At most this many rows in the snapshot, the staged views are computed once, into the executors' memory.
 SMALL_STORE_ROWS = 250_000
 KEPT_VIEWS = ("requests", "engine_config", "engine_steps", "joined_requests")
-KEPT_TABLES = ("requests", "request_events", "engine_config", "engine_steps")  # what KEPT_VIEWS read
 
 
 def keep_small(con: SparkConnection, snapshot: Snapshot) -> None:
     """A small store's staged views (each a plan of joins and windows over the files, which every query reading
     them plans and runs again) computed once and kept (localCheckpoint, as `materialize`): an analysis runs
-    tens of queries over them, each paying their plan and jobs. The same rows, so the same answers. Small by
-    the rows of the tables they read (KEPT_TABLES): the Prometheus histograms, often most of a small store's
-    rows (460k in six days of scrapes), are not kept. A bigger store's views read the files in each query, as
-    on a cluster (keeping a week's join would hold it all in the executors)."""
-    if sum(int(e.get("rows") or 0) for e in snapshot.data.values() if e.get("table") in KEPT_TABLES) > SMALL_STORE_ROWS:
+    tens of queries over them, each paying their plan and jobs. The same rows, so the same answers. A bigger
+    store's views read the files in each query, as on a cluster (keeping a week's join would hold it all in
+    the executors)."""
+    if sum(int(e.get("rows") or 0) for e in snapshot.data.values()) > SMALL_STORE_ROWS:
         return
     for name in KEPT_VIEWS:
         con.view(name, con.spark.table(name).localCheckpoint(eager=True))
