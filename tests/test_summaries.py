@@ -174,3 +174,34 @@ def test_the_join_is_built_under_a_memory_limit_spilling_outside_the_store(tmp_p
     assert store.root not in scratch.parents and Path.cwd() not in scratch.parents
     monkeypatch.setattr(joincache, "use", real)
     _same(_answers(store.root), _from_the_store(store.root, monkeypatch))
+
+
+def test_the_join_takes_one_thread_per_row_group_of_requests(tmp_path, monkeypatch):
+    """A DuckDB scan splits among threads by row group: the join of a store with fewer requests than a row group
+    runs on one thread (the others would only spin), a bigger store keeps one per row group up to the machine's."""
+    monkeypatch.setenv("ATTRIBUTION_SUMMARIES", "0")
+    store, _ = _store(tmp_path / "s")
+    monkeypatch.delenv("ATTRIBUTION_SUMMARIES")
+    con = store.connect()
+    rows = con.execute("select count(*) from raw_requests").fetchone()[0]
+    assert rows >= 3
+    threads = lambda: con.execute("select current_setting('threads')").fetchone()[0]  # noqa: E731
+    con.execute("set threads = 4")
+    assert summaries.join_threads(con) == 1 and threads() == 1
+    con.execute("set threads = 4")
+    monkeypatch.setattr(summaries, "ROW_GROUP", 1)  # a row group per request: 3 or more
+    assert summaries.join_threads(con) == min(4, rows) and threads() == min(4, rows)
+    con.execute("set threads = 2")
+    assert summaries.join_threads(con) == 2 and threads() == 2  # never more than it had
+    seen: list[int] = []
+    real = joincache.use
+
+    def use(con, **kw):
+        seen.append(con.execute("select current_setting('threads')").fetchone()[0])
+        return real(con, **kw)
+
+    monkeypatch.setattr(summaries, "ROW_GROUP", 122_880)
+    monkeypatch.setattr(joincache, "use", use)
+    assert summaries.after_commit(store.root).skipped == "" and seen == [1]
+    monkeypatch.setattr(joincache, "use", real)
+    _same(_answers(store.root), _from_the_store(store.root, monkeypatch))
