@@ -411,8 +411,12 @@ SPARK_FREE = {
 }
 # Files whose module fixture is dear (a local S3 server; a dashboard server and a Chromium tab on a simulated
 # store): all their tests on one worker, which starts it once. Spread as single tests, each worker that got one
-# started its own (two servers, two browsers, every page's first analysis twice).
-ONE_WORKER_FILES = ("test_store_remote.py", "test_dashboard_browser.py")
+# started its own (two servers, two browsers, every page's first analysis twice). The others: a module fixture
+# of 0.5-2 CPU s (memsplit of the sample store; a store ingested or simulated for the module) that both workers
+# built under `-n 2`, in files of 3-26 CPU s (bench/suite/suite30.md).
+ONE_WORKER_FILES = ("test_store_remote.py", "test_dashboard_browser.py", "test_memsplit_sample.py",
+                    "test_cli_conventions.py", "test_memsplit.py", "test_prometheus_scrapes.py", "test_lengths.py",
+                    "test_compare.py")
 # Tests that ask the question of a golden command (once_per_session, keyed by the command line) run on the
 # worker that runs that command, which computes it once for both.
 WITH_GOLDEN = {"test_report.py::test_an_early_cohort_of_8_requests_is_not_judged": "report3d"}

@@ -144,3 +144,25 @@ def test_no_unlicensed_console_log_lines_are_committed():
         hits = sum(1 for line in p.read_bytes().splitlines()
                    if len(line) > 60 and hashlib.sha1(line.strip()).digest() in seen)
         assert hits < 5, f"{name} holds {hits} lines of the unlicensed console logs in ../shared/traces"
+
+
+# The module fixtures both xdist workers built when the file's tests were spread over them (bench/suite/suite30.md)
+SHARED_MODULE_FIXTURES = {"test_memsplit_sample.py": "answer", "test_cli_conventions.py": "small_store",
+                          "test_memsplit.py": "bound_store", "test_prometheus_scrapes.py": "store",
+                          "test_lengths.py": "trace_store", "test_compare.py": "caused"}
+
+
+@pytest.mark.parametrize("file", sorted(SHARED_MODULE_FIXTURES))
+def test_a_file_whose_module_fixture_both_workers_built_is_one_unit_of_work(file: str):
+    """Under xdist every test of these files runs on one worker (conftest.ONE_WORKER_FILES), which builds the
+    module fixture once: while the file has it (else the grouping only lengthens a unit, and goes)."""
+    from conftest import work_unit
+
+    tree = ast.parse((REPO / "tests" / file).read_text())
+    fixtures = {f.name for f in tree.body if isinstance(f, ast.FunctionDef) for d in f.decorator_list
+                if isinstance(d, ast.Call) and any(k.arg == "scope" and ast.literal_eval(k.value) == "module"
+                                                   for k in d.keywords)}
+    assert SHARED_MODULE_FIXTURES[file] in fixtures
+    tests = [f"tests/{file}::{f.name}" for f in tree.body if isinstance(f, ast.FunctionDef)
+             and f.name.startswith("test_")]
+    assert len(tests) > 1 and len({work_unit(t) for t in tests}) == 1

@@ -425,12 +425,15 @@ def test_views_of_a_commit_share_one_connection_each_narrowed_on_its_own(store):
     assert views[0].commit is views[1].commit is views[2].commit
     counts = [fetch(v.con, "select count(*) n from joined_requests")["n"].item() for v in views]
     assert 0 < counts[1] < counts[0] and 0 < counts[2] < counts[0]
+    lib = {}  # the library's answer, once for each filter set (the pod's: a second View of it is asked too)
     for flt, view in [*zip(flts, views, strict=True), (pod, dashboard.View(store, pod))]:
         got = view.concurrency(by="all")
-        lib = analyses.concurrency(analyses.select(dashboard.narrow(Store.open(store).connect(), flt), by="all"),
-                                   per_group=True, timeseries=True, percentiles=view.settings.percentiles)
-        assert got.tables.keys() == lib.tables.keys()
-        for name, df in lib.tables.items():
+        if flt not in lib:
+            lib[flt] = analyses.concurrency(analyses.select(dashboard.narrow(Store.open(store).connect(), flt),
+                                                            by="all"),
+                                            per_group=True, timeseries=True, percentiles=view.settings.percentiles)
+        assert got.tables.keys() == lib[flt].tables.keys()
+        for name, df in lib[flt].tables.items():
             assert_frame_equal(got.tables[name], df, check_exact=True)
     assert fetch(views[0].con, "select count(*) n from joined_requests")["n"].item() == counts[0]
 

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 import polars as pl
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 from attribution.analyses import analyze, capacity, concurrency, latency, lengths, select
@@ -38,15 +38,28 @@ WORDS = {
 }
 
 
-def _now_plus_day() -> datetime:
-    return datetime.fromtimestamp(time.time() + 86400 - 60, UTC).replace(tzinfo=None)
+# The times drawn: TS_MIN to the top of the domain, TOP (the clock, a minute short of a day ahead, read once per
+# process: every draw of a run, a failure's replays and its shrinking see one top). The random ones come from a
+# span with fixed ends, so that the derandomized choices give the same times on every run whatever the clock:
+# each is its distance into the span either after TS_MIN (the same time every run) or before TOP (the same
+# distance from the clock every run: the readers compare times with today, pruning.anchor_days). Together they
+# cover TS_MIN to TOP while TOP is at most eleven years after SPAN_END. (st.datetimes(TS_MIN, TOP) drew other
+# times once the clock was in another month, and its top, read at each draw, differed within one example.)
+LO = TS_MIN.replace(tzinfo=None)
+TOP = datetime.fromtimestamp(time.time() + 86400 - 60, UTC).replace(tzinfo=None)
+SPAN_END = datetime(2026, 1, 1)
+
+
+def times() -> st.SearchStrategy[datetime]:
+    span = st.datetimes(LO, SPAN_END)
+    return st.one_of(st.sampled_from([LO, TOP, TOP - timedelta(days=3)]), span.map(lambda t: min(t, TOP)),
+                     span.map(lambda t: max(TOP - (t - LO), LO)))
 
 
 def values(table: str, name: str, dtype: pl.DataType) -> st.SearchStrategy:
     dom = domain_of(table, name)
     if dom == "ts":
-        lo, hi = TS_MIN.replace(tzinfo=None), _now_plus_day()
-        v = st.one_of(st.sampled_from([lo, hi, hi - timedelta(days=3)]), st.datetimes(lo, hi))
+        v = times()
     elif isinstance(dom, Domain) and isinstance(dtype, pl.List):
         v = st.lists(st.floats(dom.lo, dom.hi), max_size=3)
     elif isinstance(dom, Domain) and dom.integral:
@@ -128,6 +141,7 @@ def read_everything(store: Store, out_dir, windows=(None, "7d"), fmt: ReportForm
 def test_readers_tolerate_every_admissible_store(rows, since, fmt, tmp_path_factory):
     # one report window and one format per example (each costs as much as all the other readers together):
     # hypothesis draws them like the rows; test_extremes_at_once writes both windows in every format
+    note(f"times drawn from {LO} to {TOP} (TOP: the clock a day ahead, as the test started)")
     root = tmp_path_factory.mktemp("adm")
     read_everything(write_store(root / "store", rows), root, windows=(since,), fmt=fmt)
 
@@ -140,7 +154,7 @@ def test_extremes_at_once(tmp_path):
         for name, dtype in schema.items():
             dom = domain_of(table, name)
             if dom == "ts":
-                cols[name] = [TS_MIN, datetime.fromtimestamp(time.time() + 86400 - 60, UTC), None]
+                cols[name] = [TS_MIN, TOP.replace(tzinfo=UTC), None]
             elif isinstance(dom, Domain) and not isinstance(dtype, pl.List):
                 cols[name] = [dom.hi, dom.lo, None] if not dom.integral else [int(dom.hi), int(dom.lo), None]
             elif name in WORDS:
