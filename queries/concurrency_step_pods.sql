@@ -3,7 +3,7 @@
 -- Grain: one row per (deployment, name) with such lines in the window [$since, $until): name is the deployment,
 --   or `deployment #rank` for a data-parallel rank (engine_index > 0), as int_concurrency_step_lines names it.
 -- Parameters: $since, $until (TIMESTAMPTZ or NULL).
--- Columns: deployment (as stored), name, span_s (seconds from the first line to the last, as
+-- Columns: deployment (as stored), name, lines, span_s (seconds from the first line to the last, as
 --   concurrency_steps_span measures each name's lines).
 -- Read by attribution.analyses.concurrency to answer the step-line stats of any set of deployments from those of
 --   every deployment of the window (kept per store commit).
@@ -13,6 +13,7 @@ final as (
     select
         deployment,
         deployment || case when coalesce(engine_index, 0) > 0 then ' #' || engine_index else '' end as name,
+        count(*) as lines,
         epoch(max(ts) - min(ts)) as span_s
     from engine_steps
     where running is not null

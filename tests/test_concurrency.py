@@ -219,13 +219,16 @@ def test_sampled_stats_from_the_time_at_each_value_equal_the_lines_on_the_sample
 
 
 def _step_frames(sel, deps: list[str], monkeypatch, keep: bool):
-    """step_line_frames of `deps` (stats in a fixed order, series, bucket): read from every deployment's
-    frames kept for the commit (`keep`), else computed for `deps` alone."""
+    """step_line_frames of `deps` (stats in a fixed order, series, bucket) and whether they were read from
+    every deployment's frames kept for the commit (`keep`; else computed for `deps` alone)."""
+    asked: list[str] = []
+    real = kept.kept
     with monkeypatch.context() as m:
         if not keep:
             m.setattr(kept, "keeps", lambda con: False)
+        m.setattr(kept, "kept", lambda con, name, *a: asked.append(name) or real(con, name, *a))
         stats, series, bucket_s = step_line_frames(sel, deps, max_gap_s=60.0, timeseries=True, bucket_s=None)
-    return stats.sort("deployment", "metric"), series, bucket_s
+    return stats.sort("deployment", "metric"), series, bucket_s, "concurrency_sampled" in asked
 
 
 def test_step_line_frames_of_some_deployments_are_those_of_every_deployment_filtered(tmp_path, monkeypatch):
@@ -246,10 +249,15 @@ def test_step_line_frames_of_some_deployments_are_those_of_every_deployment_filt
     kept.register(con, tmp_path, 1)
     for window in ({}, {"since": T0 + timedelta(seconds=100), "until": T0 + timedelta(seconds=900)}):
         sel = select(con, **window)
-        for deps in (["pod-1"], ["pod-0", "pod-2"], ["pod-2"], ["pod-0", "pod-1", "pod-2"]):
+        lines = dict(con.execute("select deployment, count(*) from engine_steps where ts >= $s and ts < $u group by 1",
+                                 {"s": window.get("since", T0), "u": window.get("until", T0 + timedelta(days=9))}
+                                 ).fetchall())
+        for deps in (["pod-1"], ["pod-0", "pod-2"], ["pod-2"], ["pod-0", "pod-1"], ["pod-0", "pod-1", "pod-2"]):
             got, want = _step_frames(sel, deps, monkeypatch, True), _step_frames(sel, deps, monkeypatch, False)
             assert got[0].equals(want[0]) and got[1].equals(want[1]) and got[2] == want[2], (window, deps)
             assert set(got[0]["deployment"]) == {f"{d}{r}" for d in deps for r in ("", " #1")}
+            # read from every deployment's frames when the set holds at least half of the window's lines
+            assert got[3] == (2 * sum(lines[d] for d in deps) >= sum(lines.values())) and not want[3], deps
         assert {p.name.split("-")[0] for p in (tmp_path / "_cache").iterdir()} == {
             "concurrency_step_pods", "concurrency_sampled", "concurrency_sampled_timeseries"}
     # a pod named as another's rank: their lines would share a name, so the set asked is computed alone

@@ -98,14 +98,15 @@ def _kept_step_line_frames(sel: Selection, deployments: list[str], max_gap_s: fl
     per store commit, window and narrowed engine views (attribution.kept) and filtered to `deployments`: a
     deployment's stats and series read only its own lines, so they are the same rows. A workload filter leaves
     the engine lines whole and changes only which deployments are sampled, so a second workload (or the first
-    after another reader) reads them. None when two deployments' lines share one name (`x #1`, a rank or a
-    pod so named): those are computed for the set asked."""
+    after another reader) reads them. None (computed for the set asked, as before) when the set holds less than
+    half of the window's lines (every deployment's would cost more than twice its own: a day window's few
+    split pods), or when two deployments' lines share one name (`x #1`, a rank or a pod so named)."""
     window = (sel.window.since, sel.window.until)
     pods = kept.kept(sel.con, "concurrency_step_pods", (queries.load("concurrency_step_pods").sql, *window),
                      STEP_VIEWS, lambda: sel.run("concurrency_step_pods"))
-    if pods["name"].n_unique() != pods.height:
-        return None
     names = pods.filter(pl.col("deployment").is_in(deployments))
+    if pods["name"].n_unique() != pods.height or 2 * names["lines"].sum() < pods["lines"].sum():
+        return None
     wanted = names["name"].to_list()
     made: list[bool] = []
 
