@@ -154,12 +154,19 @@ def create_narrowed(con: duckdb.DuckDBPyConnection, flt: Filters) -> str:
                 {**engine, "version": "coalesce(version_label(engine, version), '(none)')"}))
             steps_where = where(engine)
             if "version" in vals:
+                # each start of a kept version until the pod's next start, once per filter set (a few rows):
+                # a line is kept when it falls in one (the start a line's ASOF join would find); a semi join
+                # reads only the columns a query asks for, where the ASOF join read every line whole
+                con.execute(
+                    f"create table {schema}.version_periods as select deployment, started, ended from (select "
+                    "deployment, ts as started, coalesce(lead(ts) over (partition by deployment order by ts), "
+                    "'infinity'::timestamptz) as ended, coalesce(version_label(engine, version), '(none)') as "
+                    "version from main.engine_config where deployment is not null and ts is not null) where "
+                    f"version in (select value from {schema}.filter_values where dim = 'version')")
                 con.execute(
                     f"create view {schema}.engine_steps as select * from (select s.* from main.engine_steps s "
-                    "asof join (select deployment, ts as started, coalesce(version_label(engine, version), "
-                    "'(none)') as version from main.engine_config) c on s.deployment = c.deployment and "
-                    f"s.ts >= c.started where c.version in (select value from {schema}.filter_values where dim = "
-                    "'version')) where " + steps_where)
+                    f"semi join {schema}.version_periods p on s.deployment = p.deployment and s.ts >= p.started "
+                    "and s.ts < p.ended) where " + steps_where)
             else:
                 con.execute(f"create view {schema}.engine_steps as select * from main.engine_steps where "
                             + steps_where)

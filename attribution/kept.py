@@ -55,6 +55,11 @@ def share(con: duckdb.DuckDBPyConnection, cursor: duckdb.DuckDBPyConnection) -> 
         _CONNECTIONS[cursor] = src
 
 
+def keeps(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether `kept` keeps rows for `con` (a connection or cursor over a local store commit)."""
+    return con in _CONNECTIONS
+
+
 def kept(con: duckdb.DuckDBPyConnection, name: str, parts: Iterable[object], views: tuple[str, ...],
          compute: Callable[[], pl.DataFrame]) -> pl.DataFrame:
     """`compute()`, the rows of `name` on `con` given `parts` and the views `views` it reads: read from the

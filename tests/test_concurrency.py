@@ -13,9 +13,10 @@ from conftest import shared
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from attribution import queries
+from attribution import kept, queries
 from attribution.analyses import concurrency, select, sweep
 from attribution.analyses.common import frames_connection, spread_percentiles
+from attribution.analyses.concurrency import step_line_frames
 from attribution.db import fetch
 from attribution.ingest import ingest
 from attribution.store import Store
@@ -215,6 +216,58 @@ def test_sampled_stats_from_the_time_at_each_value_equal_the_lines_on_the_sample
     assert _sampled_matches_lines(con, select(con), deps)["lines"].sum() > 10_000
     first = fetch(con, "select min(ts) from engine_steps").item()
     _sampled_matches_lines(con, select(con, since=first + timedelta(days=1), until=first + timedelta(days=2)), deps)
+
+
+def _step_frames(sel, deps: list[str], monkeypatch, keep: bool):
+    """step_line_frames of `deps` (stats in a fixed order, series, bucket) and whether they were read from
+    every deployment's frames kept for the commit (`keep`; else computed for `deps` alone)."""
+    asked: list[str] = []
+    real = kept.kept
+    with monkeypatch.context() as m:
+        if not keep:
+            m.setattr(kept, "keeps", lambda con: False)
+        m.setattr(kept, "kept", lambda con, name, *a: asked.append(name) or real(con, name, *a))
+        stats, series, bucket_s = step_line_frames(sel, deps, max_gap_s=60.0, timeseries=True, bucket_s=None)
+    return stats.sort("deployment", "metric"), series, bucket_s, "concurrency_sampled" in asked
+
+
+def test_step_line_frames_of_some_deployments_are_those_of_every_deployment_filtered(tmp_path, monkeypatch):
+    """The frames kept per commit and window for every deployment's step lines (a workload filter's sampled
+    pods read them), filtered to some deployments, equal those computed for them alone: stats, series and
+    the series' bucket (the longest span of the deployments asked), ranks named `pod #rank`, and a pod whose
+    name is another's rank (`pod-1 #1`) computed for the set asked instead."""
+    rng = np.random.default_rng(7)
+    frames = []
+    for k, (n, scale) in enumerate(((300, 2), (200, 1), (150, 40))):
+        t = np.cumsum(rng.choice([0, 1, 2, 5, 90], size=n, p=[0.1, 0.4, 0.3, 0.15, 0.05])) * scale
+        frames.append(_steps(f"pod-{k}", [(int(x), int(rng.integers(0, 6)), int(rng.integers(0, 3)),
+                                           float(rng.random())) for x in t]))
+    steps = pl.concat(frames).with_columns(engine_index=pl.when(pl.int_range(pl.len()) % 3 == 0).then(1).otherwise(0))
+    config = pl.DataFrame({"ts": [T0] * 3, "deployment": ["pod-0", "pod-1", "pod-2"], "kv_pool_tokens": [1000, 777, 50],
+                           "start_line": [1, 1, 1]})
+    con = frames_connection(_requests([(0, 0.0, 1.0, 2.0, 1, 1)]), engine_steps=steps, engine_config=config)
+    kept.register(con, tmp_path, 1)
+    for window in ({}, {"since": T0 + timedelta(seconds=100), "until": T0 + timedelta(seconds=900)}):
+        sel = select(con, **window)
+        lines = dict(con.execute("select deployment, count(*) from engine_steps where ts >= $s and ts < $u group by 1",
+                                 {"s": window.get("since", T0), "u": window.get("until", T0 + timedelta(days=9))}
+                                 ).fetchall())
+        for deps in (["pod-1"], ["pod-0", "pod-2"], ["pod-2"], ["pod-0", "pod-1"], ["pod-0", "pod-1", "pod-2"]):
+            got, want = _step_frames(sel, deps, monkeypatch, True), _step_frames(sel, deps, monkeypatch, False)
+            assert got[0].equals(want[0]) and got[1].equals(want[1]) and got[2] == want[2], (window, deps)
+            assert set(got[0]["deployment"]) == {f"{d}{r}" for d in deps for r in ("", " #1")}
+            # read from every deployment's frames when the set holds at least half of the window's lines
+            assert got[3] == (2 * sum(lines[d] for d in deps) >= sum(lines.values())) and not want[3], deps
+        assert {p.name.split("-")[0] for p in (tmp_path / "_cache").iterdir()} == {
+            "concurrency_step_pods", "concurrency_sampled", "concurrency_sampled_timeseries"}
+    # a pod named as another's rank: their lines would share a name, so the set asked is computed alone
+    clash = pl.concat([steps, _steps("pod-1 #1", [(3, 1, 0, 0.5), (9, 2, 0, 0.5)]).with_columns(engine_index=0)])
+    con = frames_connection(_requests([(0, 0.0, 1.0, 2.0, 1, 1)]), engine_steps=clash, engine_config=config)
+    kept.register(con, tmp_path / "clash", 1)
+    sel = select(con)
+    got, want = _step_frames(sel, ["pod-1"], monkeypatch, True), _step_frames(sel, ["pod-1"], monkeypatch, False)
+    assert got[0].equals(want[0]) and got[1].equals(want[1])
+    assert [p.name.split("-")[0] for p in (tmp_path / "clash" / "_cache").iterdir()] == ["concurrency_step_pods"]
 
 
 def test_real_vllm_log_is_sampled_with_published_maxima(tmp_path):

@@ -5,7 +5,7 @@ with the plain library calls the CLI makes) or the simulator's ground truth; eve
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -82,7 +82,8 @@ def _t(h: int, m: int = 0) -> datetime:
 
 
 def _frames_con():
-    """Pod a: vllm 0.1 started 00:00, 0.2 at 02:00; pod b: sglang (no version) at 00:00."""
+    """Pod a: vllm 0.1 started 00:00, 0.2 at 02:00 (one line logged before either start); pod b: sglang (no
+    version) at 00:00."""
     requests = pl.DataFrame({
         "request_id": ["r1", "r2", "r3", "r4", "r5"],
         "deployment": ["a", "a", "a", "b", None],
@@ -92,8 +93,10 @@ def _frames_con():
         "engine_version": ["0.1", "0.1", "0.2", None, None],
         "arrival": [_t(0, 30), _t(1), _t(3), _t(1), _t(1)],
     })
-    steps = pl.DataFrame({"deployment": ["a", "a", "a", "a", "b"], "label": ["before"] * 2 + ["after"] * 2 + [None],
-                          "ts": [_t(0, 10), _t(1, 50), _t(2, 0), _t(3), _t(1)], "running": [1, 2, 3, 4, 5]})
+    steps = pl.DataFrame({"deployment": ["a", "a", "a", "a", "b", "a"],
+                          "label": ["before"] * 2 + ["after"] * 2 + [None, "before"],
+                          "ts": [_t(0, 10), _t(1, 50), _t(2, 0), _t(3), _t(1), _t(0) - timedelta(minutes=5)],
+                          "running": [1, 2, 3, 4, 5, 6]})
     config = pl.DataFrame({"deployment": ["a", "a", "b"], "engine": ["vllm", "vllm", "sglang"],
                            "version": ["0.1", "0.2", None], "ts": [_t(0), _t(2), _t(0)],
                            "start_line": [1, 1, 1], "file": ["a1", "a2", "b"]})
@@ -109,15 +112,16 @@ def _narrowed(flt: Filters) -> tuple[list[str], list[int], list[str]]:
 
 
 def test_filters_narrow_requests_engine_lines_and_starts():
-    assert _narrowed(Filters()) == (["r1", "r2", "r3", "r4", "r5"], [1, 2, 3, 4, 5], ["a1", "a2", "b"])
-    assert _narrowed(Filters(deployments=("a",))) == (["r1", "r2", "r3"], [1, 2, 3, 4], ["a1", "a2"])
+    assert _narrowed(Filters()) == (["r1", "r2", "r3", "r4", "r5"], [1, 2, 3, 4, 5, 6], ["a1", "a2", "b"])
+    assert _narrowed(Filters(deployments=("a",))) == (["r1", "r2", "r3"], [1, 2, 3, 4, 6], ["a1", "a2"])
     # engine lines carry no workload: they stay whole
-    assert _narrowed(Filters(workloads=("y",))) == (["r2"], [1, 2, 3, 4, 5], ["a1", "a2", "b"])
+    assert _narrowed(Filters(workloads=("y",))) == (["r2"], [1, 2, 3, 4, 5, 6], ["a1", "a2", "b"])
     assert _narrowed(Filters(labels=("after",))) == (["r3"], [3, 4], [])
     # `(none)` is what the analyses call a missing value; a request without a deployment is still selectable
     assert _narrowed(Filters(labels=("(none)",)))[0] == ["r4", "r5"]
     assert _narrowed(Filters(deployments=("(none)",)))[0] == ["r5"]
-    # a version keeps the lines logged from a start of that version until the pod's next start
+    # a version keeps the lines logged from a start of that version until the pod's next start (a line at a
+    # start is that start's; one logged before the pod's first start has no version)
     assert _narrowed(Filters(versions=("vllm 0.1",))) == (["r1", "r2"], [1, 2], ["a1"])
     assert _narrowed(Filters(versions=("vllm 0.2", "sglang"))) == (["r3", "r4"], [3, 4, 5], ["a2", "b"])
     assert _narrowed(Filters(deployments=("b",), versions=("vllm 0.2",))) == ([], [], [])
