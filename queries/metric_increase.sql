@@ -9,6 +9,8 @@
 --   reset: the value after it counts whole; measured from the last sample before the window, else the first in
 --   it, to the last in it: no extrapolation, so adjacent windows add up), series (label sets summed),
 --   samples (in the window), resets, first_ts, last_ts (the samples in the window).
+-- Not transpiled: the ordered sums `sum(... order by ts)` (Spark has no ordered aggregate: there the sums run
+--   in Spark's order, equal to DuckDB's to the last bits, which tests/test_spark.py allows).
 with
 
 stored as (
@@ -59,7 +61,15 @@ steps as (
 per_series as (
     select
         sid,
+        -- (summed in time order, and the series below in their order: a float sum in the order rows happen to
+        -- arrive from parallel threads differs in its last bit from run to run, and a kept answer must equal
+        -- the one computed again)
+-- @duckdb
+        sum(case when prev is null then 0 when value < prev then value else value - prev end order by ts)
+            as increase,
+-- @spark
         sum(case when prev is null then 0 when value < prev then value else value - prev end) as increase,
+-- @end
         count(*) as samples,
         count(*) filter (where value < prev) as resets,
         min(ts) as first_ts,
@@ -72,7 +82,11 @@ per_series as (
 final as (
     select
         deployment, model, engine, metric, part, le,
+-- @duckdb
+        sum(increase order by sid) as increase,
+-- @spark
         sum(increase) as increase,
+-- @end
         count(*) as series,
         sum(samples) as samples,
         sum(resets) as resets,
