@@ -9,8 +9,9 @@
 --   reset: the value after it counts whole; measured from the last sample before the window, else the first in
 --   it, to the last in it: no extrapolation, so adjacent windows add up), series (label sets summed),
 --   samples (in the window), resets, first_ts, last_ts (the samples in the window).
--- Not transpiled: the ordered sums `sum(... order by ts)` (Spark has no ordered aggregate: there the sums run
---   in Spark's order, equal to DuckDB's to the last bits, which tests/test_spark.py allows).
+-- Not transpiled: the ordered sums (`end order by ts)`, `sum(increase order by sid)`): Spark has no ordered
+--   aggregate, so there the sums run in Spark's order, equal to DuckDB's to the last bits (tests/test_spark.py
+--   compares to 1e-9 relative).
 with
 
 stored as (

@@ -33,10 +33,16 @@ UTF8 = strategies.characters(exclude_categories=("Cs",))
 LONG = ("test_types.py::", "test_soak.py::", "test_dashboard_browser.py::")
 
 
+@pytest.hookimpl(tryfirst=True)  # (before `-m` deselects: the marker added here counts)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if work_unit(item.nodeid).startswith("spark-free:") and "spark_session" in getattr(item, "fixturenames", ()):
+        if "spark_session" not in getattr(item, "fixturenames", ()):
+            continue
+        if work_unit(item.nodeid).startswith("spark-free:"):
             raise pytest.UsageError(f"{item.nodeid} uses the spark_session: not a SPARK_FREE test (conftest)")
+        # a test on the session's JVM is `slow`: the quick subset (-m 'not slow') leaves the JVM out; the whole
+        # suite, which CI runs, keeps every one
+        item.add_marker(pytest.mark.slow)
     first = [i for i in items if i.get_closest_marker("slow") or any(k in i.nodeid for k in LONG)]
     ids = {id(i) for i in first}
     items[:] = first + [i for i in items if id(i) not in ids]
