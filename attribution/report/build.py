@@ -153,9 +153,10 @@ def _run_analyses(store: Store, settings: Settings, *, since: Any, until: Any, w
         con = store.connect(snapshot, days=report_days(store, snapshot, window))
         connect_settings(con, settings)  # the config's workload names replace the store's own mapping here
         bound_memory(con, MEMORY_MB)
-        # its selections: the window by group and overall, and the previous window by group; the arrivals, the
-        # burstiness change and the memory split come back to them (each made once, not five times)
-        keep_selections(con, 3)
+        # one selection kept (the last made): keeping three (the window by group and overall, the previous
+        # window) held ~1 GB of DuckDB's memory while the changes' compare peaked beside it (2.9 GB at 1M;
+        # kept one: 2.4 GB, same bytes, no more CPU: bench/scale/README.md, 2026-12-03 mem31)
+        keep_selections(con, 1)
     # each step's temporary tables dropped once it is done (as the dashboard does after a page): they would
     # hold DuckDB's capped memory, or spill, while the next steps run
     done: Callable[[], None] = (lambda: None) if settings.engine == "spark" else (lambda: release(con))
