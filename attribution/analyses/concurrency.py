@@ -30,6 +30,8 @@ from attribution.choices import GroupBy
 from attribution.views import scrapes_stored
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from attribution.schema import PolarsType
 
 DEFAULT_SERVICE_MODEL = "vllm-chat-small"
@@ -72,35 +74,39 @@ def step_line_frames(sel: Selection, deployments: list[str], *, max_gap_s: float
     """Stats and, if asked, a time series of `deployments` from their engine step lines
     (queries/int_concurrency_step_lines.sql, read by concurrency_sampled.sql and
     concurrency_sampled_timeseries.sql), and the series' bucket in seconds (picked from the lines' span when not
-    given)."""
+    given). On a store connection the frames may come from those of every deployment (`_kept_frames`)."""
     ps = percentile_list(percentiles)
-    if kept.keeps(sel.con) and (got := _kept_step_line_frames(sel, deployments, max_gap_s, timeseries, bucket_s,
-                                                              ps)) is not None:
-        return got
-    sel.materialize("int_concurrency_step_lines", deployments=deployments, max_gap_s=max_gap_s)
-    stats = spread_percentiles(sel.run("concurrency_sampled", quantiles=sweep.quantile_fractions(ps)), ps).drop(
+    quantiles = sweep.quantile_fractions(ps)
+    got = _kept_frames(sel, deployments, max_gap_s) if kept.keeps(sel.con) else None
+    if got is None:
+        sel.materialize("int_concurrency_step_lines", deployments=deployments, max_gap_s=max_gap_s)
+        got = (lambda name, extra, **params: sel.run(name, **params),
+               lambda: float(sel.run("concurrency_steps_span")["span_s"][0]))
+    frame, span = got
+    stats = spread_percentiles(frame("concurrency_sampled", tuple(quantiles), quantiles=quantiles), ps).drop(
         "lines").with_columns(source=pl.lit("sampled"))
     series = None
     if timeseries:
         if bucket_s is None:
-            bucket_s = pick_bucket_s(float(sel.run("concurrency_steps_span")["span_s"][0]))
-        series = sel.run("concurrency_sampled_timeseries", bucket_us=int(bucket_s * 1_000_000))
+            bucket_s = pick_bucket_s(span())
+        bucket_us = int(bucket_s * 1_000_000)
+        series = frame("concurrency_sampled_timeseries", (bucket_us,), bucket_us=bucket_us)
     return stats, series, bucket_s
 
 
 STEP_VIEWS = ("engine_steps", "engine_config")  # what int_concurrency_step_lines reads
 
 
-def _kept_step_line_frames(sel: Selection, deployments: list[str], max_gap_s: float, timeseries: bool,
-                           bucket_s: int | None, ps: list[float]
-                           ) -> tuple[pl.DataFrame, pl.DataFrame | None, int | None] | None:
-    """`step_line_frames` read from the frames of every deployment's step lines in the window, computed once
-    per store commit, window and narrowed engine views (attribution.kept) and filtered to `deployments`: a
-    deployment's stats and series read only its own lines, so they are the same rows. A workload filter leaves
-    the engine lines whole and changes only which deployments are sampled, so a second workload (or the first
-    after another reader) reads them. None (computed for the set asked, as before) when the set holds less than
-    half of the window's lines (every deployment's would cost more than twice its own: a day window's few
-    split pods), or when two deployments' lines share one name (`x #1`, a rank or a pod so named)."""
+def _kept_frames(sel: Selection, deployments: list[str], max_gap_s: float
+                 ) -> tuple[Callable[..., pl.DataFrame], Callable[[], float]] | None:
+    """How `step_line_frames` reads its frames from those of every deployment's step lines in the window,
+    computed once per store commit, window and narrowed engine views (attribution.kept) and filtered to
+    `deployments` (a deployment's stats and series read only its own lines, so they are the same rows), and the
+    lines' span. A workload filter leaves the engine lines whole and changes only which deployments are
+    sampled, so a second workload (or the first after another reader) reads them. None (computed for the set
+    asked, as before) when the set holds less than half of the window's lines (every deployment's would cost
+    more than twice its own: a day window's few split pods), or when two deployments' lines share one name
+    (`x #1`, a rank or a pod so named)."""
     window = (sel.window.since, sel.window.until)
     pods = kept.kept(sel.con, "concurrency_step_pods", (queries.load("concurrency_step_pods").sql, *window),
                      STEP_VIEWS, lambda: sel.run("concurrency_step_pods"))
@@ -123,16 +129,10 @@ def _kept_step_line_frames(sel: Selection, deployments: list[str], max_gap_s: fl
         parts = (queries.load("int_concurrency_step_lines").sql, queries.load(name).sql, *window, max_gap_s, *extra)
         return kept.kept(sel.con, name, parts, STEP_VIEWS, compute).filter(pl.col("deployment").is_in(wanted))
 
-    quantiles = sweep.quantile_fractions(ps)
-    stats = spread_percentiles(frame("concurrency_sampled", tuple(quantiles), quantiles=quantiles), ps).drop(
-        "lines").with_columns(source=pl.lit("sampled"))
-    series = None
-    if timeseries:
-        if bucket_s is None:  # (concurrency_steps_span: the longest of the names' spans)
-            bucket_s = pick_bucket_s(float(names["span_s"].fill_null(0.0).max() if names.height else 0.0))  # type: ignore[arg-type]
-        bucket_us = int(bucket_s * 1_000_000)
-        series = frame("concurrency_sampled_timeseries", (bucket_us,), bucket_us=bucket_us)
-    return stats, series, bucket_s
+    def span() -> float:  # (concurrency_steps_span: the longest of the names' spans)
+        return float(names["span_s"].fill_null(0.0).max() if names.height else 0.0)  # type: ignore[arg-type]
+
+    return frame, span
 
 
 def scrape_notes(sel: Selection, deployments: list[str]) -> list[str]:
