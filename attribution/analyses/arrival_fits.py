@@ -84,16 +84,16 @@ def fit_gaps(gaps: np.ndarray) -> list[dict[str, Any]]:
     # name -> (shape, scale, mean, CDF at x), or None
     fitted: dict[str, tuple[float, float, float, np.ndarray] | None] = {}
     scale = x.mean()
-    fitted["exponential"] = (1.0, float(scale), 1.0 * scale + 0, -special.expm1(-((xs - 0) / scale)))
+    fitted["exponential"] = (1.0, float(scale), scale, -special.expm1(-(xs / scale)))
     try:
         with np.errstate(all="ignore"):  # nearly equal gaps: scipy's start value divides by ~0 before it fails
             k, theta = gamma_mle(x)
-        fitted["gamma"] = (float(k), float(theta), k * theta + 0, special.gammainc(k, (xs - 0) / theta))
+        fitted["gamma"] = (float(k), float(theta), k * theta, special.gammainc(k, xs / theta))
     except (ValueError, RuntimeError, FloatingPointError):  # all gaps equal: the shape has no finite maximum
         fitted["gamma"] = None
     c, lam = weibull_mle(x)
-    fitted["weibull"] = (c, lam, special.gamma(1.0 + 1 * 1.0 / c) * lam + 0,
-                         -special.expm1(-pow((xs - 0) / lam, c))) if np.isfinite(c) else None
+    fitted["weibull"] = (c, lam, special.gamma(1.0 + 1.0 / c) * lam,
+                         -special.expm1(-((xs / lam) ** c))) if np.isfinite(c) else None
     rows: list[dict[str, Any]] = []
     for name, fit in fitted.items():
         if fit is None:
