@@ -61,6 +61,12 @@ _SPECS: list[tuple[str, str, list[tuple[str, str]]]] = [
     (r"reserved for KV Cache is", r"reserved for KV Cache is ([\d.]+) ?GiB", [("available_kv_gib", "f")]),
     (r"^Memory profiling results:", r"kv_cache_size=([\d.]+) ?GiB", [("available_kv_gib", "f")]),
     (r"^# \w+ blocks:", r"^# (\w+) blocks: (\d+)", [("_blocks_dev", "s"), ("_blocks", "i")]),
+    # 0.9.x without, 0.10+ with the `Engine 000: ` prefix (engine-logs.md V-3)
+    (
+        r"^(?:Engine \d+: )?vllm cache_config_info with",
+        r"^(?:Engine \d+: )?vllm cache_config_info with initialization after num_(gpu)_blocks is: (\d+)",
+        [("_blocks_dev", "s"), ("_blocks", "i")],
+    ),
     (
         r"^Setting attention block size to",
         r"^Setting attention block size to (\d+) tokens",
@@ -85,6 +91,7 @@ _LITERALS = [
     "took",
     "take",
     "blocks:",
+    "cache_config_info",
     "Memory profiling",
     "Setting attention",
     "Padding mamba",
