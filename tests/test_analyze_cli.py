@@ -188,3 +188,20 @@ def test_readme_command_on_sample_logs_matches_the_ground_truth(sample_store):
             (waiting,) = rows(conc, "pods", deployment=dep, metric="waiting")
             assert waiting["peak"] == max(d["stats"]["peak_waiting"] for d in starts)
     assert {f["kind"] for f in doc["tables"]["findings"]} >= {"ceiling", "change"}
+
+
+def test_empty_length_and_latency_tables_say_why(tmp_path, store_dir):
+    """A vLLM log whose requests carry neither token ids (`prompt_token_ids: None`) nor an end: the lengths and
+    latency tables are empty, and each command (and `analyze`) says how many requests there were and why,
+    instead of an empty table alone (a real log, real_logs/vllm_repo-jayashan10-..., is of this kind)."""
+    case = REPO / "tests" / "cases" / "vllm_log" / "received_v08_added.log"
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "pod.log").write_bytes(case.read_bytes())
+    doc = cli_json("analyze", str(logs), "--store", str(store_dir), "--year", "2025", "--tz", "UTC")
+    assert doc["tables"]["lengths"] == [] and doc["tables"]["latency"] == []
+    for cmd, says in (("lengths", "1 request in the window, none with a known prompt, output or cached token"),
+                      ("latency", "1 request in the window, none with a known queue, TTFT, TPOT or end-to-end")):
+        assert any(says in n for n in doc["notes"]), (cmd, doc["notes"])
+        alone = cli_json(cmd, "--store", str(store_dir))
+        assert [n for n in alone["notes"] if says in n], (cmd, alone["notes"])

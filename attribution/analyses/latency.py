@@ -196,6 +196,10 @@ def latency(sel: Selection, *, slo: Slo | None = None, scores: list[Score] | Non
     if score_frames:
         tables["scores"] = pl.concat(score_frames)
     by = sel.by.value
+    notes = []
+    if sel.requests and tables["percentiles"].is_empty():
+        notes.append(f"{sel.requests:,} request{'s' * (sel.requests != 1)} in the window, none with a known queue, TTFT, TPOT or end-to-end "
+                     "time (e.g. arrival-only lines): no latency percentiles, and no request judged against the SLO")
     res = Analysis(
         name="latency",
         params={**base_params(sel), "slo": slo.to_dict(), "scores": [s.name for s in scores], "bucket_edges": edges,
@@ -209,6 +213,7 @@ def latency(sel: Selection, *, slo: Slo | None = None, scores: list[Score] | Non
             "scores": "scores: " + "; ".join(f"{s.name} = {s.description}" for s in scores),
         },
         definitions=DEFINITIONS,
+        notes=notes,
     )
     from attribution.histograms.analysis import add_to_latency  # imports this module's package: late
 

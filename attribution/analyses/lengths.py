@@ -43,7 +43,12 @@ def lengths(sel: Selection, *, bins_per_decade: int = 10, percentiles: Iterable[
     # window (summaries.days), under the name both queries read
     sel.materialize("int_request_length_counts")
     with queries.alias(sel.con, "int_length_counts", "int_request_length_counts"):
-        return from_counts(sel, pcts, bins_per_decade)
+        res = from_counts(sel, pcts, bins_per_decade)
+    if sel.requests and res.tables["stats"].is_empty():
+        res.notes.append(f"{sel.requests:,} request{'s' * (sel.requests != 1)} in the window, none with a known prompt, output or cached "
+                         "token count: their logs give no lengths (e.g. vLLM's `Received request` with "
+                         "`prompt_token_ids: None` and no `Finished` line or gateway usage)")
+    return res
 
 
 def from_counts(sel: Selection, pcts: list[float], bins_per_decade: int) -> Analysis:

@@ -91,7 +91,7 @@ def analyze(con, *, since: Any = None, until: Any = None, by: GroupBy | str = Gr
             "capacity": "capacity per pod per day",
         },
         definitions=DEFINITIONS,
-        notes=list(dict.fromkeys(conc.notes + cap.notes)),
+        notes=list(dict.fromkeys(len_r.notes + conc.notes + lat.notes + cap.notes)),
     )
 
 
