@@ -193,11 +193,14 @@ def test_readme_command_on_sample_logs_matches_the_ground_truth(sample_store):
 def test_empty_length_and_latency_tables_say_why(tmp_path, store_dir):
     """A vLLM log whose requests carry neither token ids (`prompt_token_ids: None`) nor an end: the lengths and
     latency tables are empty, and each command (and `analyze`) says how many requests there were and why,
-    instead of an empty table alone (a real log, real_logs/vllm_repo-jayashan10-..., is of this kind)."""
+    instead of an empty table alone (a real log, real_logs/vllm_repo-jayashan10-..., is of this kind); capacity
+    names the pod without ended requests and the pod with step lines only."""
     case = REPO / "tests" / "cases" / "vllm_log" / "received_v08_added.log"
     logs = tmp_path / "logs"
     logs.mkdir()
     (logs / "pod.log").write_bytes(case.read_bytes())
+    stats = REPO / "tests" / "cases" / "vllm_log" / "v1_082_no_engine_prefix.log"  # engine step lines only
+    (logs / "steps.log").write_bytes(stats.read_bytes())
     doc = cli_json("analyze", str(logs), "--store", str(store_dir), "--year", "2025", "--tz", "UTC")
     assert doc["tables"]["lengths"] == [] and doc["tables"]["latency"] == []
     for cmd, says in (("lengths", "1 request in the window, none with a known prompt, output or cached token"),
@@ -205,3 +208,6 @@ def test_empty_length_and_latency_tables_say_why(tmp_path, store_dir):
         assert any(says in n for n in doc["notes"]), (cmd, doc["notes"])
         alone = cli_json(cmd, "--store", str(store_dir))
         assert [n for n in alone["notes"] if says in n], (cmd, alone["notes"])
+    capacity = cli_json("capacity", "--store", str(store_dir))["notes"]
+    assert "no completed requests with an end time (e.g. arrival-only traces), so no capacity: pod" in capacity
+    assert "no requests logged in the window (engine step lines only), so no capacity: steps" in capacity

@@ -128,6 +128,10 @@ def capacity(sel: Selection, *, gpu_hour_cost: float | None = None, gpus_per_pod
     if missing:
         notes.append(f"no completed requests with an end time (e.g. arrival-only traces), so no capacity: "
                      f"{', '.join(map(str, missing))}")
+    unlogged = sorted(set(deps["deployment"]) - set(base["deployment"]), key=str)
+    if unlogged:
+        notes.append(f"no requests logged in the window (engine step lines only), so no capacity: "
+                     f"{', '.join(map(str, unlogged))}")
     return Analysis(
         name="capacity",
         params={**base_params(sel), "gpu_hour_cost": gpu_hour_cost, "gpus_per_pod": gpus_per_pod},
