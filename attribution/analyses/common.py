@@ -123,6 +123,15 @@ class Selection:
         return {"since": self.window.since, "until": self.window.until}
 
 
+def empty_note(sel: Selection, table: pl.DataFrame, none_with: str) -> list[str]:
+    """Why an analysis' main `table` is empty: no requests in the window, or none of them `none_with` ..."""
+    if not table.is_empty():
+        return []
+    if not sel.requests:
+        return ["no requests in the window"]
+    return [f"{sel.requests:,} request{'s' * (sel.requests != 1)} in the window, none with {none_with}"]
+
+
 def select(con: duckdb.DuckDBPyConnection, *, since: Any = None, until: Any = None,
            by: GroupBy | str = GroupBy.workload) -> Selection:
     """Prepare `con` (a store connection, or any connection with a `joined_requests` relation) for the

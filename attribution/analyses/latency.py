@@ -19,6 +19,7 @@ from attribution.analyses.common import (
     Analysis,
     Selection,
     base_params,
+    empty_note,
     name_groups,
     percentile_list,
     spread_percentiles,
@@ -196,10 +197,8 @@ def latency(sel: Selection, *, slo: Slo | None = None, scores: list[Score] | Non
     if score_frames:
         tables["scores"] = pl.concat(score_frames)
     by = sel.by.value
-    notes = []
-    if sel.requests and tables["percentiles"].is_empty():
-        notes.append(f"{sel.requests:,} request{'s' * (sel.requests != 1)} in the window, none with a known queue, TTFT, TPOT or end-to-end "
-                     "time (e.g. arrival-only lines): no latency percentiles, and no request judged against the SLO")
+    notes = empty_note(sel, tables["percentiles"], "a known queue, TTFT, TPOT or end-to-end time (e.g. arrival-only "
+                       "lines): no latency percentiles, and no request judged against the SLO")
     res = Analysis(
         name="latency",
         params={**base_params(sel), "slo": slo.to_dict(), "scores": [s.name for s in scores], "bucket_edges": edges,

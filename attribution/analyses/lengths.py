@@ -14,6 +14,7 @@ from attribution.analyses.common import (
     Analysis,
     Selection,
     base_params,
+    empty_note,
     name_groups,
     percentile_list,
     spread_percentiles,
@@ -44,10 +45,9 @@ def lengths(sel: Selection, *, bins_per_decade: int = 10, percentiles: Iterable[
     sel.materialize("int_request_length_counts")
     with queries.alias(sel.con, "int_length_counts", "int_request_length_counts"):
         res = from_counts(sel, pcts, bins_per_decade)
-    if sel.requests and res.tables["stats"].is_empty():
-        res.notes.append(f"{sel.requests:,} request{'s' * (sel.requests != 1)} in the window, none with a known prompt, output or cached "
-                         "token count: their logs give no lengths (e.g. vLLM's `Received request` with "
-                         "`prompt_token_ids: None` and no `Finished` line or gateway usage)")
+    res.notes.extend(empty_note(sel, res.tables["stats"], "a known prompt, output or cached token count: their logs "
+                                "give no lengths (e.g. vLLM's `Received request` with `prompt_token_ids: None` and "
+                                "no `Finished` line or gateway usage)"))
     return res
 
 
