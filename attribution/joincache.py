@@ -155,7 +155,7 @@ def _ready(con: duckdb.DuckDBPyConnection, path: Path) -> Path | None:
         return None
     alias = f"joined_build_{uuid.uuid4().hex[:8]}"
     try:
-        con.execute(f"attach $file as {alias} (row_group_size {row_group_size(con)})", {"file": str(tmp)})
+        _attach_new(con, tmp, alias)
         try:
             # The staged requests first (the request events folded in once), then the join reading them.
             con.execute(f"create table {alias}.requests as select * from requests")
@@ -194,6 +194,19 @@ def row_group_size(con: duckdb.DuckDBPyConnection) -> int:
     if rows >= ROW_GROUP:
         return ROW_GROUP
     return max(VECTOR, -(-rows // (4 * VECTOR)) * VECTOR)
+
+
+def _attach_new(con: duckdb.DuckDBPyConnection, tmp: Path, alias: str) -> None:
+    """Attach the file to build, `tmp`, as `alias`, in row groups of `row_group_size` (DuckDB's default where
+    the ATTACH option is unknown: it came after 1.1, which pyproject.toml allows)."""
+    size = row_group_size(con)
+    if size != ROW_GROUP:
+        try:
+            con.execute(f"attach $file as {alias} (row_group_size {size})", {"file": str(tmp)})
+            return
+        except (duckdb.BinderException, duckdb.NotImplementedException, duckdb.InvalidInputException):
+            pass
+    con.execute(f"attach $file as {alias}", {"file": str(tmp)})
 
 
 def _attach(con: duckdb.DuckDBPyConnection, path: Path, alias: str) -> bool:
