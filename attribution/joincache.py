@@ -41,6 +41,8 @@ TABLES = ("requests", "joined_requests")  # the staged requests (queries/stg_req
 CHOICES = "filter_choices"  # queries/dashboard_filter_choices.sql over the join (not a view on the connection)
 FORMAT = 3  # bump when what the file holds changes
 STALE_TMP_S = 6 * 3600  # a build's temporary file older than this was left by a killed reader
+ROW_GROUP = 122_880  # rows of a DuckDB row group (its default), the unit its scans split among threads
+VECTOR = 2_048  # rows of a DuckDB vector: a row group holds a whole number of them
 _NAME_RE = re.compile(r"^joined_requests-(\d{20})-[0-9a-f]{16}\.duckdb$")
 
 
@@ -153,7 +155,7 @@ def _ready(con: duckdb.DuckDBPyConnection, path: Path) -> Path | None:
         return None
     alias = f"joined_build_{uuid.uuid4().hex[:8]}"
     try:
-        con.execute(f"attach $file as {alias}", {"file": str(tmp)})
+        _attach_new(con, tmp, alias)
         try:
             # The staged requests first (the request events folded in once), then the join reading them.
             con.execute(f"create table {alias}.requests as select * from requests")
@@ -176,6 +178,35 @@ def _ready(con: duckdb.DuckDBPyConnection, path: Path) -> Path | None:
         raise
     _prune(path)
     return path
+
+
+def row_group_size(con: duckdb.DuckDBPyConnection) -> int:
+    """The row group size of the file `con` builds: DuckDB's own for a store of a row group of requests or more,
+    else a quarter of the requests (whole vectors). DuckDB writes a new table of less than one row group twice at
+    its commit (into the write-ahead log, then again, compressed, when the log is checkpointed), one of a whole
+    row group or more once, straight into the file: 0.05-0.08 CPU s a table, about a tenth of the build, on a
+    58k-request store (bench/ingest/README.md, session 15). The rows are the same; a reader's scans split among
+    threads by these row groups."""
+    try:
+        rows = int(fetch(con, "select count(*) from raw_requests").item())
+    except duckdb.CatalogException:  # (not a store's connection: the default)
+        return ROW_GROUP
+    if rows >= ROW_GROUP:
+        return ROW_GROUP
+    return max(VECTOR, -(-rows // (4 * VECTOR)) * VECTOR)
+
+
+def _attach_new(con: duckdb.DuckDBPyConnection, tmp: Path, alias: str) -> None:
+    """Attach the file to build, `tmp`, as `alias`, in row groups of `row_group_size` (DuckDB's default where
+    the ATTACH option is unknown: it came after 1.1, which pyproject.toml allows)."""
+    size = row_group_size(con)
+    if size != ROW_GROUP:
+        try:
+            con.execute(f"attach $file as {alias} (row_group_size {size})", {"file": str(tmp)})
+            return
+        except (duckdb.BinderException, duckdb.NotImplementedException, duckdb.InvalidInputException):
+            pass
+    con.execute(f"attach $file as {alias}", {"file": str(tmp)})
 
 
 def _attach(con: duckdb.DuckDBPyConnection, path: Path, alias: str) -> bool:

@@ -9,6 +9,7 @@ import fcntl
 
 import polars as pl
 import pytest
+from conftest import litellm_line
 from test_join import _slp, _store, _vllm_line
 
 from attribution import joincache
@@ -113,3 +114,43 @@ def test_a_redefined_join_is_left_alone_and_workload_names_have_their_own_cache(
     workloads = set(fetch(named, "select workload from joined_requests")["workload"])
     assert "search" in workloads and "search" not in set(fetch(plain, "select workload from joined_requests")[
         "workload"])
+
+
+def _groups(con, name: str) -> dict[str, int]:
+    """Row groups of each table of the attached cache file `name`."""
+    db = fetch(con, "select database_name from duckdb_databases() where path like $p", {"p": f"%{name}"}).item()
+    return {t: fetch(con, f"select count(distinct row_group_id) from pragma_storage_info('{db}.{t}')").item()
+            for t in joincache.TABLES}
+
+
+def test_a_store_below_a_row_group_is_written_in_several_row_groups_with_the_same_rows(tmp_path, monkeypatch):
+    """Below one DuckDB row group a table went through DuckDB's write-ahead log and was then written again when
+    the log was checkpointed: the file of a store of fewer requests than a row group is built with row groups of
+    a quarter of its requests (whole vectors), written once; its rows are the staging views' own."""
+    monkeypatch.setenv("ATTRIBUTION_SUMMARIES", "0")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    n = 4_500  # a quarter rounded up to a vector: 2,048 rows, so 3 row groups of requests (and of the join)
+    (logs / "litellm.jsonl").write_text("\n".join(
+        litellm_line(i, f"alias-{i % 3}", i * 0.5, i * 0.5 + 0.1, i * 0.5 + 1.0, 100 + i, 10) for i in range(n)) + "\n")
+    ingest([str(logs)], tmp_path / "s", year=2025, tz="UTC")
+    store = Store.open(tmp_path / "s")
+    plain, cached = store.connect(), store.connect()
+    assert joincache.row_group_size(cached) == 2_048
+    assert joincache.use(cached)
+    (name,) = _cached(store)
+    assert _groups(cached, name) == {"requests": 3, "joined_requests": 3}
+    for table in ("joined_requests", "requests"):
+        assert _rows(cached, table).equals(_rows(plain, table))
+    assert fetch(cached, "select count(*) from joined_requests").item() == n
+    # a DuckDB that refuses the option (before it had one; here a size it does not take): built in its own
+    monkeypatch.setattr(joincache, "row_group_size", lambda con: 1_000)
+    cached.close()
+    (joincache.cache_dir(store.root) / name).unlink()
+    again = store.connect()
+    assert joincache.use(again) and _cached(store) == [name]
+    assert _groups(again, name) == {"requests": 1, "joined_requests": 1}
+    assert _rows(again, "joined_requests").equals(_rows(plain, "joined_requests"))
+    monkeypatch.undo()
+    monkeypatch.setattr(joincache, "ROW_GROUP", 4_096)  # at a row group of requests or more: DuckDB's own
+    assert joincache.row_group_size(plain) == 4_096

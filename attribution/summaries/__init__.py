@@ -24,7 +24,7 @@ from attribution.store import Store
 
 PREPARE_PAGES_MIN = 200_000  # requests; a page of a smaller store computes within a second or two
 JOIN_MEMORY_MB = 1024  # DuckDB's working memory for the commit's join (db.bound_memory); it spills
-ROW_GROUP = 122_880  # rows of a DuckDB row group, the unit its scans split among threads
+ROW_GROUP = joincache.ROW_GROUP  # rows of a DuckDB row group, the unit its scans split among threads
 
 
 @dataclass(frozen=True)
