@@ -17,7 +17,8 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import REPO, once_per_session, report_key, run_cli
+import test_report
+from conftest import REPO, once_per_session, report_key, run_cli, session_root
 from rich.console import Console
 
 from attribution import render
@@ -50,8 +51,10 @@ def _commands() -> dict[str, tuple[str, ...]]:
     for fmt in ("mooncake", "burstgpt"):  # replay: the trace on stdout, the summary on stderr
         cmds[f"replay.{fmt}"] = ("replay", "--since", "2026-05-05", "--until", "2026-05-05T00:20", "--speed", "2.5",
                                  "--format", fmt)
-    cmds["report.json"] = ("report", "--since", "7d", "--format", "json", "--out", "<OUT>/report.json")
-    cmds["report.md"] = ("report", "--since", "7d", "--format", "md", "--out", "<OUT>/report.md")
+    # (test_report's sample report, the question: its analyses are run once per session, SAMPLE_REPORT)
+    for fmt in ("json", "md"):
+        cmds[f"report.{fmt}"] = ("report", "--since", "7d", "--gpu-hour-cost", "2.0", "--format", fmt,
+                                 "--out", f"<OUT>/report.{fmt}")
     cmds["report3d"] = ("report", "--since", "3d", "--fail-on", "regression", "--format", "md",
                         "--out", "<OUT>/report3d.md")
     return cmds
@@ -112,19 +115,26 @@ ONCE = {"compare": ("attribution.compare", "compare"), "memsplit": ("attribution
         "cache": ("attribution.cache.analysis", "cache"), "status": ("attribution.status", "store_status")}
 
 
+# The report lines that ask test_report's sample report question: its analyses, run once per session for every
+# module and worker (test_report.sample_report), are assembled and written by the command.
+SAMPLE_REPORT = ("report.json", "report.md")
+
+
 def _form_free(args: list[str]) -> tuple[str, ...]:
     return tuple(a for i, a in enumerate(args) if a not in ("--format", "--out")
                  and (i == 0 or args[i - 1] not in ("--format", "--out")))
 
 
 @pytest.mark.parametrize("name", list(COMMANDS))
-def test_command_output_equals_the_golden_file(name, sample_store, tmp_path, capsys, monkeypatch):
+def test_command_output_equals_the_golden_file(name, sample_store, tmp_path, tmp_path_factory, capsys, monkeypatch):
     monkeypatch.setattr(render, "out", Console(soft_wrap=True, width=WIDTH))
     monkeypatch.setenv("COLUMNS", str(WIDTH))
     monkeypatch.setenv("NO_COLOR", "1")
     cmd, *rest = COMMANDS[name]
     args = [cmd, "--store", str(sample_store), *(a.replace("<OUT>", str(tmp_path)) for a in rest)]
-    if cmd in ONCE:
+    if name in SAMPLE_REPORT:
+        test_report.serve_sample_analyses(monkeypatch, sample_store, session_root(tmp_path_factory))
+    elif cmd in ONCE:
         line, calls = (str(sample_store), *_form_free([cmd, *rest])), itertools.count()
         once_per_session(monkeypatch, importlib.import_module(ONCE[cmd][0]), ONCE[cmd][1],
                          report_key if cmd == "report" else lambda *a, **k: (line, next(calls)))
@@ -170,7 +180,6 @@ def test_the_golden_reports_traffic_equals_plain_duckdb_on_the_store_rows(sample
 def test_the_forms_of_a_command_line_are_one_unit_of_work():
     """Under xdist the forms of one command line run on one worker (conftest.work_unit), whose process computes
     their library call once (ONCE); so do the tests of conftest.WITH_GOLDEN with the command they share."""
-    import test_report
     from conftest import WITH_GOLDEN, work_unit
 
     unit = {name: work_unit(f"tests/{Path(__file__).name}::{test_command_output_equals_the_golden_file.__name__}"

@@ -17,7 +17,16 @@ from pathlib import Path
 import duckdb
 import polars as pl
 import pytest
-from conftest import REPO, SAMPLE, across_workers, once_per_session, report_key, run_cli, session_root
+from conftest import (
+    REPO,
+    SAMPLE,
+    across_workers,
+    once_per_session,
+    report_key,
+    run_cli,
+    session_root,
+    settings_key,
+)
 
 from attribution.analyses import Window
 from attribution.config import load_settings
@@ -39,20 +48,58 @@ def sample_report(store: Path, root: Path) -> tuple:
     """The sample report (analyses, report, {format: path}), built once per session for every module and every
     xdist worker (conftest.across_workers) from the asking worker's copy of the sample store, written to
     `<root>/sample-report` (root: conftest.session_root)."""
+    return _sample(store, root)[:3]
+
+
+def _sample(store: Path, root: Path) -> tuple:
+    """sample_report's tuple and the progress steps its analyses reported."""
     def build() -> tuple:
         out_dir = root / "sample-report"
         out_dir.mkdir(parents=True, exist_ok=True)
         empty = out_dir / "attribution.toml"
         empty.write_text("")
         settings = load_settings({"gpu_hour_cost": 2.0}, config=empty, env={})
-        inp = run_analyses(Store.open(store), settings, since="7d")
+        steps: list[str] = []
+        inp = run_analyses(Store.open(store), settings, since=SAMPLE_SINCE, progress=steps.append)
         report = assemble(inp, Store.open(store))
         paths = write(report, out_dir=out_dir)
-        return inp, report, {p.suffix[1:]: p for p in paths}
+        return inp, report, {p.suffix[1:]: p for p in paths}, steps
 
     if "sample" not in _BUILT:
         _BUILT["sample"] = across_workers(root, "sample-report", build)
     return _BUILT["sample"]
+
+
+SAMPLE_SINCE = "7d"
+
+
+def serve_sample_analyses(monkeypatch, store: Path, root: Path) -> None:
+    """Replace attribution.report.build_report, for one test, by the sample report's analyses (run once per
+    session, sample_report) assembled for the caller's store and settings: the golden report lines of
+    test_golden_commands ask the sample report's question (`--since 7d --gpu-hour-cost 2.0`), and their output
+    is what `attribution report` writes from those analyses. Any other question fails the test: it would need
+    analyses of its own. The progress steps the analyses reported are told again."""
+    import copy
+    import dataclasses
+
+    import attribution.report
+
+    inp, _, _, steps = _sample(store, root)
+
+    def question(settings) -> str:  # (the sample's settings file is empty: where they came from is no answer)
+        return settings_key(dataclasses.replace(settings, config_file=None))
+
+    def build(st: Store, settings, *, since=None, until=None, week=None, ingest=None, progress=None):
+        asked = (Path(st.root).resolve(), question(settings), since, until, week, ingest)
+        assert asked == (store.resolve(), question(inp.settings), SAMPLE_SINCE, None, None, None), (
+            "this report line does not ask the sample report's question (test_report.sample_report)")
+        for step in steps if progress else ():
+            progress(step)
+        mine = copy.deepcopy(inp)
+        mine.settings = settings
+        return assemble(mine, st)
+
+    monkeypatch.setattr(attribution.report, "build_report", build)
 
 
 def _built_once(monkeypatch) -> None:
