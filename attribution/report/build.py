@@ -188,7 +188,7 @@ def _run_analyses(store: Store, settings: Settings, *, since: Any, until: Any, w
         everything = select(con, since=window, by=GroupBy.all)
         inp.thresholds = thresholds(everything, catalogue)
         # the changes compare the window's cohorts (labels or versions) on this selection: they read the
-        # thresholds' int_threshold_requests instead of making it again (~400 MB and ~1 CPU s at 1M requests)
+        # thresholds' int_threshold_requests instead of making it again (~400 MB at 1M requests)
         reused = settings.engine != "spark" and cohort_of(everything) is not None
         done(("int_threshold_requests",) if reused else ())
         say("changes against the previous window")

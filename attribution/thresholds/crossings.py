@@ -81,8 +81,8 @@ def prepare_starts(con: duckdb.DuckDBPyConnection, catalogue: Catalogue, *, gpu_
 
 # On a DuckDB connection: the engine starts last registered as thr_starts, and what the int_threshold_requests on
 # it was made from (the selection's serial, those starts). A report's thresholds and its changes' compare of the
-# window's cohorts read one selection: the table is made once, not twice (a 1M-request window: ~400 MB and
-# ~1 CPU s; bench/scale/README.md, 2026-12-03 report32).
+# window's cohorts read one selection: the table is made once, not twice (a 1M-request window: ~400 MB of
+# DuckDB memory; bench/scale/README.md, 2026-12-03 report32).
 _STARTS: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, pl.DataFrame] = weakref.WeakKeyDictionary()
 _MADE: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, tuple[int, pl.DataFrame]] = weakref.WeakKeyDictionary()
 
