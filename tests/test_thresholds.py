@@ -409,6 +409,50 @@ def test_step_rows_are_kept_for_the_same_window_starts_and_lines(tmp_path_factor
     assert one.size < whole.size and set(one.deployments) == {dep, None}
 
 
+def test_threshold_requests_are_made_once_per_selection_and_starts(tmp_path_factory, monkeypatch):
+    """mark_requests keeps an int_threshold_requests made from the same selection and engine starts (a report's
+    thresholds and its changes' compare of the window's cohorts), and makes it again after a new select(), new
+    engine starts, or a release() that dropped it; release(keep=...) keeps it. The report connection's
+    keep_step_rows(con, False) reads the step rows anew each time and keeps none."""
+    from attribution.analyses import release
+    from attribution.db import fetch
+    from attribution.thresholds import crossings, steps
+    from attribution.thresholds.crossings import mark_requests, prepare, register
+    from attribution.thresholds.settings import engine_starts
+
+    made: list[str] = []
+    materialize = crossings.materialize
+    monkeypatch.setattr(crossings, "materialize", lambda con, name, *a, **kw: made.append(name)
+                        or materialize(con, name, *a, **kw))
+    con = Store.open(sample_store(tmp_path_factory)).connect()
+    rows = "select count(*), sum(rid), min(config_id) from int_threshold_requests"
+    select(con, by="all")
+    settings = prepare(con, load_catalogue())
+    mark_requests(con)
+    first = fetch(con, rows).row(0)
+    mark_requests(con, flags=False)
+    assert len(made) == 1 and fetch(con, rows).row(0) == first
+    starts = engine_starts(con)
+    register(con, starts.head(starts.height - 1), settings)  # other starts: other config ids
+    mark_requests(con)
+    register(con, starts, settings)
+    mark_requests(con)
+    assert len(made) == 3 and fetch(con, rows).row(0) == first
+    release(con, keep=("int_threshold_requests",))
+    mark_requests(con)
+    assert len(made) == 3
+    release(con)
+    mark_requests(con)
+    assert len(made) == 4 and fetch(con, rows).row(0) == first
+    select(con, by="all")  # the same window again (a kept selection), but a new select()
+    mark_requests(con)
+    assert len(made) == 5
+    steps.keep_step_rows(con, False)
+    assert steps.step_rows(con) is not steps.step_rows(con)
+    steps.keep_step_rows(con, True)
+    assert steps.step_rows(con) is steps.step_rows(con)
+
+
 def test_file_order_is_the_three_key_sort():
     """steps.file_order (the rows' permutation into file, time, line order, skipping the full sort where the
     rows are in file order already or sort by file and line alone) is always the stable sort by file, time

@@ -173,11 +173,17 @@ def _prepare(con: duckdb.DuckDBPyConnection, window: Window, by: GroupBy) -> Non
     con.execute(f"create or replace temp view int_analysis_requests as select * from {kept[key]}")
 
 
-def release(con: duckdb.DuckDBPyConnection) -> None:
-    """Drop the temporary tables an analysis left on `con` (the selections kept for reuse stay), and the
-    frames it registered, so that a long-lived connection (a dashboard view) does not hold every page's
-    intermediate rows."""
-    kept = set(_KEPT.get(con, {}).values())
+def selection_serial(con: duckdb.DuckDBPyConnection) -> int | None:
+    """The serial of the selection `con`'s int_analysis_requests holds (Selection.serial of the last select() on
+    it; None before any): what a table made from the selection was made from."""
+    return _CURRENT.get(id(con))
+
+
+def release(con: duckdb.DuckDBPyConnection, keep: Iterable[str] = ()) -> None:
+    """Drop the temporary tables an analysis left on `con` (the selections kept for reuse stay, and the tables
+    named in `keep`), and the frames it registered, so that a long-lived connection (a dashboard view) does
+    not hold every page's intermediate rows."""
+    kept = set(_KEPT.get(con, {}).values()) | set(keep)
     for (name,) in con.execute("select table_name from duckdb_tables() where temporary").fetchall():
         if name not in kept and name != "int_analysis_requests":
             con.execute(f'drop table if exists temp."{name}"')

@@ -25,20 +25,23 @@ Question = tuple[str, "np.ndarray | None", "tuple[float, ...] | None"]  # (metri
 @dataclass
 class _Sides:
     """One ratio between the point estimates and the judgement: what its bootstrap draws are still needed
-    for (`asks`: before, after; none when no stratum has both cohorts)."""
+    for (`asks`: before, after; none when no stratum has both cohorts). Only numbers per percentile and
+    counts: every question of a batch waits here for the draws, so no per-request array is held (they were
+    51 MB for the sample report's 53 questions over 90k requests; at 1M most of the bootstrap's 957 MB peak)."""
 
     ps: tuple[float, ...]
-    vb: np.ndarray
-    va: np.ndarray
-    cb: np.ndarray
-    ca: np.ndarray
-    w: np.ndarray
-    kb: np.ndarray
-    ka: np.ndarray
-    keep_b: np.ndarray
-    keep_a: np.ndarray
-    pb: np.ndarray
+    pb: np.ndarray  # re-weighted percentiles, before and after
     pa: np.ndarray
+    raw_b: np.ndarray  # each cohort's own percentiles (np.quantile over all its requests)
+    raw_a: np.ndarray
+    d_b: np.ndarray  # design effects per percentile (judge.design_effect; 1 where nothing is drawn)
+    d_a: np.ndarray
+    neff_b: float  # judge.effective_n of the matched requests
+    neff_a: float
+    matched_b: int  # requests in strata both cohorts have
+    matched_a: int
+    unmatched: int
+    weighted: bool  # some stratum has both cohorts
     asks: list[Ask]
 
 
@@ -110,18 +113,28 @@ class Estimator:
         w = stats.mix_weights(cb, ca, d.n_strata, self.mix)
         weighted = w > 0
         kb, ka = weighted[cb], weighted[ca]
-        ob, oa = order[b], order[a]  # request indices of each side
         nan = np.full(len(ps), np.nan)
-        sides = _Sides(ps, vb, va, cb, ca, w, kb, ka, ob[kb], oa[ka], nan, nan, [])
+        ones = np.ones(len(ps))
+        matched_b, matched_a = int(kb.sum()), int(ka.sum())
+        sides = _Sides(ps, nan, nan, np.quantile(vb, ps) if vb.size else nan,
+                       np.quantile(va, ps) if va.size else nan, ones, ones, 0.0, 0.0, matched_b, matched_a,
+                       int(vb.size + va.size - matched_b - matched_a), bool(w.sum()), [])
         if w.sum() == 0:
             return sides
+        ob, oa = order[b], order[a]  # request indices of each side
         # the sum of the unit weights in request order, as weighted_percentiles adds it
         kept = ok & weighted[d.codes]
         unit_b, unit_a = stats.unit_weights(cb[kb], w), stats.unit_weights(ca[ka], w)
         total_b = float(unit_b[d.codes[kept & ~d.after]].sum())
         total_a = float(unit_a[d.codes[kept & d.after]].sum())
-        sides.pb = stats.sorted_weighted_percentiles(vb[kb], cb[kb], unit_b, total_b, ps, "inverted_cdf")
-        sides.pa = stats.sorted_weighted_percentiles(va[ka], ca[ka], unit_a, total_a, ps, "inverted_cdf")
+        vb, cb, va, ca = vb[kb], cb[kb], va[ka], ca[ka]  # the matched requests, from here on
+        sides.pb = pb = stats.sorted_weighted_percentiles(vb, cb, unit_b, total_b, ps, "inverted_cdf")
+        sides.pa = pa = stats.sorted_weighted_percentiles(va, ca, unit_a, total_a, ps, "inverted_cdf")
+        # (computed before the draws, so that the questions waiting for them hold no per-request arrays)
+        blocks_b, blocks_a = d.blocks[ob[kb]], d.blocks[oa[ka]]
+        sides.d_b = np.array([judge.design_effect(vb, blocks_b, pb[i], p) for i, p in enumerate(ps)])
+        sides.d_a = np.array([judge.design_effect(va, blocks_a, pa[i], p) for i, p in enumerate(ps)])
+        sides.neff_b, sides.neff_a = judge.effective_n(cb, w), judge.effective_n(ca, w)
         on = weighted[sc]
         sides.asks = [Ask(metric, np.packbits(m & on).tobytes(), sv.size, w, ps, self.resamples,
                           self.stream_key(key, i)) for i, m in enumerate((b, a))]
@@ -129,22 +142,17 @@ class Estimator:
 
     def _judge(self, s: _Sides, draws: list[np.ndarray]) -> list[dict[str, Any]]:
         """The rows of one ratio from its point estimates and bootstrap draws (before, after)."""
-        d, ps = self.d, s.ps
-        vb, va, cb, ca, w, kb, ka, pb, pa = s.vb, s.va, s.cb, s.ca, s.w, s.kb, s.ka, s.pb, s.pa
+        ps, pb, pa, raw_b, raw_a = s.ps, s.pb, s.pa, s.raw_b, s.raw_a
         nan = np.full(len(ps), np.nan)
         se = dsd = nan
         d_b = d_a = np.ones(len(ps))
         if draws:
             db, da = draws
-            d_b = np.array([judge.design_effect(vb[kb], d.blocks[s.keep_b], pb[i], p) for i, p in enumerate(ps)])
-            d_a = np.array([judge.design_effect(va[ka], d.blocks[s.keep_a], pa[i], p) for i, p in enumerate(ps)])
+            d_b, d_a = s.d_b, s.d_a
             se = np.sqrt(judge.log_se(db) ** 2 * d_b + judge.log_se(da) ** 2 * d_a)
             dsd = np.sqrt(judge.sd(db) ** 2 * d_b + judge.sd(da) ** 2 * d_a)
-        neff_b = judge.effective_n(cb[kb], w) if w.sum() else 0.0
-        neff_a = judge.effective_n(ca[ka], w) if w.sum() else 0.0
-        raw_b = np.quantile(vb, ps) if vb.size else nan
-        raw_a = np.quantile(va, ps) if va.size else nan
-        matched_b, matched_a = int(kb.sum()), int(ka.sum())
+        neff_b, neff_a = s.neff_b, s.neff_a
+        matched_b, matched_a = s.matched_b, s.matched_a
         out = []
         with np.errstate(all="ignore"):
             for i, p in enumerate(ps):
@@ -161,10 +169,10 @@ class Estimator:
                     "raw_before": raw_b[i], "raw_after": raw_a[i],
                     "raw_ratio": raw_a[i] / raw_b[i] if raw_b[i] > 0 else np.nan,
                     "n_before": matched_b, "n_after": matched_a,
-                    "unmatched": int(vb.size + va.size - matched_b - matched_a),
+                    "unmatched": s.unmatched,
                     "n_eff_before": neff_b, "n_eff_after": neff_a, "min_requests": need,
                     "enough": bool(min(neff_b, neff_a) >= need), "se_log": se[i],
-                    "design_effect": float(np.sqrt(d_b[i] * d_a[i])) if w.sum() else np.nan,
+                    "design_effect": float(np.sqrt(d_b[i] * d_a[i])) if s.weighted else np.nan,
                     "df": df, "p_value": judge.p_material(ratio, se[i], self.tolerance, df),
                 })  # fmt: skip
         return out

@@ -29,7 +29,7 @@ from attribution.analyses import (
 from attribution.analyses.arrival_change import ChangeRule, burstiness_change
 from attribution.analyses.common import keep_selections, release
 from attribution.analyses.exact import shared_sweeps
-from attribution.analyses.overview import cohort_latency, findings
+from attribution.analyses.overview import cohort_latency, cohort_of, findings
 from attribution.config import Settings, connect_settings
 from attribution.db import bound_memory
 from attribution.errors import InputError, UsageError
@@ -47,6 +47,7 @@ from attribution.report.health import health
 from attribution.report.model import Report
 from attribution.store import Store
 from attribution.thresholds import load_catalogue, thresholds
+from attribution.thresholds.steps import keep_step_rows
 
 Progress = Callable[[str], None]
 # DuckDB's working memory for the report's connection (attribution.db.bound_memory; $ATTRIBUTION_DUCKDB_MEMORY_MB):
@@ -157,9 +158,13 @@ def _run_analyses(store: Store, settings: Settings, *, since: Any, until: Any, w
         # window) held ~1 GB of DuckDB's memory while the changes' compare peaked beside it (2.9 GB at 1M;
         # kept one: 2.4 GB, same bytes, no more CPU: bench/scale/README.md, 2026-12-03 mem31)
         keep_selections(con, 1)
+        # the thresholds read the window's step lines and the changes' compare every day's: nothing kept is
+        # read again, and kept they stayed beside the compare's bootstrap
+        keep_step_rows(con, False)
     # each step's temporary tables dropped once it is done (as the dashboard does after a page): they would
     # hold DuckDB's capped memory, or spill, while the next steps run
-    done: Callable[[], None] = (lambda: None) if settings.engine == "spark" else (lambda: release(con))
+    done: Callable[..., None] = (lambda keep=(): None) if settings.engine == "spark" else \
+        (lambda keep=(): release(con, keep))
     by = GroupBy(settings.by)
     slo = parse_slo(list(settings.slo) or None, settings.slo_preset)
     inp = Inputs(window, by, slo, settings, commit=snapshot.version)
@@ -182,7 +187,10 @@ def _run_analyses(store: Store, settings: Settings, *, since: Any, until: Any, w
         say("thresholds")
         everything = select(con, since=window, by=GroupBy.all)
         inp.thresholds = thresholds(everything, catalogue)
-        done()
+        # the changes compare the window's cohorts (labels or versions) on this selection: they read the
+        # thresholds' int_threshold_requests instead of making it again (~400 MB at 1M requests)
+        reused = settings.engine != "spark" and cohort_of(everything) is not None
+        done(("int_threshold_requests",) if reused else ())
         say("changes against the previous window")
         inp.changes = window_changes(con, window, settings, sel=everything, now_lengths=inp.lengths,
                                      catalogue=catalogue)

@@ -7,13 +7,14 @@ running-request cap, state-pool-full episodes). Exact counts from per-request ro
 from __future__ import annotations
 
 import re
+import weakref
 from typing import Any
 
 import duckdb
 import polars as pl
 
 from attribution import queries
-from attribution.analyses.common import Analysis, Selection
+from attribution.analyses.common import Analysis, Selection, selection_serial
 from attribution.queries import materialize
 from attribution.thresholds import steps as step_kernel
 from attribution.thresholds.buckets import DEFINITIONS as BUCKET_DEFINITIONS
@@ -78,22 +79,50 @@ def prepare_starts(con: duckdb.DuckDBPyConnection, catalogue: Catalogue, *, gpu_
     return starts, settings
 
 
+# On a DuckDB connection: the engine starts last registered as thr_starts, and what the int_threshold_requests on
+# it was made from (the selection's serial, those starts). A report's thresholds and its changes' compare of the
+# window's cohorts read one selection: the table is made once, not twice (a 1M-request window: ~400 MB of
+# DuckDB memory; bench/scale/README.md, 2026-12-03 report32).
+_STARTS: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, pl.DataFrame] = weakref.WeakKeyDictionary()
+_MADE: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, tuple[int, pl.DataFrame]] = weakref.WeakKeyDictionary()
+
+
 def register(con: duckdb.DuckDBPyConnection, starts: pl.DataFrame, settings: pl.DataFrame) -> None:
-    con.register("thr_starts", starts.select("config_id", "deployment", "engine", "ts").to_arrow())
+    rows = starts.select("config_id", "deployment", "engine", "ts")
+    con.register("thr_starts", rows.to_arrow())
     con.register("thr_settings", settings.to_arrow())
+    if isinstance(con, duckdb.DuckDBPyConnection):
+        _STARTS[con] = rows
     step_kernel.settings_registered(con)
 
 
 def mark_requests(con: duckdb.DuckDBPyConnection, *, requests: bool = True, flags: bool = True) -> None:
     """Materialise `int_threshold_requests` (the window's requests with their engine start) and the view
     `int_threshold_request_flags` (one row per request and evaluated request/deployment feature) from
-    `int_analysis_requests`; each is named as its file."""
-    if requests:
+    `int_analysis_requests`; each is named as its file. On DuckDB a table still there from the same selection
+    and engine starts is kept, not made again."""
+    if requests and not _made(con):
         materialize(con, "int_threshold_requests")
+        serial, starts = selection_serial(con), _STARTS.get(con) if isinstance(con, duckdb.DuckDBPyConnection) \
+            else None
+        if serial is not None and starts is not None:
+            _MADE[con] = (serial, starts)
     if flags:
         # a view: each reader aggregates or filters it as it goes (tens of millions of rows on a busy week), and
         # it always reads the thr_settings registered at that time
         queries.create_view(con, "int_threshold_request_flags", temp=True)
+
+
+def _made(con: duckdb.DuckDBPyConnection) -> bool:
+    """`int_threshold_requests` on `con` holds what it would be made from now: the same selection and the same
+    registered engine starts (a temporary table that release() has not dropped)."""
+    if not isinstance(con, duckdb.DuckDBPyConnection) or (made := _MADE.get(con)) is None:
+        return False
+    starts = _STARTS.get(con)
+    if made[0] != selection_serial(con) or starts is None or not starts.equals(made[1]):
+        return False
+    return bool(con.execute("select count(*) from duckdb_tables() where temporary "
+                            "and table_name = 'int_threshold_requests'").fetchall()[0][0])
 
 
 def _summary(settings: pl.DataFrame, used: set[str]) -> pl.DataFrame:

@@ -45,6 +45,7 @@ ARRIVAL_TIE_RULE = (
 # The last step rows read on a connection over a store commit's cached join (whose lines cannot change), with
 # what they were read for: the thresholds and compare pages of a dashboard view read the same lines.
 _KEPT: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, tuple[tuple, StepRows]] = weakref.WeakKeyDictionary()
+_UNKEPT: weakref.WeakSet[duckdb.DuckDBPyConnection] = weakref.WeakSet()  # keep_step_rows(con, False)
 
 
 @dataclass
@@ -125,7 +126,7 @@ def step_rows(con: duckdb.DuckDBPyConnection, since: datetime | None = None, unt
     (joincache.attached) the last rows read are kept and given again to a call for the same window, the same
     engine starts and no other quantities."""
     needed = [q for q in QUANTITIES if q in set(step_settings(con)["quantity"].to_list())]
-    key = _kept_key(con, since, until)
+    key = _kept_key(con, since, until) if con not in _UNKEPT else None
     kept = _KEPT.get(con) if key is not None else None
     if kept is not None and kept[0] == key and set(needed) <= kept[1].values.keys():
         return kept[1]
@@ -133,6 +134,17 @@ def step_rows(con: duckdb.DuckDBPyConnection, since: datetime | None = None, unt
     if key is not None:
         _KEPT[con] = (key, rows)
     return rows
+
+
+def keep_step_rows(con: duckdb.DuckDBPyConnection, keep: bool) -> None:
+    """Whether step_rows keeps the last rows read on `con` for a later call (by default it does, over a cached
+    join). A report reads each set once (its thresholds the window's lines, its changes' compare every day's
+    read): kept, they would stay beside the compare's bootstrap (~165 MB at 1M requests)."""
+    if keep:
+        _UNKEPT.discard(con)
+    else:
+        _UNKEPT.add(con)
+        _KEPT.pop(con, None)
 
 
 def _kept_key(con: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None) -> tuple | None:
