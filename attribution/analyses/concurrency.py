@@ -6,6 +6,8 @@ that the tests compare with."""
 
 from __future__ import annotations
 
+from datetime import UTC
+from datetime import time as dtime
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -72,19 +74,39 @@ def step_line_frames(sel: Selection, deployments: list[str], *, max_gap_s: float
                      bucket_s: int | None, percentiles: list[float] | None = None
                      ) -> tuple[pl.DataFrame, pl.DataFrame | None, int | None]:
     """Stats and, if asked, a time series of `deployments` from their engine step lines
-    (queries/int_concurrency_step_lines.sql, read by concurrency_sampled.sql and
-    concurrency_sampled_timeseries.sql), and the series' bucket in seconds (picked from the lines' span when not
-    given). On a store connection the frames may come from those of every deployment (`_kept_frames`)."""
+    (queries/int_concurrency_step_lines.sql, reduced to the time at each value by int_concurrency_step_hist.sql
+    for concurrency_sampled.sql, and read by concurrency_sampled_timeseries.sql), and the series' bucket in
+    seconds (picked from the lines' span when not given). On a store connection the stats of a window of whole
+    UTC days may come from the per-day histograms (`_hist_from_days`), the frames from those of every
+    deployment (`_kept_frames`)."""
     ps = percentile_list(percentiles)
     quantiles = sweep.quantile_fractions(ps)
-    got = _kept_frames(sel, deployments, max_gap_s) if kept.keeps(sel.con) else None
+    keeps = kept.keeps(sel.con)
+    got = _kept_frames(sel, deployments, max_gap_s) if keeps else None
     if got is None:
-        sel.materialize("int_concurrency_step_lines", deployments=deployments, max_gap_s=max_gap_s)
-        got = (lambda name, extra, **params: sel.run(name, **params),
-               lambda: float(sel.run("concurrency_steps_span")["span_s"][0]))
+        made: list[bool] = []
+
+        def lines() -> None:  # the lines of `deployments` in the window, once, when a frame needs them
+            if not made:
+                sel.materialize("int_concurrency_step_lines", deployments=deployments, max_gap_s=max_gap_s)
+                made.append(True)
+
+        def run(name: str, extra: tuple[object, ...], **params: Any) -> pl.DataFrame:
+            lines()
+            if name == "concurrency_sampled":
+                sel.materialize("int_concurrency_step_hist")
+            return sel.run(name, **params)
+
+        def lines_span() -> float:
+            lines()
+            return float(sel.run("concurrency_steps_span")["span_s"][0])
+        got = (run, lines_span)
     frame, span = got
-    stats = spread_percentiles(frame("concurrency_sampled", tuple(quantiles), quantiles=quantiles), ps).drop(
-        "lines").with_columns(source=pl.lit("sampled"))
+    if keeps and _hist_from_days(sel, deployments, max_gap_s):
+        raw = sel.run("concurrency_sampled", quantiles=quantiles)
+    else:
+        raw = frame("concurrency_sampled", tuple(quantiles), quantiles=quantiles)
+    stats = spread_percentiles(raw, ps).drop("lines").with_columns(source=pl.lit("sampled"))
     series = None
     if timeseries:
         if bucket_s is None:
@@ -125,6 +147,8 @@ def _kept_frames(sel: Selection, deployments: list[str], max_gap_s: float
     def frame(name: str, extra: tuple[object, ...], **params: Any) -> pl.DataFrame:
         def compute() -> pl.DataFrame:
             lines()
+            if name == "concurrency_sampled":
+                sel.materialize("int_concurrency_step_hist")
             return sel.run(name, **params)
         parts = (queries.load("int_concurrency_step_lines").sql, queries.load(name).sql, *window, max_gap_s, *extra)
         return kept.kept(sel.con, name, parts, STEP_VIEWS, compute).filter(pl.col("deployment").is_in(wanted))
@@ -133,6 +157,60 @@ def _kept_frames(sel: Selection, deployments: list[str], max_gap_s: float
         return float(names["span_s"].fill_null(0.0).max() if names.height else 0.0)  # type: ignore[arg-type]
 
     return frame, span
+
+
+def _whole_days(t: Any) -> bool:
+    return t is None or t.astimezone(UTC).timetz().replace(tzinfo=None) == dtime(0)
+
+
+def _hist_from_days(sel: Selection, deployments: list[str], max_gap_s: float) -> bool:
+    """Make int_concurrency_step_hist (the time at each value of `deployments`' step lines in the window) from the
+    per-day histograms of every deployment's lines (queries/concurrency_step_days.sql, kept per store commit,
+    `max_gap_s` and narrowed engine views) where the window is whole UTC days; False (nothing made) where it is
+    not, where two deployments' lines share a name, or where the histograms are not kept and the window is not
+    the whole store (a window of a few days computes its own lines for less). The same rows as from the lines:
+    a line's weight reaches to the next line of its engine, which is the same day's except for the day's last
+    line, so that one's weight counts only when the window holds the next day with lines of its engine (the
+    window's last line weighs 0)."""
+    since, until = sel.window.since, sel.window.until
+    if not (_whole_days(since) and _whole_days(until)):
+        return False
+    parts = (queries.load("int_concurrency_step_lines").sql, queries.load("concurrency_step_days").sql, max_gap_s)
+    if (since is not None or until is not None) and not kept.has(sel.con, "concurrency_step_days", parts, STEP_VIEWS):
+        return False
+    pods = kept.kept(sel.con, "concurrency_step_pods", (queries.load("concurrency_step_pods").sql, None, None),
+                     STEP_VIEWS, lambda: queries.run(sel.con, "concurrency_step_pods", since=None, until=None))
+    if pods["name"].n_unique() != pods.height:
+        return False
+
+    def compute() -> pl.DataFrame:
+        queries.materialize(sel.con, "int_concurrency_step_lines", since=None, until=None, max_gap_s=max_gap_s,
+                            deployments=pods["deployment"].unique().sort().to_list())
+        return queries.run(sel.con, "concurrency_step_days")
+    days = kept.kept(sel.con, "concurrency_step_days", parts, STEP_VIEWS, compute)
+    # the next day with lines of each engine, over every day (a day's last line reaches to its first line)
+    later = days.select("deployment", "day").unique().sort("deployment", "day").with_columns(
+        next_day=pl.col("day").shift(-1).over("deployment"))
+    days = days.filter(pl.col("deployment").is_in(pods.filter(pl.col("deployment").is_in(deployments))["name"]
+                                                  .to_list())).join(later, on=["deployment", "day"], how="left")
+    counts = pl.col("next_day").is_not_null()
+    if since is not None:
+        days = days.filter(pl.col("day") >= since.astimezone(UTC).date())
+    if until is not None:
+        days = days.filter(pl.col("day") < until.astimezone(UTC).date())
+        counts = counts & (pl.col("next_day") < until.astimezone(UTC).date())
+    tail = pl.when(counts).then(pl.col("tail_dur")).otherwise(0.0).fill_null(0.0)
+    hist = days.group_by("deployment", "metric", "value").agg(
+        (pl.col("dur") + tail).sum().alias("dur"),
+        (pl.col("value_dur") + pl.col("value") * tail).sum().alias("value_dur"),
+        pl.col("lines").sum(), pl.col("first_ts").min())
+    sel.con.register("concurrency_step_days_hist", hist.to_arrow())
+    try:
+        sel.con.execute("create or replace temp table int_concurrency_step_hist as select * from "
+                        "concurrency_step_days_hist")
+    finally:
+        sel.con.unregister("concurrency_step_days_hist")
+    return True
 
 
 def scrape_notes(sel: Selection, deployments: list[str]) -> list[str]:
