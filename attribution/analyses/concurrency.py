@@ -6,7 +6,9 @@ that the tests compare with."""
 
 from __future__ import annotations
 
-from datetime import UTC
+import functools
+from dataclasses import dataclass
+from datetime import UTC, date
 from datetime import time as dtime
 from typing import TYPE_CHECKING, Any
 
@@ -76,44 +78,59 @@ def step_line_frames(sel: Selection, deployments: list[str], *, max_gap_s: float
     """Stats and, if asked, a time series of `deployments` from their engine step lines
     (queries/int_concurrency_step_lines.sql, reduced to the time at each value by int_concurrency_step_hist.sql
     for concurrency_sampled.sql, and read by concurrency_sampled_timeseries.sql), and the series' bucket in
-    seconds (picked from the lines' span when not given). On a store connection the stats of a window of whole
-    UTC days may come from the per-day histograms (`_hist_from_days`), the frames from those of every
-    deployment (`_kept_frames`)."""
+    seconds (picked from the lines' span when not given). On a store connection a window of whole UTC days is
+    merged from per-day frames (`DayFrames`), else the frames may come from those of every deployment
+    (`_kept_frames`)."""
     ps = percentile_list(percentiles)
     quantiles = sweep.quantile_fractions(ps)
     keeps = kept.keeps(sel.con)
-    got = _kept_frames(sel, deployments, max_gap_s) if keeps else None
-    if got is None:
-        made: list[bool] = []
+    days = DayFrames.of(sel, deployments, max_gap_s) if keeps else None
+    ready: list[tuple[Callable[..., pl.DataFrame], Callable[[], float]]] = []
 
-        def lines() -> None:  # the lines of `deployments` in the window, once, when a frame needs them
-            if not made:
-                sel.materialize("int_concurrency_step_lines", deployments=deployments, max_gap_s=max_gap_s)
-                made.append(True)
+    def frames() -> tuple[Callable[..., pl.DataFrame], Callable[[], float]]:  # from the lines, when needed
+        if not ready:
+            ready.append((_kept_frames(sel, deployments, max_gap_s) if keeps else None)
+                         or _own_frames(sel, deployments, max_gap_s))
+        return ready[0]
 
-        def run(name: str, extra: tuple[object, ...], **params: Any) -> pl.DataFrame:
-            lines()
-            if name == "concurrency_sampled":
-                sel.materialize("int_concurrency_step_hist")
-            return sel.run(name, **params)
-
-        def lines_span() -> float:
-            lines()
-            return float(sel.run("concurrency_steps_span")["span_s"][0])
-        got = (run, lines_span)
-    frame, span = got
-    if keeps and _hist_from_days(sel, deployments, max_gap_s):
-        raw = sel.run("concurrency_sampled", quantiles=quantiles)
+    if days is not None:
+        raw = days.sampled(quantiles)
     else:
-        raw = frame("concurrency_sampled", tuple(quantiles), quantiles=quantiles)
+        raw = frames()[0]("concurrency_sampled", tuple(quantiles), quantiles=quantiles)
     stats = spread_percentiles(raw, ps).drop("lines").with_columns(source=pl.lit("sampled"))
     series = None
     if timeseries:
         if bucket_s is None:
-            bucket_s = pick_bucket_s(span())
+            bucket_s = pick_bucket_s(days.span() if days is not None else frames()[1]())
         bucket_us = int(bucket_s * 1_000_000)
-        series = frame("concurrency_sampled_timeseries", (bucket_us,), bucket_us=bucket_us)
+        if days is not None and bucket_s % DAY_BUCKET_S == 0:
+            series = days.series(bucket_s)
+        else:
+            series = frames()[0]("concurrency_sampled_timeseries", (bucket_us,), bucket_us=bucket_us)
     return stats, series, bucket_s
+
+
+def _own_frames(sel: Selection, deployments: list[str], max_gap_s: float
+                ) -> tuple[Callable[..., pl.DataFrame], Callable[[], float]]:
+    """How `step_line_frames` computes its frames from the lines of `deployments` in the window (materialised
+    once, when a frame first needs them), and their span."""
+    made: list[bool] = []
+
+    def lines() -> None:
+        if not made:
+            sel.materialize("int_concurrency_step_lines", deployments=deployments, max_gap_s=max_gap_s)
+            made.append(True)
+
+    def run(name: str, extra: tuple[object, ...], **params: Any) -> pl.DataFrame:
+        lines()
+        if name == "concurrency_sampled":
+            sel.materialize("int_concurrency_step_hist")
+        return sel.run(name, **params)
+
+    def span() -> float:
+        lines()
+        return float(sel.run("concurrency_steps_span")["span_s"][0])
+    return run, span
 
 
 STEP_VIEWS = ("engine_steps", "engine_config")  # what int_concurrency_step_lines reads
@@ -159,58 +176,111 @@ def _kept_frames(sel: Selection, deployments: list[str], max_gap_s: float
     return frame, span
 
 
+DAY_BUCKET_S = 300  # the per-day series' bucket (queries/concurrency_step_day_series.sql): a day holds whole ones
+
+
 def _whole_days(t: Any) -> bool:
     return t is None or t.astimezone(UTC).timetz().replace(tzinfo=None) == dtime(0)
 
 
-def _hist_from_days(sel: Selection, deployments: list[str], max_gap_s: float) -> bool:
-    """Make int_concurrency_step_hist (the time at each value of `deployments`' step lines in the window) from the
-    per-day histograms of every deployment's lines (queries/concurrency_step_days.sql, kept per store commit,
-    `max_gap_s` and narrowed engine views) where the window is whole UTC days; False (nothing made) where it is
-    not, where two deployments' lines share a name, or where the histograms are not kept and the window is not
-    the whole store (a window of a few days computes its own lines for less). The same rows as from the lines:
-    a line's weight reaches to the next line of its engine, which is the same day's except for the day's last
-    line, so that one's weight counts only when the window holds the next day with lines of its engine (the
-    window's last line weighs 0)."""
-    since, until = sel.window.since, sel.window.until
-    if not (_whole_days(since) and _whole_days(until)):
-        return False
-    parts = (queries.load("int_concurrency_step_lines").sql, queries.load("concurrency_step_days").sql, max_gap_s)
-    if (since is not None or until is not None) and not kept.has(sel.con, "concurrency_step_days", parts, STEP_VIEWS):
-        return False
-    pods = kept.kept(sel.con, "concurrency_step_pods", (queries.load("concurrency_step_pods").sql, None, None),
-                     STEP_VIEWS, lambda: queries.run(sel.con, "concurrency_step_pods", since=None, until=None))
-    if pods["name"].n_unique() != pods.height:
-        return False
+@dataclass
+class DayFrames:
+    """The step lines of some deployments in a window of whole UTC days, as per-day frames of every
+    deployment's lines (queries/concurrency_step_days.sql: the time at each value; concurrency_step_day_series.sql:
+    five-minute buckets), kept per store commit, `max_gap_s` and narrowed engine views, and merged into the rows
+    the window's own lines give. A line's weight reaches to the next line of its engine, the same day's but for
+    the day's last line: that one weighs only when the window holds the next day with lines of its engine (the
+    window's last line weighs 0). `next_day` is that day for each (deployment, day), over every day."""
 
-    def compute() -> pl.DataFrame:
-        queries.materialize(sel.con, "int_concurrency_step_lines", since=None, until=None, max_gap_s=max_gap_s,
-                            deployments=pods["deployment"].unique().sort().to_list())
-        return queries.run(sel.con, "concurrency_step_days")
-    days = kept.kept(sel.con, "concurrency_step_days", parts, STEP_VIEWS, compute)
-    # the next day with lines of each engine, over every day (a day's last line reaches to its first line)
-    later = days.select("deployment", "day").unique().sort("deployment", "day").with_columns(
-        next_day=pl.col("day").shift(-1).over("deployment"))
-    days = days.filter(pl.col("deployment").is_in(pods.filter(pl.col("deployment").is_in(deployments))["name"]
-                                                  .to_list())).join(later, on=["deployment", "day"], how="left")
-    counts = pl.col("next_day").is_not_null()
-    if since is not None:
-        days = days.filter(pl.col("day") >= since.astimezone(UTC).date())
-    if until is not None:
-        days = days.filter(pl.col("day") < until.astimezone(UTC).date())
-        counts = counts & (pl.col("next_day") < until.astimezone(UTC).date())
-    tail = pl.when(counts).then(pl.col("tail_dur")).otherwise(0.0).fill_null(0.0)
-    hist = days.group_by("deployment", "metric", "value").agg(
-        (pl.col("dur") + tail).sum().alias("dur"),
-        (pl.col("value_dur") + pl.col("value") * tail).sum().alias("value_dur"),
-        pl.col("lines").sum(), pl.col("first_ts").min())
-    sel.con.register("concurrency_step_days_hist", hist.to_arrow())
-    try:
-        sel.con.execute("create or replace temp table int_concurrency_step_hist as select * from "
+    sel: Selection
+    values: pl.DataFrame  # concurrency_step_days' rows of the deployments asked, the window's days
+    buckets: pl.DataFrame  # concurrency_step_day_series'
+    until: date | None
+
+    @classmethod
+    def of(cls, sel: Selection, deployments: list[str], max_gap_s: float) -> DayFrames | None:
+        """None (computed from the lines) where the window is not whole days, where two deployments' lines share
+        a name, or where the frames are not kept and the window is not the whole store (a window of a few days
+        computes its own lines for less; the whole store's are asked for anyway, so they are made then)."""
+        since, until = sel.window.since, sel.window.until
+        if not (_whole_days(since) and _whole_days(until)):
+            return None
+        parts = (queries.load("int_concurrency_step_lines").sql, max_gap_s)
+        names = ("concurrency_step_days", "concurrency_step_day_series")
+        if (since is not None or until is not None) and not all(
+                kept.has(sel.con, n, (*parts, queries.load(n).sql), STEP_VIEWS) for n in names):
+            return None
+        pods = kept.kept(sel.con, "concurrency_step_pods", (queries.load("concurrency_step_pods").sql, None, None),
+                         STEP_VIEWS, lambda: queries.run(sel.con, "concurrency_step_pods", since=None, until=None))
+        if pods["name"].n_unique() != pods.height:
+            return None
+        made: list[bool] = []
+
+        def compute(name: str) -> pl.DataFrame:
+            if not made:  # every deployment's lines, no window, once for both frames
+                queries.materialize(sel.con, "int_concurrency_step_lines", since=None, until=None, max_gap_s=max_gap_s,
+                                    deployments=pods["deployment"].unique().sort().to_list())
+                made.append(True)
+            return queries.run(sel.con, name)
+        wanted = pods.filter(pl.col("deployment").is_in(deployments))["name"].to_list()
+        got = []
+        for n in names:
+            rows = kept.kept(sel.con, n, (*parts, queries.load(n).sql), STEP_VIEWS, functools.partial(compute, n))
+            # the next day with lines of each engine, over every day (a day's last line reaches its first line)
+            later = rows.select("deployment", "day").unique().with_columns(
+                next_day=pl.col("day").shift(-1).over("deployment", order_by="day"))
+            rows = rows.filter(pl.col("deployment").is_in(wanted)).join(later, on=["deployment", "day"], how="left")
+            if since is not None:
+                rows = rows.filter(pl.col("day") >= since.astimezone(UTC).date())
+            if until is not None:
+                rows = rows.filter(pl.col("day") < until.astimezone(UTC).date())
+            got.append(rows)
+        return cls(sel, got[0], got[1], until.astimezone(UTC).date() if until is not None else None)
+
+    def _tail(self) -> pl.Expr:
+        """The weight of a day's last line in the window: its own where the window holds the line after it."""
+        counts = pl.col("next_day").is_not_null()
+        if self.until is not None:
+            counts = counts & (pl.col("next_day") < self.until)
+        return pl.when(counts).then(pl.col("tail_dur")).otherwise(0.0).fill_null(0.0)
+
+    def sampled(self, quantiles: list[float]) -> pl.DataFrame:
+        """concurrency_sampled's rows, over int_concurrency_step_hist made from the days."""
+        tail = self._tail()
+        hist = self.values.group_by("deployment", "metric", "value").agg(
+            (pl.col("dur") + tail).sum().alias("dur"),
+            (pl.col("value_dur") + pl.col("value") * tail).sum().alias("value_dur"),
+            pl.col("lines").sum(), pl.col("first_ts").min())
+        con = self.sel.con
+        con.register("concurrency_step_days_hist", hist.to_arrow())
+        try:
+            con.execute("create or replace temp table int_concurrency_step_hist as select * from "
                         "concurrency_step_days_hist")
-    finally:
-        sel.con.unregister("concurrency_step_days_hist")
-    return True
+        finally:
+            con.unregister("concurrency_step_days_hist")
+        return self.sel.run("concurrency_sampled", quantiles=quantiles)
+
+    def span(self) -> float:
+        """concurrency_steps_span: seconds from the first to the last line of the longest-running deployment."""
+        spans = self.buckets.group_by("deployment").agg(
+            (pl.col("last_ts").max() - pl.col("first_ts").min()).dt.total_microseconds() / 1e6)
+        return float(spans["last_ts"].max() or 0.0) if spans.height else 0.0  # type: ignore[arg-type]
+
+    def series(self, bucket_s: int) -> pl.DataFrame:
+        """concurrency_sampled_timeseries' rows at `bucket_s` (a multiple of DAY_BUCKET_S), from the days' buckets."""
+        tail = self._tail()
+        dur = (pl.col("dur") + tail).sum()
+        in_system_dur = (pl.col("in_system_dur") + pl.col("tail_in_system").fill_null(0.0) * tail).sum()
+        out = self.buckets.with_columns(bucket=pl.col("bucket") * DAY_BUCKET_S // bucket_s).group_by(
+            "deployment", "bucket").agg(
+            pl.col("running_max").max(), pl.col("waiting_max").max(), pl.col("in_system_max").max(),
+            pl.when(dur != 0).then(in_system_dur / dur).otherwise(
+                pl.col("in_system_sum").sum() / pl.col("lines").sum()).alias("in_system_mean"),
+            pl.col("kv_tokens_max").max(), (dur / 1e6).alias("covered_s"))
+        return out.select(
+            "deployment", pl.from_epoch(pl.col("bucket") * bucket_s, time_unit="s").dt.replace_time_zone("UTC").dt.cast_time_unit("us").alias("ts"),
+            "running_max", "waiting_max", "in_system_max", "in_system_mean", "kv_tokens_max", "covered_s",
+        ).sort("deployment", "ts")
 
 
 def scrape_notes(sel: Selection, deployments: list[str]) -> list[str]:
