@@ -1,9 +1,9 @@
 -- Question: per UTC day and five-minute bucket, how high did each engine's step lines go and how long did they
 --   stand, with each day's last line's weight apart (it reaches into a later day)?
 -- Grain: one row per (deployment, day, bucket) holding at least one line of the temporary table
---   int_concurrency_step_lines (queries/int_concurrency_step_lines.sql, materialised for every deployment and no
---   window); day is the line's UTC date, bucket = epoch_us(ts) // 300,000,000 (a line counts in the bucket it
---   was printed in, as concurrency_sampled_timeseries counts it; a day holds whole buckets).
+--   int_concurrency_step_day_lines (queries/int_concurrency_step_day_lines.sql: every deployment's step lines,
+--   no window, with their UTC day, five-minute bucket and last line of the day; a line counts in the bucket it
+--   was printed in, as concurrency_sampled_timeseries counts it).
 -- Parameters: none.
 -- Columns: deployment (as int_concurrency_step_lines names it), day, bucket, running_max, waiting_max,
 --   in_system_max, kv_tokens_max, in_system_dur (in_system x weight) and dur (the weights; the day's last line
@@ -14,16 +14,6 @@
 --   (kept per store commit).
 -- Engine: DuckDB only (a store connection's kept frames); not run on Spark.
 with
-
-lines as (
-    select
-        *,
-        cast(timezone('UTC', ts) as date) as day,
-        epoch_us(ts) // 300000000 as bucket,
-        row_number() over (partition by deployment, cast(timezone('UTC', ts) as date) order by ts desc, dur desc) = 1
-            as tail
-    from int_concurrency_step_lines
-),
 
 final as (
     select
@@ -40,7 +30,7 @@ final as (
         max(ts) as last_ts,
         sum(dur) filter (where tail) as tail_dur,
         sum(in_system) filter (where tail) as tail_in_system
-    from lines
+    from int_concurrency_step_day_lines
     group by all
 )
 

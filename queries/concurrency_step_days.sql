@@ -1,8 +1,8 @@
 -- Question: per UTC day, how long did each engine's step lines stand at each value of running, waiting,
 --   in_system and live KV tokens, with each day's last line apart (its weight reaches into a later day)?
--- Grain: one row per (deployment, day, metric, value) of the temporary table int_concurrency_step_lines
---   (queries/int_concurrency_step_lines.sql, materialised for every deployment and no window); day is the
---   line's UTC date.
+-- Grain: one row per (deployment, day, metric, value) of the temporary table int_concurrency_step_day_lines
+--   (queries/int_concurrency_step_day_lines.sql: the step lines of every deployment, no window, with their UTC
+--   day and whether each is its engine's last of the day).
 -- Parameters: none.
 -- Columns: deployment (as int_concurrency_step_lines names it), day, metric, value, dur and value_dur (the
 --   lines' weights and value x weight, the day's last line weighing 0 here), lines, first_ts (as
@@ -13,16 +13,8 @@
 -- Engine: DuckDB only (a store connection's kept frames); not run on Spark.
 with
 
-lines as (
-    select
-        *,
-        cast(timezone('UTC', ts) as date) as day,
-        row_number() over (partition by deployment, cast(timezone('UTC', ts) as date) order by ts desc, dur desc) = 1 as tail
-    from int_concurrency_step_lines
-),
-
 long as (
-    unpivot lines on running, waiting, in_system, kv_tokens into name metric value value
+    unpivot int_concurrency_step_day_lines on running, waiting, in_system, kv_tokens into name metric value value
 ),
 
 final as (

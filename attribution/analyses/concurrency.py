@@ -205,7 +205,8 @@ class DayFrames:
         since, until = sel.window.since, sel.window.until
         if not (_whole_days(since) and _whole_days(until)):
             return None
-        parts = (queries.load("int_concurrency_step_lines").sql, max_gap_s)
+        parts = (queries.load("int_concurrency_step_lines").sql, queries.load("int_concurrency_step_day_lines").sql,
+                 max_gap_s)
         names = ("concurrency_step_days", "concurrency_step_day_series")
         if (since is not None or until is not None) and not all(
                 kept.has(sel.con, n, (*parts, queries.load(n).sql), STEP_VIEWS) for n in names):
@@ -220,6 +221,7 @@ class DayFrames:
             if not made:  # every deployment's lines, no window, once for both frames
                 queries.materialize(sel.con, "int_concurrency_step_lines", since=None, until=None, max_gap_s=max_gap_s,
                                     deployments=pods["deployment"].unique().sort().to_list())
+                queries.materialize(sel.con, "int_concurrency_step_day_lines")
                 made.append(True)
             return queries.run(sel.con, name)
         wanted = pods.filter(pl.col("deployment").is_in(deployments))["name"].to_list()
