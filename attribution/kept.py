@@ -64,18 +64,32 @@ def kept(con: duckdb.DuckDBPyConnection, name: str, parts: Iterable[object], vie
          compute: Callable[[], pl.DataFrame]) -> pl.DataFrame:
     """`compute()`, the rows of `name` on `con` given `parts` and the views `views` it reads: read from the
     commit's file when a command computed them before, else computed and kept for the next."""
-    src = _CONNECTIONS.get(con)
-    if src is None:
+    path = _path(con, name, parts, views)
+    if path is None:
         return compute()
-    h = hashlib.sha256(f"{FORMAT}\0{duckdb.__version__}\0{pl.__version__}\0".encode())
-    for part in (*parts, sorted(view_definitions(con, views).items())):
-        h.update(repr(part).encode() + b"\0")
-    path = cache_dir(src.root) / f"{name}-{src.version:020d}-{h.hexdigest()[:16]}.arrow"
     with contextlib.suppress(OSError, pl.exceptions.PolarsError):
         return pl.read_ipc(path)
     rows = compute()
     _save(path, rows)
     return rows
+
+
+def has(con: duckdb.DuckDBPyConnection, name: str, parts: Iterable[object], views: tuple[str, ...]) -> bool:
+    """Whether `kept(con, name, parts, views, ...)` would read its rows from a file (not compute them)."""
+    path = _path(con, name, parts, views)
+    return path is not None and path.is_file()
+
+
+def _path(con: duckdb.DuckDBPyConnection, name: str, parts: Iterable[object], views: tuple[str, ...]
+          ) -> Path | None:
+    """The file keeping `name`'s rows for `con` and `parts`; None where `con` keeps nothing."""
+    src = _CONNECTIONS.get(con)
+    if src is None:
+        return None
+    h = hashlib.sha256(f"{FORMAT}\0{duckdb.__version__}\0{pl.__version__}\0".encode())
+    for part in (*parts, sorted(view_definitions(con, views).items())):
+        h.update(repr(part).encode() + b"\0")
+    return cache_dir(src.root) / f"{name}-{src.version:020d}-{h.hexdigest()[:16]}.arrow"
 
 
 def _save(path: Path, rows: pl.DataFrame) -> None:

@@ -3,8 +3,9 @@
 -- Grain: one row per (deployment, metric); metric is running, waiting, in_system or kv_tokens. An engine with
 --   several data-parallel ranks (engine_index > 0) is reported per rank as `deployment #rank`.
 -- Parameters: $quantiles (DOUBLE[]: the percentiles as fractions, compared as DECIMAL(18, 6)); reads the
---   temporary table int_concurrency_step_lines (queries/int_concurrency_step_lines.sql, which takes the window, the
---   deployments and $max_gap_s).
+--   temporary table int_concurrency_step_hist (queries/int_concurrency_step_hist.sql: the time at each value of
+--   the step lines of int_concurrency_step_lines, which takes the window, the deployments and $max_gap_s; or the
+--   same rows merged from the per-day histograms of concurrency_step_days).
 -- Columns: deployment, grp (NULL), metric, peak, peak_at, mean, q (the list of percentiles in the order of
 --   $quantiles, spread into p50, ..., p99_9 by attribution; each line weighted by the time to the next line of
 --   its engine, capped at $max_gap_s; pXX = the smallest value v such that the lines with values <= v cover at
@@ -20,30 +21,15 @@
 --   checks the two agree.
 with
 
-long as (
-    unpivot int_concurrency_step_lines on running, waiting, in_system, kv_tokens into name metric value value
-),
-
 -- the time at each value (a line weighted by its dur), per deployment and metric: the percentiles, mean and peak
 -- follow from it, so the window sums below run over distinct values, not over every line
-hist as (
-    select
-        deployment, metric, value,
-        sum(dur) as dur,
-        sum(value * dur) as value_dur,
-        count(*) as lines,
-        min(ts) as first_ts
-    from long
-    group by all
-),
-
 cumulative as (
     select
         deployment, metric, value, dur, value_dur, lines, first_ts,
         sum(dur) over (partition by deployment, metric order by value) as cum,
         sum(dur) over (partition by deployment, metric) as total,
         max(value) over (partition by deployment, metric) as peak
-    from hist
+    from int_concurrency_step_hist
 ),
 
 quantiles as (

@@ -4,6 +4,7 @@ live KV tokens, window clipping, the sampled path over engine step lines (includ
 
 from __future__ import annotations
 
+import importlib
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -166,12 +167,13 @@ def test_engine_steps_only_are_sampled_and_labelled():
 
 
 def _sampled_matches_lines(con, sel, deployments: list[str]) -> pl.DataFrame:
-    """queries/concurrency_sampled.sql (the time at each value first) gives the rows of the line-by-line
+    """queries/concurrency_sampled.sql (over int_concurrency_step_hist.sql: the time at each value) gives the rows of the line-by-line
     oracle tests/oracle/concurrency_sampled_lines.sql: peaks, peak_at, percentiles, spans and line counts
     exactly, means exactly where the values are whole (running, waiting, in_system), else to 1e-12."""
     import oracle
 
     sel.materialize("int_concurrency_step_lines", deployments=deployments, max_gap_s=60.0)
+    sel.materialize("int_concurrency_step_hist")
     qs = sweep.quantile_fractions([0.0, 10.0, 50.0, 90.0, 95.0, 99.0, 99.9, 100.0])
     order = ["deployment", "metric"]
     got = sel.run("concurrency_sampled", quantiles=qs).sort(order)
@@ -224,6 +226,8 @@ def _step_frames(sel, deps: list[str], monkeypatch, keep: bool):
     asked: list[str] = []
     real = kept.kept
     with monkeypatch.context() as m:
+        # (whole days from the per-day frames: test_step_line_frames_of_whole_days_merged_from_the_day_frames_...)
+        m.setattr(importlib.import_module("attribution.analyses.concurrency").DayFrames, "of", lambda *a: None)
         if not keep:
             m.setattr(kept, "keeps", lambda con: False)
         m.setattr(kept, "kept", lambda con, name, *a: asked.append(name) or real(con, name, *a))
@@ -475,3 +479,60 @@ def test_time_weighted_percentiles_are_exact_in_int64_and_beyond(scale):
             cum += durs[i]
             i += 1
         assert got[f"p{p:g}".replace(".", "_")] == vals[i]
+
+
+def test_step_line_frames_of_whole_days_merged_from_the_day_frames_equal_the_lines(tmp_path, monkeypatch):
+    """The step-line stats and series of a window of whole UTC days merged from the per-day frames kept for the
+    commit (queries/concurrency_step_days.sql, concurrency_step_day_series.sql) equal those of the window's
+    lines: lines in the last seconds of a day whose weight reaches over midnight (under max_gap_s) or is capped, a
+    pod with a day without lines (its last line of the day before reaches the day after), tied instants at a
+    day's end, data-parallel ranks, windows open at either end, sets of pods, series buckets picked and given
+    (a bucket not a multiple of five minutes reads the lines). Exact, but the fractional KV means (1e-12)."""
+    rng = np.random.default_rng(11)
+    frames = []
+    for k, with_lines in enumerate(((0, 1, 2, 3), (0, 2, 3), (1,))):
+        secs: list[int] = []
+        for d in with_lines:
+            base = 12 * 3600 + d * 86400  # T0 is noon: day d is [T0 + 12 h + d days, ...)
+            secs += [base + int(s) for s in np.sort(rng.integers(0, 900, 30))]
+            secs += [base + 86400 - 1 - int(s) for s in np.sort(rng.integers(0, 40, 12))[::-1]]
+        rows = [(s, int(rng.integers(0, 6)), None if rng.random() < 0.1 else int(rng.integers(0, 3)),
+                 float(rng.random())) for s in secs]
+        frames.append(_steps(f"pod-{k}", rows))
+    # every line at one instant: no weighted time, the series' mean is the lines' average
+    frames.append(_steps("pod-3", [(12 * 3600 + 7, 1, 0, 0.25), (12 * 3600 + 7, 4, 2, 0.5), (12 * 3600 + 7, 2, 1, 0.125)]))
+    steps = pl.concat(frames).with_columns(
+        engine_index=pl.when(pl.col("deployment") == "pod-0").then(pl.int_range(pl.len()) % 2).otherwise(0),
+        file=pl.lit("f"), line=pl.int_range(pl.len()))
+    config = pl.DataFrame({"ts": [T0] * 4, "deployment": ["pod-0", "pod-1", "pod-2", "pod-3"],
+                           "kv_pool_tokens": [1000, 777, 50, 10], "start_line": [1, 1, 1, 1]})
+    con = frames_connection(_requests([(0, 0.0, 1.0, 2.0, 1, 1)]), engine_steps=steps, engine_config=config)
+    kept.register(con, tmp_path, 1)
+    day = [datetime(2025, 6, 3, tzinfo=UTC) + timedelta(days=d) for d in range(5)]
+    asked: list[str] = []
+    real = kept.kept
+    monkeypatch.setattr(kept, "kept", lambda con, name, *a: asked.append(name) or real(con, name, *a))
+    whole = pl.col("metric") != "kv_tokens"
+    for since, until in ((None, None), (day[0], day[1]), (day[0], day[2]), (day[1], day[3]), (day[0], day[4]),
+                         (day[2], None), (None, day[2]), (None, day[1])):
+        sel = select(con, since=since, until=until)
+        for deps, bucket_s in ((["pod-0", "pod-1", "pod-2", "pod-3"], None), (["pod-1"], None), (["pod-0", "pod-2"], 3600),
+                               (["pod-1", "pod-2"], 60)):
+            asked.clear()
+            got = step_line_frames(sel, deps, max_gap_s=60.0, timeseries=True, bucket_s=bucket_s)
+            assert {"concurrency_step_days", "concurrency_step_day_series"} <= set(asked)
+            with monkeypatch.context() as m:
+                m.setattr(kept, "keeps", lambda con: False)
+                want = step_line_frames(sel, deps, max_gap_s=60.0, timeseries=True, bucket_s=bucket_s)
+            where = (since, until, deps, bucket_s)
+            assert got[1] is not None and got[1].height > 0 and got[1].equals(want[1]) and got[2] == want[2], where
+            stats, want_stats = got[0].sort("deployment", "metric"), want[0].sort("deployment", "metric")
+            assert stats.filter(whole).equals(want_stats.filter(whole)) and stats.height == want_stats.height, where
+            assert stats.filter(~whole).drop("mean").equals(want_stats.filter(~whole).drop("mean")), where
+            assert stats.filter(~whole)["mean"].to_list() == pytest.approx(
+                want_stats.filter(~whole)["mean"].to_list(), rel=1e-12)
+    # a window not of whole days computes from its lines
+    sel = select(con, since=day[0] + timedelta(hours=1), until=day[2])
+    asked.clear()
+    step_line_frames(sel, ["pod-1"], max_gap_s=60.0, timeseries=True, bucket_s=None)
+    assert not {"concurrency_step_days", "concurrency_step_day_series"} & set(asked)

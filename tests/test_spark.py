@@ -157,11 +157,13 @@ def test_every_query_of_the_analyses_transpiles(memsplit_con):
     sel.materialize("int_request_length_counts")
     con.execute("create or replace temp view int_length_counts as select * from int_request_length_counts")
     sel.materialize("int_concurrency_step_lines", deployments=[], max_gap_s=30.0)  # its columns
+    sel.materialize("int_concurrency_step_hist")  # concurrency_sampled's form reads it
     sel.materialize("int_arrival_times", overall=True)  # arrival_profile_by_group's form reads it
     for name in ("stg_requests", "stg_joined_requests", "stg_ingest_line_shapes", "int_analysis_requests",
                  "window_newest_request", "analysis_requests_in_window", "int_request_length_counts",
                  "length_stats_from_counts", "length_histogram_from_counts", "latency_by_group",
-                 "latency_exact_by_deployment_model", "concurrency_sampled_timeseries", *SPARK_BLOCKS):
+                 "latency_exact_by_deployment_model", "concurrency_sampled_timeseries", "int_concurrency_step_hist",
+                 *SPARK_BLOCKS):
         q = queries.load(name, "spark")
         text = to_spark(q.sql, duck_schema(con), q.name).lower()
         for duck in ("quantile_cont", "epoch_us", "version_label", "group_label", "list_position", "unpivot (select",

@@ -6,6 +6,10 @@ that the tests compare with."""
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
+from datetime import UTC, date
+from datetime import time as dtime
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -72,26 +76,61 @@ def step_line_frames(sel: Selection, deployments: list[str], *, max_gap_s: float
                      bucket_s: int | None, percentiles: list[float] | None = None
                      ) -> tuple[pl.DataFrame, pl.DataFrame | None, int | None]:
     """Stats and, if asked, a time series of `deployments` from their engine step lines
-    (queries/int_concurrency_step_lines.sql, read by concurrency_sampled.sql and
-    concurrency_sampled_timeseries.sql), and the series' bucket in seconds (picked from the lines' span when not
-    given). On a store connection the frames may come from those of every deployment (`_kept_frames`)."""
+    (queries/int_concurrency_step_lines.sql, reduced to the time at each value by int_concurrency_step_hist.sql
+    for concurrency_sampled.sql, and read by concurrency_sampled_timeseries.sql), and the series' bucket in
+    seconds (picked from the lines' span when not given). On a store connection a window of whole UTC days is
+    merged from per-day frames (`DayFrames`), else the frames may come from those of every deployment
+    (`_kept_frames`)."""
     ps = percentile_list(percentiles)
     quantiles = sweep.quantile_fractions(ps)
-    got = _kept_frames(sel, deployments, max_gap_s) if kept.keeps(sel.con) else None
-    if got is None:
-        sel.materialize("int_concurrency_step_lines", deployments=deployments, max_gap_s=max_gap_s)
-        got = (lambda name, extra, **params: sel.run(name, **params),
-               lambda: float(sel.run("concurrency_steps_span")["span_s"][0]))
-    frame, span = got
-    stats = spread_percentiles(frame("concurrency_sampled", tuple(quantiles), quantiles=quantiles), ps).drop(
-        "lines").with_columns(source=pl.lit("sampled"))
+    keeps = kept.keeps(sel.con)
+    days = DayFrames.of(sel, deployments, max_gap_s) if keeps else None
+    ready: list[tuple[Callable[..., pl.DataFrame], Callable[[], float]]] = []
+
+    def frames() -> tuple[Callable[..., pl.DataFrame], Callable[[], float]]:  # from the lines, when needed
+        if not ready:
+            ready.append((_kept_frames(sel, deployments, max_gap_s) if keeps else None)
+                         or _own_frames(sel, deployments, max_gap_s))
+        return ready[0]
+
+    if days is not None:
+        raw = days.sampled(quantiles)
+    else:
+        raw = frames()[0]("concurrency_sampled", tuple(quantiles), quantiles=quantiles)
+    stats = spread_percentiles(raw, ps).drop("lines").with_columns(source=pl.lit("sampled"))
     series = None
     if timeseries:
         if bucket_s is None:
-            bucket_s = pick_bucket_s(span())
+            bucket_s = pick_bucket_s(days.span() if days is not None else frames()[1]())
         bucket_us = int(bucket_s * 1_000_000)
-        series = frame("concurrency_sampled_timeseries", (bucket_us,), bucket_us=bucket_us)
+        if days is not None and bucket_s % DAY_BUCKET_S == 0:
+            series = days.series(bucket_s)
+        else:
+            series = frames()[0]("concurrency_sampled_timeseries", (bucket_us,), bucket_us=bucket_us)
     return stats, series, bucket_s
+
+
+def _own_frames(sel: Selection, deployments: list[str], max_gap_s: float
+                ) -> tuple[Callable[..., pl.DataFrame], Callable[[], float]]:
+    """How `step_line_frames` computes its frames from the lines of `deployments` in the window (materialised
+    once, when a frame first needs them), and their span."""
+    made: list[bool] = []
+
+    def lines() -> None:
+        if not made:
+            sel.materialize("int_concurrency_step_lines", deployments=deployments, max_gap_s=max_gap_s)
+            made.append(True)
+
+    def run(name: str, extra: tuple[object, ...], **params: Any) -> pl.DataFrame:
+        lines()
+        if name == "concurrency_sampled":
+            sel.materialize("int_concurrency_step_hist")
+        return sel.run(name, **params)
+
+    def span() -> float:
+        lines()
+        return float(sel.run("concurrency_steps_span")["span_s"][0])
+    return run, span
 
 
 STEP_VIEWS = ("engine_steps", "engine_config")  # what int_concurrency_step_lines reads
@@ -125,6 +164,8 @@ def _kept_frames(sel: Selection, deployments: list[str], max_gap_s: float
     def frame(name: str, extra: tuple[object, ...], **params: Any) -> pl.DataFrame:
         def compute() -> pl.DataFrame:
             lines()
+            if name == "concurrency_sampled":
+                sel.materialize("int_concurrency_step_hist")
             return sel.run(name, **params)
         parts = (queries.load("int_concurrency_step_lines").sql, queries.load(name).sql, *window, max_gap_s, *extra)
         return kept.kept(sel.con, name, parts, STEP_VIEWS, compute).filter(pl.col("deployment").is_in(wanted))
@@ -133,6 +174,115 @@ def _kept_frames(sel: Selection, deployments: list[str], max_gap_s: float
         return float(names["span_s"].fill_null(0.0).max() if names.height else 0.0)  # type: ignore[arg-type]
 
     return frame, span
+
+
+DAY_BUCKET_S = 300  # the per-day series' bucket (queries/concurrency_step_day_series.sql): a day holds whole ones
+
+
+def _whole_days(t: Any) -> bool:
+    return t is None or t.astimezone(UTC).timetz().replace(tzinfo=None) == dtime(0)
+
+
+@dataclass
+class DayFrames:
+    """The step lines of some deployments in a window of whole UTC days, as per-day frames of every
+    deployment's lines (queries/concurrency_step_days.sql: the time at each value; concurrency_step_day_series.sql:
+    five-minute buckets), kept per store commit, `max_gap_s` and narrowed engine views, and merged into the rows
+    the window's own lines give. A line's weight reaches to the next line of its engine, the same day's but for
+    the day's last line: that one weighs only when the window holds the next day with lines of its engine (the
+    window's last line weighs 0). `next_day` is that day for each (deployment, day), over every day."""
+
+    sel: Selection
+    values: pl.DataFrame  # concurrency_step_days' rows of the deployments asked, the window's days
+    buckets: pl.DataFrame  # concurrency_step_day_series'
+    until: date | None
+
+    @classmethod
+    def of(cls, sel: Selection, deployments: list[str], max_gap_s: float) -> DayFrames | None:
+        """None (computed from the lines) where the window is not whole days, where two deployments' lines share
+        a name, or where the frames are not kept and the window is not the whole store (a window of a few days
+        computes its own lines for less; the whole store's are asked for anyway, so they are made then)."""
+        since, until = sel.window.since, sel.window.until
+        if not (_whole_days(since) and _whole_days(until)):
+            return None
+        parts = (queries.load("int_concurrency_step_lines").sql, queries.load("int_concurrency_step_day_lines").sql,
+                 max_gap_s)
+        names = ("concurrency_step_days", "concurrency_step_day_series")
+        if (since is not None or until is not None) and not all(
+                kept.has(sel.con, n, (*parts, queries.load(n).sql), STEP_VIEWS) for n in names):
+            return None
+        pods = kept.kept(sel.con, "concurrency_step_pods", (queries.load("concurrency_step_pods").sql, None, None),
+                         STEP_VIEWS, lambda: queries.run(sel.con, "concurrency_step_pods", since=None, until=None))
+        if pods["name"].n_unique() != pods.height:
+            return None
+        made: list[bool] = []
+
+        def compute(name: str) -> pl.DataFrame:
+            if not made:  # every deployment's lines, no window, once for both frames
+                queries.materialize(sel.con, "int_concurrency_step_lines", since=None, until=None, max_gap_s=max_gap_s,
+                                    deployments=pods["deployment"].unique().sort().to_list())
+                queries.materialize(sel.con, "int_concurrency_step_day_lines")
+                made.append(True)
+            return queries.run(sel.con, name)
+        wanted = pods.filter(pl.col("deployment").is_in(deployments))["name"].to_list()
+        got = []
+        for n in names:
+            rows = kept.kept(sel.con, n, (*parts, queries.load(n).sql), STEP_VIEWS, functools.partial(compute, n))
+            # the next day with lines of each engine, over every day (a day's last line reaches its first line)
+            later = rows.select("deployment", "day").unique().with_columns(
+                next_day=pl.col("day").shift(-1).over("deployment", order_by="day"))
+            rows = rows.filter(pl.col("deployment").is_in(wanted)).join(later, on=["deployment", "day"], how="left")
+            if since is not None:
+                rows = rows.filter(pl.col("day") >= since.astimezone(UTC).date())
+            if until is not None:
+                rows = rows.filter(pl.col("day") < until.astimezone(UTC).date())
+            got.append(rows)
+        return cls(sel, got[0], got[1], until.astimezone(UTC).date() if until is not None else None)
+
+    def _tail(self) -> pl.Expr:
+        """The weight of a day's last line in the window: its own where the window holds the line after it."""
+        counts = pl.col("next_day").is_not_null()
+        if self.until is not None:
+            counts = counts & (pl.col("next_day") < self.until)
+        return pl.when(counts).then(pl.col("tail_dur")).otherwise(0.0).fill_null(0.0)
+
+    def sampled(self, quantiles: list[float]) -> pl.DataFrame:
+        """concurrency_sampled's rows, over int_concurrency_step_hist made from the days."""
+        tail = self._tail()
+        hist = self.values.group_by("deployment", "metric", "value").agg(
+            (pl.col("dur") + tail).sum().alias("dur"),
+            (pl.col("value_dur") + pl.col("value") * tail).sum().alias("value_dur"),
+            pl.col("lines").sum(), pl.col("first_ts").min())
+        con = self.sel.con
+        con.register("concurrency_step_days_hist", hist.to_arrow())
+        try:
+            con.execute("create or replace temp table int_concurrency_step_hist as select * from "
+                        "concurrency_step_days_hist")
+        finally:
+            con.unregister("concurrency_step_days_hist")
+        return self.sel.run("concurrency_sampled", quantiles=quantiles)
+
+    def span(self) -> float:
+        """concurrency_steps_span: seconds from the first to the last line of the longest-running deployment."""
+        spans = self.buckets.group_by("deployment").agg(
+            (pl.col("last_ts").max() - pl.col("first_ts").min()).dt.total_microseconds() / 1e6)
+        return float(spans["last_ts"].max() or 0.0) if spans.height else 0.0  # type: ignore[arg-type]
+
+    def series(self, bucket_s: int) -> pl.DataFrame:
+        """concurrency_sampled_timeseries' rows at `bucket_s` (a multiple of DAY_BUCKET_S), from the days' buckets."""
+        tail = self._tail()
+        dur = (pl.col("dur") + tail).sum()
+        in_system_dur = (pl.col("in_system_dur") + pl.col("tail_in_system").fill_null(0.0) * tail).sum()
+        out = self.buckets.with_columns(bucket=pl.col("bucket") * DAY_BUCKET_S // bucket_s).group_by(
+            "deployment", "bucket").agg(
+            pl.col("running_max").max(), pl.col("waiting_max").max(), pl.col("in_system_max").max(),
+            pl.when(dur != 0).then(in_system_dur / dur).otherwise(
+                pl.col("in_system_sum").sum() / pl.col("lines").sum()).alias("in_system_mean"),
+            pl.col("kv_tokens_max").max(), (dur / 1e6).alias("covered_s"))
+        return out.select(
+            "deployment", pl.from_epoch(pl.col("bucket") * bucket_s, time_unit="s").dt.replace_time_zone("UTC").dt.cast_time_unit("us").alias("ts"),
+            "running_max", "waiting_max", "in_system_max", "in_system_mean", "kv_tokens_max", "covered_s",
+        ).sort("deployment", "ts")
 
 
 def scrape_notes(sel: Selection, deployments: list[str]) -> list[str]:
