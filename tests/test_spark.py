@@ -158,6 +158,8 @@ def test_every_query_of_the_analyses_transpiles(memsplit_con):
     con.execute("create or replace temp view int_length_counts as select * from int_request_length_counts")
     sel.materialize("int_concurrency_step_lines", deployments=[], max_gap_s=30.0)  # its columns
     sel.materialize("int_arrival_times", overall=True)  # arrival_profile_by_group's form reads it
+    sel.materialize("concurrency_requests")  # int_concurrency_sweep's forms read it, the histogram's the sweep
+    sel.materialize("int_concurrency_sweep", per_group=True)
     for name in ("stg_requests", "stg_joined_requests", "stg_ingest_line_shapes", "int_analysis_requests",
                  "window_newest_request", "analysis_requests_in_window", "int_request_length_counts",
                  "length_stats_from_counts", "length_histogram_from_counts", "latency_by_group",
