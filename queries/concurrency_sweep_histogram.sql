@@ -8,6 +8,8 @@
 --   up to a whole token; seen_at_arrival: the others in the system at an arrival, weight = arrivals), value,
 --   weight. attribution.analyses.sweep_sql makes the time-weighted mean and percentiles from it with
 --   attribution.analyses.sweep's definitions.
+-- Engine: the `-- @spark` block is kept for cost, not portability: one read of the states giving the five
+--   metrics' rows (a `stack`), where the union reads them five times.
 with
 
 states as (
@@ -18,6 +20,7 @@ states as (
 ),
 
 valued as (
+-- @duckdb
     select 'running' as metric, by_group, deployment, grp, running::double as value, dur_us as weight
     from states
     union all
@@ -31,6 +34,18 @@ valued as (
     union all
     select 'seen_at_arrival', by_group, deployment, grp, (in_system - 1)::double, arrivals
     from states where arrivals > 0
+-- @spark
+    select metric, by_group, deployment, grp, value, weight
+    from states
+    lateral view stack(5,
+        'running', running::double, dur_us,
+        'waiting', waiting::double, dur_us,
+        'in_system', in_system::double, dur_us,
+        'kv_tokens', (floor(kv_mean) + case when kv_mean - floor(kv_mean) >= 0.5 then 1 else 0 end)::double, dur_us,
+        'seen_at_arrival', (in_system - 1)::double, arrivals
+    ) v as metric, value, weight
+    where metric <> 'seen_at_arrival' or arrivals > 0
+-- @end
 ),
 
 final as (

@@ -13,6 +13,10 @@
 -- Engine: Spark runs this (attribution.analyses.sweep_sql: only the small results of
 --   concurrency_sweep_histogram, _peaks and _timeseries come back to the driver); the DuckDB path sweeps in
 --   NumPy (attribution.analyses.sweep over the rows of concurrency_requests.sql); tests check both agree.
+--   The `-- @spark` blocks are kept for cost, not portability: each request read once (its by_group copies
+--   and its four events from one generator, where the union reads the requests eight times) and one shuffle
+--   (the rows distributed by deployment and group, which the sum per instant and the running sums both keep,
+--   where the DuckDB text would shuffle every event twice).
 with
 
 requests as (
@@ -30,12 +34,19 @@ bounds as (
 ),
 
 scoped as (
+-- @duckdb
     select false as by_group, deployment, null::varchar as grp, t_arrival, t_admit, t_first, t_end,
         prompt_tokens, output_tokens
     from requests
     union all
     select true, deployment, grp, t_arrival, t_admit, t_first, t_end, prompt_tokens, output_tokens
     from requests where $per_group
+-- @spark
+    select by_group, deployment, case when by_group then grp end as grp, t_arrival, t_admit, t_first, t_end,
+        prompt_tokens, output_tokens
+    from requests
+    lateral view explode(case when $per_group then array(false, true) else array(false) end) as by_group
+-- @end
 ),
 
 shaped as (
@@ -60,6 +71,7 @@ rated as (
 ),
 
 events as (
+-- @duckdb
     select by_group, deployment, grp, t_arrival as t, counted as arrivals,
         case when known then 1 else 0 end as d_wait, 0 as d_run, case when known then 0 else 1 end as d_unk,
         0.0::double as d_c, 0.0::double as d_r, 0.0::double as d_b
@@ -75,6 +87,24 @@ events as (
         case when known then 0 else -1 end, case when known then -(prompt + jump) else 0.0::double end, -rate,
         case when known then -(rate * (t_grow - origin)) else 0.0::double end
     from rated
+-- @spark
+    select by_group, deployment, grp, t, arrivals, d_wait, d_run, d_unk, d_c, d_r, d_b
+    from rated
+    lateral view inline(array(
+        named_struct('t', t_arrival, 'arrivals', counted, 'd_wait', case when known then 1 else 0 end, 'd_run', 0,
+            'd_unk', case when known then 0 else 1 end, 'd_c', 0.0::double, 'd_r', 0.0::double,
+            'd_b', 0.0::double, 'keep', true),
+        named_struct('t', t_admit, 'arrivals', 0, 'd_wait', -1, 'd_run', 1, 'd_unk', 0, 'd_c', prompt,
+            'd_r', 0.0::double, 'd_b', 0.0::double, 'keep', known),
+        named_struct('t', t_grow, 'arrivals', 0, 'd_wait', 0, 'd_run', 0, 'd_unk', 0, 'd_c', jump, 'd_r', rate,
+            'd_b', rate * (t_grow - origin), 'keep', known),
+        named_struct('t', t_end, 'arrivals', 0, 'd_wait', 0, 'd_run', case when known then -1 else 0 end,
+            'd_unk', case when known then 0 else -1 end,
+            'd_c', case when known then -(prompt + jump) else 0.0::double end, 'd_r', -rate,
+            'd_b', case when known then -(rate * (t_grow - origin)) else 0.0::double end, 'keep', true)
+    )) e as t, arrivals, d_wait, d_run, d_unk, d_c, d_r, d_b, keep
+    where keep
+-- @end
 ),
 
 clipped as (
@@ -83,6 +113,10 @@ clipped as (
         e.d_run, e.d_unk, e.d_c, e.d_r, e.d_b, b.origin, b.hi
     from events as e, bounds as b
     where b.hi is null or greatest(e.t, coalesce(b.lo, e.t)) < b.hi
+-- @spark
+    -- one shuffle: the sum per instant and the running sums below both keep to these partitions
+    distribute by e.by_group, e.deployment, e.grp
+-- @end
 ),
 
 instants as (

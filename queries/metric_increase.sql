@@ -11,7 +11,8 @@
 --   samples (in the window), resets, first_ts, last_ts (the samples in the window).
 -- Not transpiled: the ordered sums (`end order by ts)`, `sum(increase order by sid)`): Spark has no ordered
 --   aggregate, so there the sums run in Spark's order, equal to DuckDB's to the last bits (tests/test_spark.py
---   compares to 1e-9 relative).
+--   compares to 1e-9 relative). The Spark block also distributes the samples by series id, for cost: one
+--   shuffle of the samples where the DuckDB text's plan has two.
 with
 
 stored as (
@@ -46,9 +47,16 @@ ids as (
 
 samples as (
     -- one value per sample: the same scrape read from two overlapping exports counts once
-    select i.sid, k.ts, max(k.value) as value
+    select sid, ts, max(value) as value
+-- @duckdb
     from kept as k
     join ids as i using (nulls, k1, k2, k3, k4, k5, k6, k7)
+-- @spark
+    -- (the rows distributed by series: the max per sample, the window and the sum per series below keep to
+    -- these partitions, one shuffle where the DuckDB text's plan has two)
+    from (select i.sid, k.ts, k.value from kept as k join ids as i using (nulls, k1, k2, k3, k4, k5, k6, k7)
+          distribute by i.sid)
+-- @end
     group by all
 ),
 

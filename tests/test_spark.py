@@ -159,6 +159,8 @@ def test_every_query_of_the_analyses_transpiles(memsplit_con):
     sel.materialize("int_concurrency_step_lines", deployments=[], max_gap_s=30.0)  # its columns
     sel.materialize("int_concurrency_step_hist")  # concurrency_sampled's form reads it
     sel.materialize("int_arrival_times", overall=True)  # arrival_profile_by_group's form reads it
+    sel.materialize("concurrency_requests")  # int_concurrency_sweep's forms read it, the histogram's the sweep
+    sel.materialize("int_concurrency_sweep", per_group=True)
     for name in ("stg_requests", "stg_joined_requests", "stg_ingest_line_shapes", "int_analysis_requests",
                  "window_newest_request", "analysis_requests_in_window", "int_request_length_counts",
                  "length_stats_from_counts", "length_histogram_from_counts", "latency_by_group",
@@ -234,6 +236,50 @@ def test_the_transpiler_tells_a_list_from_a_string_and_unnests_with_subscripts()
     assert "generate_subscripts" not in text and "explode" not in text
     with pytest.raises(NotPortable, match="generate_subscripts"):
         to_spark("select generate_subscripts(h, 1) as i from t", cols.__getitem__, "x")
+    # a Spark block's `distribute by` keeps its keys without the null order DuckDB's reader gives them
+    text = to_spark("select s from t distribute by s, h", cols.__getitem__, "x").lower()
+    assert text.endswith("distribute by `s`, `t`.`h`")
+
+
+def test_a_query_spark_cannot_plan_with_remove_redundant_aliases_runs_without_it(monkeypatch):
+    """The optimizer rule RemoveRedundantAliases stays on (without it a renamed column no longer names the
+    partitioning its rows have, and the engine x gateway join shuffles them again); a query whose plan the rule
+    breaks (Spark 4: PLAN_VALIDATION_FAILED) runs again without it, added to what the caller excluded, then
+    restored, and is remembered; any other error passes through. (No JVM: a stand-in session.)"""
+    from attribution.queries import Query
+    from attribution.spark import connection
+
+    rule, key = connection._REDUNDANT_ALIASES, "spark.sql.optimizer.excludedRules"
+
+    class Conf(dict):
+        def set(self, k: str, v: str) -> None:
+            self[k] = v
+
+    class Session:
+        conf = Conf({key: "a.Rule"})
+
+    con = connection.SparkConnection(Session())  # type: ignore[arg-type]
+    monkeypatch.setattr(connection, "WITHOUT_ALIAS_RULE", set(connection.WITHOUT_ALIAS_RULE))
+    seen: list[str] = []
+
+    def run() -> int:
+        seen.append(con.spark.conf.get(key))
+        if rule not in seen[-1]:
+            raise RuntimeError(f"[PLAN_VALIDATION_FAILED_RULE_IN_BATCH] Rule {rule} in batch ... an invalid plan")
+        return 7
+
+    assert con._planned(Query("q", "", "", ()), run) == 7
+    assert seen == ["a.Rule", f"a.Rule,{rule}"] and con.spark.conf.get(key) == "a.Rule"
+    assert "q" in connection.WITHOUT_ALIAS_RULE and "memsplit_demand" in connection.WITHOUT_ALIAS_RULE
+    seen.clear()
+    assert con._planned(Query("q", "", "", ()), run) == 7 and seen == [f"a.Rule,{rule}"]  # planned once now
+
+    def other() -> int:
+        raise RuntimeError("[DIVIDE_BY_ZERO]")
+
+    with pytest.raises(RuntimeError, match="DIVIDE_BY_ZERO"):
+        con._planned(Query("p", "", "", ()), other)
+    assert "p" not in connection.WITHOUT_ALIAS_RULE and con.spark.conf.get(key) == "a.Rule"
 
 
 def test_a_local_session_on_a_small_store_jits_with_the_quick_compiler_alone(sample_store, monkeypatch):

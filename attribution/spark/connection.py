@@ -5,9 +5,10 @@ only a query's final rows come back to the driver, as Arrow."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import polars as pl
 
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
     from attribution.pruning import Days
     from attribution.queries import Query
     from attribution.store import Snapshot, Store
+
+T = TypeVar("T")
 
 
 class SparkConnection:
@@ -66,10 +69,32 @@ class SparkConnection:
 
     def fetch(self, q: Query, params: dict[str, Any] | None, columns: list[str] | None = None
               ) -> pl.DataFrame:
-        result = self.sql(q, params)
-        df = pl.from_arrow((result.select(*columns) if columns else result).toArrow())
-        assert isinstance(df, pl.DataFrame)
-        return df
+        def run() -> pl.DataFrame:
+            result = self.sql(q, params)
+            df = pl.from_arrow((result.select(*columns) if columns else result).toArrow())
+            assert isinstance(df, pl.DataFrame)
+            return df
+
+        return self._planned(q, run)
+
+    def _planned(self, q: Query, run: Callable[[], T]) -> T:
+        """`run()` (which plans and runs `q`) with Spark's optimizer rules, or without RemoveRedundantAliases
+        for a query that Spark 4 cannot plan with it (WITHOUT_ALIAS_RULE: known, or found here when the plan
+        fails on it; its plan is invalid before any job runs), added to what the caller excluded."""
+        if q.name not in WITHOUT_ALIAS_RULE:
+            try:
+                return run()
+            except Exception as exc:
+                if "PLAN_VALIDATION_FAILED" not in str(exc) or _REDUNDANT_ALIASES not in str(exc):
+                    raise
+                WITHOUT_ALIAS_RULE.add(q.name)
+        before = self.spark.conf.get(_EXCLUDED_RULES, "") or ""
+        excluded = [r for r in before.split(",") if r]
+        self.spark.conf.set(_EXCLUDED_RULES, ",".join([*excluded, _REDUNDANT_ALIASES]))
+        try:
+            return run()
+        finally:
+            self.spark.conf.set(_EXCLUDED_RULES, before)
 
     def rows(self, table: str) -> pl.DataFrame:
         df = pl.from_arrow(self.spark.table(table).toArrow())
@@ -78,7 +103,7 @@ class SparkConnection:
 
     def materialize(self, q: Query, params: dict[str, Any] | None, table: str) -> None:
         # computed once (as DuckDB's temporary table), kept on the executors
-        self.view(table, self.sql(q, params).localCheckpoint(eager=True))
+        self.view(table, self._planned(q, lambda: self.sql(q, params).localCheckpoint(eager=True)))
 
     def create_view(self, q: Query, view: str) -> None:
         self.view(view, self.sql(q, None))
@@ -92,7 +117,15 @@ class SparkConnection:
 
 
 _DAY = "day"  # the partition directories' key (attribution.layout)
+_EXCLUDED_RULES = "spark.sql.optimizer.excludedRules"
 _REDUNDANT_ALIASES = "org.apache.spark.sql.catalyst.optimizer.RemoveRedundantAliases"
+# Spark 4's RemoveRedundantAliases leaves an invalid plan for some query files (PLAN_VALIDATION_FAILED:
+# memsplit_demand, store_coverage_by_deployment): they run without it (the rule only drops aliases,
+# so that changes no answer; SparkConnection._planned adds a file whose plan fails so). Every other query keeps
+# it: without it a column renamed on the way (`raw.* replace (...)`, a `qualify`'s subquery) is no longer the
+# attribute its rows were partitioned by, and Spark shuffles them again (the engine x gateway join: once more
+# per side, 1M rows each at 1M requests)
+WITHOUT_ALIAS_RULE = {"memsplit_demand", "store_coverage_by_deployment"}
 
 
 
@@ -121,11 +154,9 @@ def connect(store: Store, snapshot: Snapshot, spark: SparkSession,
     # twice keeps the last value (the `-- @spark` block of queries/stg_engine_config.sql)
     spark.conf.set("spark.sql.ansi.enabled", "false")
     spark.conf.set("spark.sql.mapKeyDedupPolicy", "LAST_WIN")
-    # Spark 4's RemoveRedundantAliases leaves an invalid plan for memsplit_demand.sql (PLAN_VALIDATION_FAILED);
-    # the rule only drops aliases, so leaving it out changes no answer (added to what the user excluded)
-    excluded = [r for r in (spark.conf.get("spark.sql.optimizer.excludedRules", "") or "").split(",") if r]
-    if _REDUNDANT_ALIASES not in excluded:
-        spark.conf.set("spark.sql.optimizer.excludedRules", ",".join([*excluded, _REDUNDANT_ALIASES]))
+    # a join may read its sides as partitioned on some of its keys (the requests by request_key alone: the
+    # `-- @spark` blocks of queries/stg_requests.sql), not shuffled again on all of them; the same rows
+    spark.conf.set("spark.sql.requireAllClusterKeysForCoPartition", "false")
     con = SparkConnection(spark)
     con.commit = snapshot.version
     for table in TABLES:

@@ -94,6 +94,10 @@ def _rewrite(node: exp.Expr) -> exp.Expr:
         return _distinct_string_agg(node)
     if isinstance(node, exp.DateBin):
         return _date_bin(node)
+    if isinstance(node, exp.Ordered) and isinstance(node.parent, exp.Distribute):
+        # `distribute by x` (a Spark block's partitioning): DuckDB's reader gives each key a null order,
+        # which Spark's grammar has no place for there
+        return node.this
     if isinstance(node, exp.UnixToTime) and not (node.args.get("scale") or node.args.get("format")):
         # to_timestamp(seconds): sqlglot's from_unixtime formats to whole seconds; timestamp_seconds keeps
         # the fraction, as DuckDB does
