@@ -173,6 +173,17 @@ def test_every_query_of_the_analyses_transpiles(memsplit_con):
             assert duck not in text, f"{name}: {duck} left in the Spark text"
 
 
+def test_a_files_spark_text_is_kept_per_relations_columns():
+    """to_spark's text is kept for the process (each connection transpiles the same files): the same SQL over
+    relations of other columns is transpiled again (its stars expand to them), over the same columns it is the
+    kept text."""
+    sql = "select * exclude (b) from t"
+    one = to_spark(sql, {"t": {"a": "int", "b": "int", "c": "string"}}.__getitem__, "x")
+    two = to_spark(sql, {"t": {"a": "int", "b": "int", "d": "double"}}.__getitem__, "x")
+    assert "`c`" in one and "`d`" not in one and "`d`" in two and "`c`" not in two
+    assert to_spark(sql, {"t": {"a": "int", "b": "int", "c": "string"}}.__getitem__, "x") is one
+
+
 def test_a_duckdb_form_without_a_spark_translation_is_named():
     with pytest.raises(NotPortable, match=r"queries/x\.sql.*quantile_disc"):
         to_spark("select quantile_disc(a, 0.5) as q from t", lambda _: {"a": "int"}, "x")
@@ -450,18 +461,35 @@ def reports(small_sample, spark_session) -> dict[str, tuple[str, object]]:
 
     from attribution.cli import app
     from attribution.report import build
+    from attribution.spark.connection import SparkConnection
 
     inputs: list = []
     run = build.run_analyses
     args = ["report", "--store", str(small_sample), "--out", "-", "--format", "json", "-q", "--whatif"]
-    out = {}
+    out: dict = {"materialized": []}
+    materialize = SparkConnection.materialize
+
+    def counted(con, q, params, table):  # each query the Spark report computes into a table
+        out["materialized"].append((q.name, params))
+        materialize(con, q, params, table)
+
     with pytest.MonkeyPatch.context() as m:
         m.setattr(build, "run_analyses", lambda *a, **k: inputs.append(run(*a, **k)) or inputs[-1])
+        m.setattr(SparkConnection, "materialize", counted)
         for engine, extra in (("duck", []), ("spark", ["--engine", "spark", *SPARK_ARGS])):
             res = CliRunner().invoke(app, [*args, *extra])
             assert res.exit_code == 0, (res.output, res.exception)
             out[engine] = (res.stdout, inputs[-1])
     return out
+
+
+def test_the_report_on_spark_selects_each_window_and_grouping_once(reports):
+    """The Spark report's analyses ask eight times for five selections here (the window by workload, by version
+    and overall, the previous window by workload, the memory split's period): each is computed once
+    (analyses.common._prepare keeps them on the connection, build.SPARK_SELECTIONS)."""
+    selections = [tuple(sorted(params.items())) for name, params in reports["materialized"]
+                  if name == "int_analysis_requests"]
+    assert len(selections) == len(set(selections)) == 5
 
 
 def test_the_report_on_spark_is_duckdbs(reports):

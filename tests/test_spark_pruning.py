@@ -38,19 +38,30 @@ def pruned(sample_store, spark_session):
     return _pruned(sample_store)
 
 
+PROMETHEUS_STEP_S = 3600  # days_store's Prometheus exports (the `sample` scenario's is 300)
+
+
 @pytest.fixture(scope="module")
 def days_store(tmp_path_factory) -> Path:
     """The `sample` scenario at 600 requests a member over sample_logs' days (the vLLM pods 2026-05-04 to
     05-09, the SGLang pod 05-08 to 05-13; every source kind, every table partitioned by day): the windows of
     tests/test_pruning.py cut it as they cut sample_logs (MIDNIGHT keeps engine_steps' 05-05 to 05-07 of ten
     days), at a size where Spark's cost is its per-query overhead, not the 100k requests of the sample store
-    (20-45 s an analysis on local[2] under load). Prepared after its commit as a user's ingest is (the join
-    cache too, as the sample store's: Spark prunes the requests all the same)."""
+    (20-45 s an analysis on local[2] under load). The vLLM pods' Prometheus exports at an hour's step, not the
+    scenario's 5 minutes: 38k histogram samples instead of 460k, which Spark's metric_increase read in 13-21
+    JVM s an analysis (the windows still cut them at midnight, between two samples and relative to the newest
+    request). Prepared after its commit as a user's ingest is (the join cache too, as the sample store's: Spark
+    prunes the requests all the same)."""
+    from dataclasses import replace
+
     from attribution.ingest import ingest
-    from attribution.simulate.output import simulate_to_dir
+    from attribution.simulate import output
 
     root = tmp_path_factory.mktemp("spark_days")
-    truth = simulate_to_dir("sample", root / "logs", requests=600, days=6, seed=5)
+    plan = output.load_plan
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(output, "load_plan", lambda name: replace(plan(name), prometheus_step_s=PROMETHEUS_STEP_S))
+        truth = output.simulate_to_dir("sample", root / "logs", requests=600, days=6, seed=5)
     with pytest.MonkeyPatch.context() as m:
         m.delenv("ATTRIBUTION_SUMMARIES", raising=False)
         ingest([str(root / "logs")], root / "store", year=truth["year"], tz=truth["tz"])

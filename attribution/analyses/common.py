@@ -38,6 +38,8 @@ _CURRENT: dict[int, int] = {}  # id(connection) -> serial of the selection its i
 KEEP_SELECTIONS = 2  # per connection over a cached join (see _prepare)
 _KEPT: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, dict[tuple[Any, ...], str]] = weakref.WeakKeyDictionary()
 _KEEP: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, int] = weakref.WeakKeyDictionary()  # keep_selections
+# a kept selection's table -> its requests in the window, per connection
+_COUNTS: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, dict[str, int]] = weakref.WeakKeyDictionary()
 
 
 def parse_when(text: str | datetime | date | None) -> datetime | timedelta | None:
@@ -140,37 +142,57 @@ def select(con: duckdb.DuckDBPyConnection, *, since: Any = None, until: Any = No
     by = GroupBy(by)
     joincache.use(con)
     window = since if isinstance(since, Window) else resolve_window(con, since, until)
-    _prepare(con, window, by)
-    n = queries.run(con, "analysis_requests_in_window").item()
+    kept = _prepare(con, window, by)
+    counts = _COUNTS.setdefault(con, {})
+    n = counts.get(kept) if kept is not None else None
+    if n is None:
+        n = int(queries.run(con, "analysis_requests_in_window").item() or 0)
+        if kept is not None:
+            counts[kept] = n
     serial = _CURRENT[id(con)] = next(_SERIALS)
-    return Selection(con, window, by, int(n or 0), serial)
+    return Selection(con, window, by, n, serial)
 
 
 def keep_selections(con: duckdb.DuckDBPyConnection, n: int) -> None:
-    """Keep the last `n` selections on `con` (over a cached join; default KEEP_SELECTIONS), for a caller that
-    comes back to more of them (the report: its window by group and overall, and the previous window)."""
+    """Keep the last `n` selections on `con` (over a cached join, or on Spark; default KEEP_SELECTIONS), for a
+    caller that comes back to more of them (the report: its window by group and overall, and the previous
+    window)."""
     _KEEP[con] = n
 
 
-def _prepare(con: duckdb.DuckDBPyConnection, window: Window, by: GroupBy) -> None:
-    """Make `int_analysis_requests` hold the selection. On a connection reading a store commit's cached join (whose
-    rows cannot change) the last few selections are kept, so the pages of a dashboard view asking for the
-    same window and grouping do not redo it; elsewhere it is a temporary table made anew."""
+def _prepare(con: duckdb.DuckDBPyConnection, window: Window, by: GroupBy) -> str | None:
+    """Make `int_analysis_requests` hold the selection. On a connection whose joined_requests cannot change
+    under it (a store commit's cached join, or Spark's views over one snapshot) the last few selections are
+    kept, so the pages of a dashboard view, or the report's analyses, asking for the same window and grouping
+    do not redo it: the kept table's name is returned. Elsewhere it is a temporary table made anew (None)."""
     params: dict[str, Any] = {"since": window.since, "until": window.until, "by": by.value}
-    if not joincache.attached(con):
+    spark = queries.spark_connection(con)
+    if spark is None and not joincache.attached(con):
         materialize(con, "int_analysis_requests", **params)
-        return
-    key = (window.since, window.until, by.value, str(queries.view_definitions(con, ("joined_requests",))))
+        return None
+    # (the view's definition in the key: a caller that redefines joined_requests gets a selection of its own)
+    defined = spark.defined("joined_requests") if spark is not None else str(
+        queries.view_definitions(con, ("joined_requests",)))
+    key = (window.since, window.until, by.value, defined)
     kept = _KEPT.setdefault(con, {})
     if key not in kept:
         table = f"int_analysis_requests_{next(_SERIALS)}"
         materialize(con, "int_analysis_requests", table, **params)
         kept[key] = table
         while len(kept) > _KEEP.get(con, KEEP_SELECTIONS):
-            con.execute(f"drop table if exists {kept.pop(next(iter(kept)))}")
+            dropped = kept.pop(next(iter(kept)))
+            _COUNTS.get(con, {}).pop(dropped, None)
+            if spark is not None:
+                spark.drop(dropped)
+            else:
+                con.execute(f"drop table if exists {dropped}")
     else:
         kept[key] = kept.pop(key)  # most recently used last
-    con.execute(f"create or replace temp view int_analysis_requests as select * from {kept[key]}")
+    if spark is not None:
+        spark.alias("int_analysis_requests", kept[key])
+    else:
+        con.execute(f"create or replace temp view int_analysis_requests as select * from {kept[key]}")
+    return kept[key]
 
 
 def selection_serial(con: duckdb.DuckDBPyConnection) -> int | None:

@@ -100,6 +100,9 @@ def parse_week(text: str, newest: datetime | None) -> Window:
     return Window(start, start + timedelta(days=7), newest)
 
 
+SPARK_SELECTIONS = 6  # the distinct selections of the report's analyses on Spark (_run_analyses)
+
+
 def report_window(con: Any, *, since: Any = None, until: Any = None, week: str | None = None,
                   default: str = "7d") -> Window:
     """The report's window: --week, else --since/--until (relative spans count back from the newest request),
@@ -145,6 +148,11 @@ def _run_analyses(store: Store, settings: Settings, *, since: Any, until: Any, w
 
         con: Any = spark_connect(store, snapshot, settings)
         window = report_window(con, since=since, until=until, week=week, default=settings.window)
+        # the selections kept: the analyses below ask eight or more times for about six (the window by group,
+        # by cohort and overall, the previous window by group, both windows overall, the memory split's
+        # periods); each is a job over the join, and a replaced one stays in the executors' storage
+        # (MEMORY_AND_DISK) until the JVM collects it anyway
+        keep_selections(con, SPARK_SELECTIONS)
     else:
         # the window first, from the newest days alone; then a connection reading only its days and the
         # previous window's (the changes compare the two), with the margins attribution.pruning gives each table

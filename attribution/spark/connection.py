@@ -5,6 +5,7 @@ only a query's final rows come back to the driver, as Arrow."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -14,7 +15,7 @@ import polars as pl
 
 from attribution import layout
 from attribution.schema import TABLES, empty
-from attribution.spark.transpile import to_spark
+from attribution.spark.transpile import relations, to_spark
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -39,6 +40,8 @@ class SparkConnection:
         self.commit = 0  # the store commit the views read
         self.scrapes = False  # the store holds Prometheus scrapes (attribution.views.scrapes_stored)
         self._schemas: dict[str, dict[str, str]] = {}
+        self._defined: dict[str, int] = {}  # view -> serial of its latest definition
+        self._keep: dict[str, DataFrame] = {}  # views computed and kept at their first read (keep_when_read)
 
     # -- relations
     def schema(self, name: str) -> dict[str, str]:
@@ -46,12 +49,31 @@ class SparkConnection:
             self._schemas[name] = {f.name: f.dataType.simpleString() for f in self.spark.table(name).schema}
         return self._schemas[name]
 
+    def defined(self, name: str) -> int:
+        """Which definition of the view `name` queries read now (a new number each time it is defined again;
+        a view keeps the plan it was defined with, so the views it reads cannot change it)."""
+        return self._defined.get(name, 0)
+
     def has(self, name: str) -> bool:
         return bool(self.spark.catalog.tableExists(name))
 
     def view(self, name: str, df: DataFrame) -> None:
         df.createOrReplaceTempView(name)
         self._schemas.pop(name, None)
+        self._defined[name] = next(_DEFINITIONS)
+        self._keep.pop(name, None)
+
+    def keep_when_read(self, views: dict[str, DataFrame]) -> None:
+        """Each of `views` (name -> its frame) computed once and kept (localCheckpoint, as `materialize`) when a
+        query first reads it: a view no query of the command reads is never computed."""
+        self._keep.update(views)
+
+    def _reading(self, relations: tuple[str, ...]) -> None:
+        # a view kept when read (keep_when_read): its rows now, under its name (the same rows, so the same
+        # definition for whatever was selected from it: `defined` does not change)
+        for name in relations:
+            if (df := self._keep.pop(name, None)) is not None:
+                df.localCheckpoint(eager=True).createOrReplaceTempView(name)
 
     def register(self, name: str, frame: pl.DataFrame | pa.Table) -> None:
         """A Polars frame or Arrow table as the view `name` (small frames: the engine starts and settings, the
@@ -64,6 +86,7 @@ class SparkConnection:
         from pyspark.sql import functions as F
 
         spark_sql = to_spark(q.sql, self.schema, q.name)
+        self._reading(relations(q.sql))
         args = {k: F.lit(v) for k, v in (params or {}).items()}
         return self.spark.sql(spark_sql, args=args) if args else self.spark.sql(spark_sql)
 
@@ -116,6 +139,7 @@ class SparkConnection:
         self._schemas.pop(name, None)
 
 
+_DEFINITIONS = itertools.count(1)
 _DAY = "day"  # the partition directories' key (attribution.layout)
 _EXCLUDED_RULES = "spark.sql.optimizer.excludedRules"
 _REDUNDANT_ALIASES = "org.apache.spark.sql.catalyst.optimizer.RemoveRedundantAliases"
@@ -219,14 +243,14 @@ KEPT_VIEWS = ("requests", "engine_config", "engine_steps", "joined_requests")
 
 def keep_small(con: SparkConnection, snapshot: Snapshot) -> None:
     """A small store's staged views (each a plan of joins and windows over the files, which every query reading
-    them plans and runs again) computed once and kept (localCheckpoint, as `materialize`): an analysis runs
-    tens of queries over them, each paying their plan and jobs. The same rows, so the same answers. A bigger
-    store's views read the files in each query, as on a cluster (keeping a week's join would hold it all in
-    the executors)."""
+    them plans and runs again) computed once and kept (localCheckpoint, as `materialize`) when a query first
+    reads them: an analysis runs tens of queries over them, each paying their plan and jobs; a view the command
+    does not read (engine_steps for `lengths`, all but the join for a relative window's probe) costs nothing.
+    The same rows, so the same answers. A bigger store's views read the files in each query, as on a cluster
+    (keeping a week's join would hold it all in the executors)."""
     if sum(int(e.get("rows") or 0) for e in snapshot.data.values()) > SMALL_STORE_ROWS:
         return
-    for name in KEPT_VIEWS:
-        con.view(name, con.spark.table(name).localCheckpoint(eager=True))
+    con.keep_when_read({name: con.spark.table(name) for name in KEPT_VIEWS})
 
 
 # At most this many `requests` rows (engine and gateway sides) in the snapshot, a local JVM started for it

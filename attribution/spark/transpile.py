@@ -6,6 +6,7 @@ SQL has none of those forms. A file this cannot carry over is a `NotPortable` na
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 
 import sqlglot
 from sqlglot import exp
@@ -203,23 +204,45 @@ def _by_name(node: exp.Expr) -> exp.Expr:
 def to_spark(sql: str, columns: Columns, name: str = "<sql>") -> str:
     """The Spark SQL text of DuckDB `sql` over relations whose columns `columns(relation)` gives; `$param`
     placeholders become Spark's `:param` named parameters. (A query file's `-- @spark` block, resolved by
-    attribution.queries.load, is read the same way: the Spark functions it calls pass through.)"""
+    attribution.queries.load, is read the same way: the Spark functions it calls pass through.) The text is a
+    function of `sql` and those columns alone: kept for the process (each connection of a process, and each
+    analysis on one, transpiles the same files over the same relations)."""
     try:
-        tree = _inline_windows(_pre_unpivot(sqlglot.parse_one(sql, read="duckdb")))
-        for cte in tree.find_all(exp.CTE):
-            cte.set("materialized", None)  # DuckDB's planner hint; Spark plans each CTE itself
-        ctes = {c.alias for c in tree.find_all(exp.CTE)}
-        schema: dict[str, object] = {t.name: dict(columns(t.name)) for t in tree.find_all(exp.Table) if t.name not in ctes}
-        tree = qualify(tree, schema=schema, dialect="duckdb",
-                       quote_identifiers=True, validate_qualify_columns=False, identify=True)
-        if tree.find(exp.Length):  # len(): size() of a list, length() of a string, told apart by type
-            tree = annotate_types(tree, schema=schema, dialect="duckdb")
-        tree = _subscripts(tree).transform(_rewrite).transform(_by_name)
-        return tree.sql("spark", comments=False)
+        tables = _parsed(sql)[1]
+        return _text(sql, tuple((t, tuple(columns(t).items())) for t in tables))
     except NotPortable as exc:
         raise NotPortable(f"queries/{name}.sql: no Spark form for {exc} (a bug: please report it)") from None
     except sqlglot.errors.SqlglotError as exc:
         raise NotPortable(f"queries/{name}.sql: sqlglot: {str(exc).splitlines()[0]}") from None
+
+
+def relations(sql: str) -> tuple[str, ...]:
+    """The relations `sql` reads (to_spark has read it: its parse is kept)."""
+    return _parsed(sql)[1]
+
+
+@lru_cache(maxsize=512)
+def _parsed(sql: str) -> tuple[exp.Expr, tuple[str, ...]]:
+    """`sql` parsed and prepared for qualify (never changed after: _text works on a copy), and the relations
+    it reads (its tables that are not its CTEs)."""
+    tree = _inline_windows(_pre_unpivot(sqlglot.parse_one(sql, read="duckdb")))
+    for cte in tree.find_all(exp.CTE):
+        cte.set("materialized", None)  # DuckDB's planner hint; Spark plans each CTE itself
+    ctes = {c.alias for c in tree.find_all(exp.CTE)}
+    return tree, tuple(dict.fromkeys(t.name for t in tree.find_all(exp.Table) if t.name not in ctes))
+
+
+@lru_cache(maxsize=2048)
+def _text(sql: str, relations: tuple[tuple[str, tuple[tuple[str, str], ...]], ...]) -> str:
+    """The Spark text of `sql` over `relations` ((name, ((column, type), ...)), ...)."""
+    tree = _parsed(sql)[0].copy()
+    schema: dict[str, object] = {t: dict(cols) for t, cols in relations}
+    tree = qualify(tree, schema=schema, dialect="duckdb",
+                   quote_identifiers=True, validate_qualify_columns=False, identify=True)
+    if tree.find(exp.Length):  # len(): size() of a list, length() of a string, told apart by type
+        tree = annotate_types(tree, schema=schema, dialect="duckdb")
+    tree = _subscripts(tree).transform(_rewrite).transform(_by_name)
+    return tree.sql("spark", comments=False)
 
 
 def _pre_unpivot(tree: exp.Expr) -> exp.Expr:
