@@ -76,6 +76,20 @@ def test_the_app_ships_inside_the_package():
         assert (shipped / "app_pages" / f"{page}.py").is_file() and f'"app_pages/{page}.py"' in listed
 
 
+def test_localized_numbers_get_a_column_wide_enough_for_their_separators():
+    """Streamlit sizes a column by its raw values; shown localized, 31772.767 became `31,772.767` and its
+    first digit was cut (the concurrency page read `1,772.767`): the width counts the separators."""
+    from attribution.dashboards._data import _columns
+
+    df = pl.DataFrame({"metric": ["running", "kv_tokens"], "peak": [6.0, 31_772.767], "requests": [3, 1_234_567],
+                       "p50": [0.5, 12.25], "change": [-2_000.5, 1.0], "ratio": [float("inf"), 1_500.0]})
+    cols = _columns(df)
+    assert set(cols) == {"peak", "requests", "change", "ratio"}  # p50 stays as Streamlit infers it
+    px = {c: cols[c]["width"] for c in cols}
+    assert px["peak"] >= 8 * len("31,772.767") and px["requests"] >= 8 * len("1,234,567")
+    assert px["change"] >= 8 * len("-2,000.500") and px["ratio"] >= 8 * len("1,500.000")  # inf printed short
+
+
 # -- filters -------------------------------------------------------------------------------------------------
 def _t(h: int, m: int = 0) -> datetime:
     return datetime(2026, 1, 1, h, m, tzinfo=UTC)
