@@ -151,8 +151,6 @@ _REDUNDANT_ALIASES = "org.apache.spark.sql.catalyst.optimizer.RemoveRedundantAli
 # per side, 1M rows each at 1M requests)
 WITHOUT_ALIAS_RULE = {"memsplit_demand", "store_coverage_by_deployment"}
 
-
-
 # Hadoop's connectors name S3 `s3a://` (its `s3://` is EMR's own connector or nothing); the others keep theirs
 HADOOP_SCHEMES = {"s3": "s3a", "gcs": "gs", "az": "abfss"}
 
