@@ -29,7 +29,7 @@ from attribution.analyses.common import Empty
 from attribution.columns import is_p_value, p_value_text
 from attribution.compare import CohortBy, compare
 from attribution.config import Settings, connect_settings, load_settings, workload_map
-from attribution.db import as_time, bound_memory
+from attribution.db import as_float, as_time, bound_memory
 from attribution.errors import AttributionError, InputError
 from attribution.histograms.analysis import histograms_stored, share_samples
 from attribution.memsplit import memsplit
@@ -473,3 +473,13 @@ class View:
         from attribution.report.build import window_health
 
         return self._locked(lambda: window_health(self.store, self.con, self._window(), self.settings))
+
+
+def localized_width(col: pl.Series) -> int:
+    """Pixels for a number column shown localized in a dashboard table: Streamlit sizes a column by its raw
+    values, and the thousands separators (and up to three decimals of a float) then overflow it, cutting the
+    number's first digits (a kv_tokens peak of 31,772.767 read `1,772.767`)."""
+    finite = col.filter(col.is_finite()) if col.dtype.is_float() else col  # inf and NaN print short
+    top = int(as_float(finite.abs().max() or 0))
+    chars = len(f"{top:,}") + (4 if col.dtype.is_float() else 0) + int(as_float(finite.min() or 0) < 0)
+    return 8 * max(chars, len(col.name)) + 28

@@ -208,17 +208,8 @@ def _columns(df: pl.DataFrame) -> dict[str, Any]:
         if dtype.is_float() and is_share(c):
             config[c] = st.column_config.NumberColumn(format="percent")
         elif dtype.is_integer() or (dtype.is_float() and as_float(df[c].abs().max() or 0) >= 1000):
-            config[c] = st.column_config.NumberColumn(format="localized", width=_localized_width(df, c))
+            config[c] = st.column_config.NumberColumn(format="localized", width=dashboard.localized_width(df[c]))
     return config
-
-
-def _localized_width(df: pl.DataFrame, c: str) -> int:
-    """Pixels for column `c` shown localized: Streamlit sizes a column by its raw values, and the thousands
-    separators (and up to three decimals of a float) then overflow it, cutting the number's first digits."""
-    col = df[c].filter(df[c].is_finite()) if df.schema[c].is_float() else df[c]  # inf and NaN print short
-    top = int(as_float(col.abs().max() or 0))
-    chars = len(f"{top:,}") + (4 if df.schema[c].is_float() else 0) + int(as_float(col.min() or 0) < 0)
-    return 8 * max(chars, len(c)) + 28
 
 
 def table(res: Analysis, name: str) -> None:

@@ -79,15 +79,14 @@ def test_the_app_ships_inside_the_package():
 def test_localized_numbers_get_a_column_wide_enough_for_their_separators():
     """Streamlit sizes a column by its raw values; shown localized, 31772.767 became `31,772.767` and its
     first digit was cut (the concurrency page read `1,772.767`): the width counts the separators."""
-    from attribution.dashboards._data import _columns
-
-    df = pl.DataFrame({"metric": ["running", "kv_tokens"], "peak": [6.0, 31_772.767], "requests": [3, 1_234_567],
-                       "p50": [0.5, 12.25], "change": [-2_000.5, 1.0], "ratio": [float("inf"), 1_500.0]})
-    cols = _columns(df)
-    assert set(cols) == {"peak", "requests", "change", "ratio"}  # p50 stays as Streamlit infers it
-    px = {c: cols[c]["width"] for c in cols}
-    assert px["peak"] >= 8 * len("31,772.767") and px["requests"] >= 8 * len("1,234,567")
-    assert px["change"] >= 8 * len("-2,000.500") and px["ratio"] >= 8 * len("1,500.000")  # inf printed short
+    df = pl.DataFrame({"peak": [6.0, 31_772.767], "n": [3, 1_234_567], "change": [-2_000.5, 1.0],
+                       "ratio": [float("inf"), 1_500.0], "a_long_column_name": [1_000.0, 2_000.0]})
+    px = {c: dashboard.localized_width(df[c]) for c in df.columns}
+    pad = 16  # a cell's padding, both sides; 8 px a character at the table's font size
+    assert px["peak"] >= 8 * len("31,772.767") + pad and px["n"] >= 8 * len("1,234,567") + pad
+    assert px["change"] >= 8 * len("-2,000.500") + pad
+    assert px["ratio"] >= 8 * len("1,500.000") + pad  # inf printed short, not an error
+    assert px["a_long_column_name"] >= 8 * len("a_long_column_name") > px["ratio"]
 
 
 # -- filters -------------------------------------------------------------------------------------------------
