@@ -36,10 +36,17 @@ _UNITS = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _SERIALS = itertools.count(1)
 _CURRENT: dict[int, int] = {}  # id(connection) -> serial of the selection its int_analysis_requests holds
 KEEP_SELECTIONS = 2  # per connection over a cached join (see _prepare)
-_KEPT: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, dict[tuple[Any, ...], str]] = weakref.WeakKeyDictionary()
+_KEPT: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, dict[tuple[Any, ...], KeptSelection]] = \
+    weakref.WeakKeyDictionary()
 _KEEP: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, int] = weakref.WeakKeyDictionary()  # keep_selections
-# a kept selection's table -> its requests in the window, per connection
-_COUNTS: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, dict[str, int]] = weakref.WeakKeyDictionary()
+
+
+@dataclass
+class KeptSelection:
+    """A selection kept on its connection (see _prepare): its table and, once counted, its requests."""
+
+    table: str
+    requests: int | None = None
 
 
 def parse_when(text: str | datetime | date | None) -> datetime | timedelta | None:
@@ -143,12 +150,11 @@ def select(con: duckdb.DuckDBPyConnection, *, since: Any = None, until: Any = No
     joincache.use(con)
     window = since if isinstance(since, Window) else resolve_window(con, since, until)
     kept = _prepare(con, window, by)
-    counts = _COUNTS.setdefault(con, {})
-    n = counts.get(kept) if kept is not None else None
+    n = kept.requests if kept is not None else None
     if n is None:
         n = int(queries.run(con, "analysis_requests_in_window").item() or 0)
         if kept is not None:
-            counts[kept] = n
+            kept.requests = n
     serial = _CURRENT[id(con)] = next(_SERIALS)
     return Selection(con, window, by, n, serial)
 
@@ -160,11 +166,11 @@ def keep_selections(con: duckdb.DuckDBPyConnection, n: int) -> None:
     _KEEP[con] = n
 
 
-def _prepare(con: duckdb.DuckDBPyConnection, window: Window, by: GroupBy) -> str | None:
+def _prepare(con: duckdb.DuckDBPyConnection, window: Window, by: GroupBy) -> KeptSelection | None:
     """Make `int_analysis_requests` hold the selection. On a connection whose joined_requests cannot change
     under it (a store commit's cached join, or Spark's views over one snapshot) the last few selections are
     kept, so the pages of a dashboard view, or the report's analyses, asking for the same window and grouping
-    do not redo it: the kept table's name is returned. Elsewhere it is a temporary table made anew (None)."""
+    do not redo it: the kept selection is returned. Elsewhere it is a temporary table made anew (None)."""
     params: dict[str, Any] = {"since": window.since, "until": window.until, "by": by.value}
     spark = queries.spark_connection(con)
     if spark is None and not joincache.attached(con):
@@ -178,10 +184,9 @@ def _prepare(con: duckdb.DuckDBPyConnection, window: Window, by: GroupBy) -> str
     if key not in kept:
         table = f"int_analysis_requests_{next(_SERIALS)}"
         materialize(con, "int_analysis_requests", table, **params)
-        kept[key] = table
+        kept[key] = KeptSelection(table)
         while len(kept) > _KEEP.get(con, KEEP_SELECTIONS):
-            dropped = kept.pop(next(iter(kept)))
-            _COUNTS.get(con, {}).pop(dropped, None)
+            dropped = kept.pop(next(iter(kept))).table
             if spark is not None:
                 spark.drop(dropped)
             else:
@@ -189,9 +194,9 @@ def _prepare(con: duckdb.DuckDBPyConnection, window: Window, by: GroupBy) -> str
     else:
         kept[key] = kept.pop(key)  # most recently used last
     if spark is not None:
-        spark.alias("int_analysis_requests", kept[key])
+        spark.alias("int_analysis_requests", kept[key].table)
     else:
-        con.execute(f"create or replace temp view int_analysis_requests as select * from {kept[key]}")
+        con.execute(f"create or replace temp view int_analysis_requests as select * from {kept[key].table}")
     return kept[key]
 
 
@@ -205,7 +210,7 @@ def release(con: duckdb.DuckDBPyConnection, keep: Iterable[str] = ()) -> None:
     """Drop the temporary tables an analysis left on `con` (the selections kept for reuse stay, and the tables
     named in `keep`), and the frames it registered, so that a long-lived connection (a dashboard view) does
     not hold every page's intermediate rows."""
-    kept = set(_KEPT.get(con, {}).values()) | set(keep)
+    kept = {k.table for k in _KEPT.get(con, {}).values()} | set(keep)
     for (name,) in con.execute("select table_name from duckdb_tables() where temporary").fetchall():
         if name not in kept and name != "int_analysis_requests":
             con.execute(f'drop table if exists temp."{name}"')
