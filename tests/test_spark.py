@@ -162,7 +162,8 @@ def test_every_query_of_the_analyses_transpiles(memsplit_con):
     sel.materialize("concurrency_requests")  # int_concurrency_sweep's forms read it, the histogram's the sweep
     sel.materialize("int_concurrency_sweep", per_group=True)
     for name in ("stg_requests", "stg_joined_requests", "stg_ingest_line_shapes", "int_analysis_requests",
-                 "window_newest_request", "analysis_requests_in_window", "int_request_length_counts",
+                 "window_newest_request", "window_newest_log_line", "engine_responses",
+                 "engine_request_rows_by_deployment", "analysis_requests_in_window", "int_request_length_counts",
                  "length_stats_from_counts", "length_histogram_from_counts", "latency_by_group",
                  "latency_exact_by_deployment_model", "concurrency_sampled_timeseries", "int_concurrency_step_hist",
                  *SPARK_BLOCKS):

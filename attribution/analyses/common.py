@@ -86,7 +86,7 @@ class Window:
 def resolve_window(con: duckdb.DuckDBPyConnection, since: Any = None, until: Any = None) -> Window:
     """Turn --since/--until into absolute UTC times. Relative spans count back from the newest request's
     arrival in the store that is not in the future (so `--since 7d` means the last seven days of data, also
-    for archived logs)."""
+    for archived logs); in a store without requests, from its newest engine step line or access line."""
     s, u = parse_when(since), parse_when(until)
     newest = None
     joincache.use(con)
@@ -94,8 +94,11 @@ def resolve_window(con: duckdb.DuckDBPyConnection, since: Any = None, until: Any
         # A row later than now (admitted up to `max_future` past the ingest's clock) does not anchor the window:
         # it would shrink `--since 7d` to the hours after it.
         newest = queries.run(con, "window_newest_request").item()
+        if newest is None:  # engine logs without request lines (vLLM's default since 0.10): their own lines
+            newest = queries.run(con, "window_newest_log_line").item()
         if newest is None:
-            raise UsageError("a relative --since/--until needs requests in the store, and it has none")
+            raise UsageError("a relative --since/--until needs requests, engine step lines or access lines in the "
+                             "store, and it has none")
         newest = _as_utc(newest)
         s = newest - s if isinstance(s, timedelta) else s
         u = newest - u if isinstance(u, timedelta) else u
@@ -137,8 +140,26 @@ def empty_note(sel: Selection, table: pl.DataFrame, none_with: str) -> list[str]
     if not table.is_empty():
         return []
     if not sel.requests:
-        return ["no requests in the window"]
-    return [f"{sel.requests:,} request{'s' * (sel.requests != 1)} in the window, none with {none_with}"]
+        return ["no requests in the window" + _served_note(sel)]
+    return [f"{sel.requests:,} request{'s' * (sel.requests != 1)} in the window, none with {none_with}"
+            + _served_note(sel)]
+
+
+# which engine flag logs the request lines (the engines' defaults do not)
+REQUEST_LINES = ("vLLM logs request lines only with --enable-log-requests (off by default since 0.10; before, "
+                 "unless --disable-log-requests), SGLang with --log-requests")
+UNLOGGED_SHARE = 0.5  # fewer request rows than this share of the POST calls the API servers answered: say so
+
+
+def _served_note(sel: Selection) -> str:
+    """When the engines' API servers logged in the window over twice as many inference calls (POST access lines)
+    as it has request rows: most request lines were not logged, and which engine flag logs them."""
+    served = queries.run(sel.con, "engine_responses", since=sel.window.since, until=sel.window.until)
+    posts = int(served.filter(pl.col("method") == "POST")["responses"].sum()) if served.height else 0
+    if not posts or sel.requests >= UNLOGGED_SHARE * posts:
+        return ""
+    return (f"; the engines' API servers logged {posts:,} POST response{'s' * (posts != 1)} in it (access lines, "
+            "see `attribution health`): most request lines were not logged. " + REQUEST_LINES)
 
 
 def select(con: duckdb.DuckDBPyConnection, *, since: Any = None, until: Any = None,

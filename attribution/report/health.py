@@ -1,6 +1,8 @@
 """Can the numbers be trusted: what the ingest read and failed to read (from `store_status`), how many
-requests found their other half across engine and gateway logs, and where a pod's logs fell silent inside
-the window (`log_gaps`, the question in queries/log_gaps.sql). One library function, `health`, returning an Analysis.
+requests found their other half across engine and gateway logs, where a pod's logs fell silent inside the
+window (`log_gaps`, the question in queries/log_gaps.sql), and what the engines' API servers answered
+(`engine_responses`: uvicorn access lines, the only per-request record under vLLM's default logging, and the
+only one of requests refused before the engine). One library function, `health`, returning an Analysis.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import polars as pl
 
 from attribution import queries
 from attribution.analyses import Analysis, Window
+from attribution.analyses.common import REQUEST_LINES, UNLOGGED_SHARE
 from attribution.status import store_status
 from attribution.store import Store
 
@@ -24,12 +27,52 @@ DEFINITIONS = {
     "one source) inside the window: inside = between two events; start / end = the stream began after, or "
     "stopped before, the first / last event of every stream in the window. A quiet hour without traffic "
     "is a gap too: compare with the gateway's rows for the same pod",
+    "responses": "the engines' API servers' HTTP access lines (uvicorn) in the window, counted per deployment, "
+    "method, path and status; a line's time is that of the nearest earlier timestamped line of its file. "
+    "Error statuses (4xx, 5xx) here are requests refused or failed at the server, often before the engine saw "
+    "them: they are in no request table",
 }
+RESPONSE_ROWS = 10  # (method, path, status) rows shown per deployment; the note says how many there are in all
 
 
 def log_gaps(con: duckdb.DuckDBPyConnection, window: Window, min_gap_s: float) -> pl.DataFrame:
     """Silences longer than `min_gap_s` per (deployment, source, kind) inside the window (see queries/log_gaps.sql)."""
     return queries.run(con, "log_gaps", since=window.since, until=window.until, min_gap_s=float(min_gap_s))
+
+
+def engine_responses(con: duckdb.DuckDBPyConnection, window: Window) -> pl.DataFrame:
+    """HTTP responses of the engines' API servers per (deployment, method, path, status) in the window, most
+    frequent first within a deployment (see queries/engine_responses.sql)."""
+    return queries.run(con, "engine_responses", since=window.since, until=window.until)
+
+
+def response_notes(responses: pl.DataFrame, logged: pl.DataFrame) -> list[str]:
+    """Per deployment, the POST responses (the API's inference calls) with an error status, and the calls
+    whose request lines the engine did not log (`logged`: engine request rows per deployment), in words."""
+    if responses.is_empty():
+        return []
+    posts = responses.filter(pl.col("method") == "POST")
+    rows_of = dict(logged.select("deployment", "requests").iter_rows()) if logged.height else {}
+    notes, unlogged = [], []
+    for (deployment,), rows in posts.group_by(["deployment"], maintain_order=True):
+        ok = int(rows.filter(pl.col("http_status") < 400)["responses"].sum())
+        have = rows_of.get(deployment, 0)
+        if ok and have < UNLOGGED_SHARE * ok:
+            unlogged.append(f"{deployment} ({ok:,} calls, {have:,} request rows)")
+        bad = rows.filter(pl.col("http_status") >= 400)
+        if bad.is_empty():
+            continue
+        counts = bad.group_by("http_status").agg(pl.col("responses").sum()).sort(["responses", "http_status"],
+                                                                                   descending=[True, False])
+        each = ", ".join(f"{r['responses']:,} x {r['http_status']}" for r in counts.iter_rows(named=True))
+        notes.append(f"{deployment}: {int(bad['responses'].sum()):,} of {int(rows['responses'].sum()):,} POST "
+                     f"responses of its API server had an error status ({each}); a request refused before the "
+                     "engine is in no request table")
+    if unlogged:
+        notes.insert(0, "API servers answered POST calls that their engines did not log as requests: "
+                     + ", ".join(unlogged) + ". The lengths and engine timings of those calls are unknown unless "
+                     "a gateway logged them: " + REQUEST_LINES)
+    return notes
 
 
 def _frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
@@ -46,14 +89,20 @@ def health(store: Store, con: duckdb.DuckDBPyConnection, window: Window, *, gap_
         files = files.with_columns(pl.col("bytes").cast(pl.Int64))
     joins = _frame(st["joins"])
     gaps = log_gaps(con, window, gap_minutes * 60)
+    responses = engine_responses(con, window)
+    logged = queries.run(con, "engine_request_rows_by_deployment", since=window.since, until=window.until)
     tables = {
         "files": files,
         "errors": _frame(st["errors"]),
         "joins": joins,
         "gaps": gaps,
         "coverage": _frame(st["deployments"]),
+        "responses": responses.filter(pl.int_range(pl.len()).over("deployment") < RESPONSE_ROWS),
     }
-    notes = []
+    notes = response_notes(responses, logged)
+    if responses.height > tables["responses"].height:
+        notes.append(f"{responses.height:,} (deployment, method, path, status) rows of access lines in the window; "
+                     f"the {RESPONSE_ROWS} most frequent of each deployment are shown")
     if st["error_count"] > len(st["errors"]):
         notes.append(f"{st['error_count']:,} problems in all; the 20 most frequent (file, reason) pairs are shown")
     if ingest:
@@ -67,7 +116,8 @@ def health(store: Store, con: duckdb.DuckDBPyConnection, window: Window, *, gap_
         tables,
         {"files": "input files by status", "errors": "ingest problems (most frequent first)",
          "joins": "engine <-> gateway matches per source", "gaps": f"log gaps over {gap_minutes:g} minutes",
-         "coverage": "rows and time span per deployment and table (whole store)"},
+         "coverage": "rows and time span per deployment and table (whole store)",
+         "responses": "HTTP responses of the engines' API servers (access lines)"},
         DEFINITIONS,
         notes,
     )

@@ -197,7 +197,7 @@ def health_section(inp: Inputs) -> Section:
                    if inside.height else f"No log gaps over {minutes:g} minutes inside a stream in this window.")
     for g in gaps.filter(pl.col("edge") != "inside").iter_rows(named=True) if gaps.height else []:
         s.lines.append(f"{gap_text(g)}.")
-    for name in ("files", "errors", "joins", "gaps", "coverage"):
+    for name in ("files", "errors", "joins", "gaps", "coverage", "responses"):
         s.table(name, a.titles[name], t[name])
     s.notes += a.notes
     return s

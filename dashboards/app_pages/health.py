@@ -1,5 +1,5 @@
 """Ingest health: input files by status, ingest problems, engine <-> gateway matches per source, rows per
-deployment, and log gaps in the filtered window (`attribution health`)."""
+deployment, log gaps and the engines' API servers' responses in the filtered window (`attribution health`)."""
 
 import _data as data
 import streamlit as st
@@ -10,4 +10,4 @@ if data.empty(res):
     st.stop()
 
 data.scope(res)
-data.tables(res, ["joins", "gaps", "errors"], more=["files", "coverage"])
+data.tables(res, ["joins", "gaps", "errors", "responses"], more=["files", "coverage"])
