@@ -3,11 +3,22 @@
 -- Grain: one row per deployment with engine request rows in the window.
 -- Parameters: $since, $until (TIMESTAMPTZ; NULL leaves that end open). A row's time: its arrival, else its end.
 -- Columns: deployment, requests.
-select deployment, count(*) as requests
-from requests
-where source_kind = 'engine'
-    and coalesce(arrival, finished) is not null
-    and ($since::timestamptz is null or coalesce(arrival, finished) >= $since::timestamptz)
-    and ($until::timestamptz is null or coalesce(arrival, finished) < $until::timestamptz)
-group by deployment
-order by deployment
+with
+
+engine_rows as (
+    select deployment, coalesce(arrival, finished) as t
+    from requests
+    where source_kind = 'engine'
+),
+
+final as (
+    select deployment, count(*) as requests
+    from engine_rows
+    where t is not null
+        and ($since::timestamptz is null or t >= $since::timestamptz)
+        and ($until::timestamptz is null or t < $until::timestamptz)
+    group by deployment
+    order by deployment
+)
+
+select * from final

@@ -6,13 +6,19 @@
 -- Parameters: $since, $until (TIMESTAMPTZ; NULL leaves that end open). An access line's time is the nearest
 --   earlier timestamped line of its file (uvicorn's access lines carry none).
 -- Columns: deployment, method, path, http_status, responses, first_ts, last_ts.
-select
-    deployment, method, path, http_status,
-    count(*) as responses,
-    min(ts) as first_ts,
-    max(ts) as last_ts
-from access_log
-where ($since::timestamptz is null or ts >= $since::timestamptz)
-    and ($until::timestamptz is null or ts < $until::timestamptz)
-group by deployment, method, path, http_status
-order by deployment, responses desc, http_status, method, path
+with
+
+responses as (
+    select deployment, method, path, http_status, count(*) as responses, min(ts) as first_ts, max(ts) as last_ts
+    from access_log
+    where ($since::timestamptz is null or ts >= $since::timestamptz)
+        and ($until::timestamptz is null or ts < $until::timestamptz)
+    group by deployment, method, path, http_status
+),
+
+final as (
+    select * from responses
+    order by deployment, responses desc, http_status, method, path
+)
+
+select * from final

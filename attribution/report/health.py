@@ -43,7 +43,9 @@ def log_gaps(con: duckdb.DuckDBPyConnection, window: Window, min_gap_s: float) -
 def engine_responses(con: duckdb.DuckDBPyConnection, window: Window) -> pl.DataFrame:
     """HTTP responses of the engines' API servers per (deployment, method, path, status) in the window, most
     frequent first within a deployment (see queries/engine_responses.sql)."""
-    return queries.run(con, "engine_responses", since=window.since, until=window.until)
+    df = queries.run(con, "engine_responses", since=window.since, until=window.until)
+    return df.sort(["deployment", "responses", "http_status", "method", "path"],
+                   descending=[False, True, False, False, False]) if df.height else df
 
 
 def response_notes(responses: pl.DataFrame, logged: pl.DataFrame) -> list[str]:
