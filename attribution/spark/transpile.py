@@ -124,9 +124,10 @@ _SORTED_QUANTILES = {
 def _quantile(node: exp.Expr) -> exp.Expr:
     """quantile_cont(x, q) (q a fraction or a list of them): exact, as DuckDB's (linear interpolation between
     the two nearest ranks). Spark's `percentile` keeps a hash map of boxed values per group, whose garbage
-    cost most of `latency`'s own queries at 1M (latency_exact_by_deployment_model: 11 s of tasks, 64 s of
-    their time in GC); the values collected and sorted once per group give the same doubles for less. Under a
-    FILTER or OVER clause (which belong to one aggregate call) it stays `percentile`."""
+    cost most of `latency_exact_by_deployment_model` at 1M (~125 groups: 11 s of tasks, 64 s of their time in
+    GC); the values collected and sorted once per group give the same doubles in half of that (a little more
+    than the map where a few large groups repeat values: bench/scale/README.md). Under a FILTER or OVER clause
+    (which belong to one aggregate call) it stays `percentile`."""
     x, q = node.this.transform(_rewrite), node.expression.transform(_rewrite)
     listed = isinstance(q, exp.Array) or (isinstance(q, exp.Cast) and q.to.is_type(exp.DataType.Type.ARRAY))
     if isinstance(node.parent, exp.Filter | exp.Window) or not (listed or isinstance(q, exp.Literal)):
