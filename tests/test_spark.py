@@ -424,6 +424,37 @@ def test_the_window_sweep_on_spark_is_the_numpy_sweep(spark_session):
         assert_same_sweep(want, got)
 
 
+def test_quantile_cont_on_spark_is_duckdbs_and_sparks_own_percentile(spark_session):
+    """quantile_cont on Spark (each group's values collected and sorted once: attribution.spark.transpile's
+    _quantile) gives DuckDB's quantiles and exactly the doubles of Spark's `percentile`, which it replaces: a
+    list of fractions (0 and 1 included) and a single one, doubles with ties and NULLs, a BIGINT column, groups
+    of one and two values and a group of NULLs alone (NULL); under FILTER it stays `percentile`."""
+    import duckdb
+    import numpy as np
+
+    from attribution.spark.connection import SparkConnection
+
+    rng = np.random.default_rng(3)
+    xs = [*np.round(rng.gamma(2.0, 0.3, 60), 3).tolist(), None, None, 0.7, None, 1.25, 3.5]
+    frame = pl.DataFrame({"g": ["a"] * 60 + ["a", "b", "b", "c", "d", "d"], "x": xs,
+                          "n": [int(v * 1000) if v is not None else 5 for v in xs]})
+    sql = ("select g, quantile_cont(x, [0.0, 0.1, 0.5, 0.9, 0.999, 1.0]) as q, quantile_cont(x, 0.25) as m, "
+           "quantile_cont(n, [0.5, 0.75]) as nq, quantile_cont(x, 0.5) filter (where n > 800) as f "
+           "from t group by g order by g")
+    text = to_spark(sql, {"t": {"g": "string", "x": "double", "n": "bigint"}}.__getitem__, "x")
+    assert text.lower().count("collect_list(") == 3 and text.lower().count("percentile(") == 1
+    duck = duckdb.connect()
+    duck.register("t", frame.to_arrow())
+    SparkConnection(spark_session).register("t", frame)
+    got = pl.from_arrow(spark_session.sql(text).toArrow())
+    assert isinstance(got, pl.DataFrame) and got["q"][2] is None and got["q"][1].to_list() == [0.7] * 6
+    assert_same(got, fetch(duck, sql), "quantile_cont")
+    own = spark_session.sql("select g, percentile(x, array(0.0, 0.1, 0.5, 0.9, 0.999, 1.0)) as q, "
+                            "percentile(x, 0.25) as m, percentile(n, array(0.5, 0.75)) as nq, "
+                            "percentile(x, 0.5) filter (where n > 800) as f from t group by g order by g")
+    assert [tuple(r) for r in spark_session.sql(text).collect()] == [tuple(r) for r in own.collect()]
+
+
 def test_the_bootstrap_drawn_on_executors_is_the_in_process_one(spark_session, monkeypatch):
     # compare --engine spark draws its resamples on the executors, block by block, from each block's own
     # stream: the same draws as in-process, whatever the number of tasks

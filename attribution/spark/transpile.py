@@ -72,9 +72,7 @@ def _rewrite(node: exp.Expr) -> exp.Expr:
     if isinstance(node, exp.Anonymous) and (fix := _ANONYMOUS.get(str(node.this).lower())):
         return fix(node)
     if isinstance(node, exp.PercentileCont) or (isinstance(node, exp.Quantile)):
-        # quantile_cont(x, q): Spark's exact `percentile` (linear interpolation between the two nearest
-        # ranks, as DuckDB's quantile_cont; q a fraction or an array of them)
-        return _fn("percentile", node.this, node.expression)
+        return _quantile(node)
     if isinstance(node, exp.TimeToUnix):
         # epoch(): seconds, with the fraction, of an instant or of the interval between two
         arg = node.this
@@ -104,6 +102,39 @@ def _rewrite(node: exp.Expr) -> exp.Expr:
         # the fraction, as DuckDB does
         return _fn("timestamp_seconds", node.this)
     return node
+
+
+# quantile_cont(x, q) over the group's values sorted once (`x_` stands for x, `q_` for q, as doubles as
+# `percentile` takes them): at the rank h = (n - 1) * p, the values a and b at floor(h) and ceil(h), and
+# a + (h - floor(h)) * (b - a) as Spark's `percentile` interpolates (a itself where a = b or h is whole), so
+# the same doubles; NULL over no value
+_INTERPOLATED = """case when floor((size(_qs) - 1) * _qp) = ceil((size(_qs) - 1) * _qp)
+        or get(_qs, cast(floor((size(_qs) - 1) * _qp) as int)) = get(_qs, cast(ceil((size(_qs) - 1) * _qp) as int))
+    then get(_qs, cast(floor((size(_qs) - 1) * _qp) as int))
+    else get(_qs, cast(floor((size(_qs) - 1) * _qp) as int)) + ((size(_qs) - 1) * _qp - floor((size(_qs) - 1) * _qp))
+        * (get(_qs, cast(ceil((size(_qs) - 1) * _qp) as int)) - get(_qs, cast(floor((size(_qs) - 1) * _qp) as int))) end"""
+_SORTED_QUANTILES = {
+    False: f"get(transform(array(array_sort(collect_list(cast(x_ as double)))), _qs -> case when size(_qs) > 0 then "
+           f"get(transform(array(cast(q_ as double)), _qp -> {_INTERPOLATED}), 0) end), 0)",
+    True: f"get(transform(array(array_sort(collect_list(cast(x_ as double)))), _qs -> case when size(_qs) > 0 then "
+          f"transform(cast(q_ as array<double>), _qp -> {_INTERPOLATED}) end), 0)",
+}
+
+
+def _quantile(node: exp.Expr) -> exp.Expr:
+    """quantile_cont(x, q) (q a fraction or a list of them): exact, as DuckDB's (linear interpolation between
+    the two nearest ranks). Spark's `percentile` keeps a hash map of boxed values per group, whose garbage
+    cost most of `latency_exact_by_deployment_model` at 1M (~125 groups: 11 s of tasks, 64 s of their time in
+    GC); the values collected and sorted once per group give the same doubles in half of that (a little more
+    than the map where a few large groups repeat values: bench/scale/README.md). Under a FILTER or OVER clause
+    (which belong to one aggregate call) it stays `percentile`."""
+    x, q = node.this.transform(_rewrite), node.expression.transform(_rewrite)
+    listed = isinstance(q, exp.Array) or (isinstance(q, exp.Cast) and q.to.is_type(exp.DataType.Type.ARRAY))
+    if isinstance(node.parent, exp.Filter | exp.Window) or not (listed or isinstance(q, exp.Literal)):
+        return _fn("percentile", x, q)
+    tree = sqlglot.parse_one(_SORTED_QUANTILES[listed], read="spark")
+    return tree.transform(lambda n: {"x_": x, "q_": q}[n.name].copy() if isinstance(n, exp.Column)
+                          and n.name in ("x_", "q_") else n)
 
 
 def _is_list(node: exp.Expr) -> bool:
