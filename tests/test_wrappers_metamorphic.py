@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import tempfile
 from collections import Counter
 from datetime import UTC, datetime
@@ -19,7 +20,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 import wrapping
-from conftest import SHARED, UTF8, shared
+from conftest import SHARED, UTF8, across_workers, session_root, shared
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_wrappers import layer_records
@@ -207,26 +208,42 @@ def _store_tables(store: Path) -> dict[str, pl.DataFrame]:
                                                            "request_events", "access_log", "ingest_errors")}
 
 
-def check_ingest(plain: Path, name: str, tmp: Path) -> None:
-    wrapped = wrap_file(plain, name, tmp / "in")
-    ingest([str(plain)], tmp / f"plain-{name}", year=2025, tz="UTC")
-    ingest([str(wrapped)], tmp / f"wrapped-{name}", year=2025, tz="UTC", chunk_bytes=2048)
-    a = comparable(_store_tables(tmp / f"plain-{name}"), name)
-    b = comparable(_store_tables(tmp / f"wrapped-{name}"), name)
+def _plain_tables(root: Path, name: str, plains: list[Path]) -> dict[str, pl.DataFrame]:
+    """The tables of a store of the plain files, once per session (`across_workers`: under -n 2 the tests that
+    compare a wrapper's store with it run on both workers)."""
+    def build() -> dict[str, pl.DataFrame]:
+        store = root / f"{name}-store"
+        shutil.rmtree(store, ignore_errors=True)  # (a worker that failed halfway)
+        ingest([str(p) for p in plains], store, year=2025, tz="UTC")
+        return _store_tables(store)
+
+    return across_workers(root, name, build)
+
+
+def check_ingest(plain: dict[str, pl.DataFrame], wrapped: list[Path], name: str, store: Path, **kw) -> None:
+    ingest([str(w) for w in wrapped], store, year=2025, tz="UTC", **kw)
+    a, b = comparable(plain, name), comparable(_store_tables(store), name)
     assert sum(map(len, a.values())) > 0
     assert a == b
 
 
+DEEPSEEK = "vllm_repo-jayashan10-Deepseek-qwen-deployment.log"
+
+
+@pytest.fixture(scope="module")
+def plain_deepseek_store(tmp_path_factory) -> dict[str, pl.DataFrame]:
+    return _plain_tables(session_root(tmp_path_factory), "plain-deepseek", [shared("traces", "real_logs", DEEPSEEK)])
+
+
 @pytest.mark.parametrize("name", ["docker_json", "containerd"])
-def test_real_log_wrapped_ingests_into_the_same_store(name, tmp_path):
-    check_ingest(shared("traces", "real_logs", "vllm_repo-jayashan10-Deepseek-qwen-deployment.log"), name, tmp_path)
+def test_real_log_wrapped_ingests_into_the_same_store(name, tmp_path, plain_deepseek_store):
+    wrapped = wrap_file(shared("traces", "real_logs", DEEPSEEK), name, tmp_path / "in")
+    check_ingest(plain_deepseek_store, [wrapped], name, tmp_path / "s", chunk_bytes=2048)
 
 
 @pytest.fixture(scope="module")
 def plain_real_store(tmp_path_factory) -> dict[str, pl.DataFrame]:
-    store = tmp_path_factory.mktemp("plain-real") / "s"
-    ingest([str(p) for p in REAL], store, year=2025, tz="UTC")
-    return _store_tables(store)
+    return _plain_tables(session_root(tmp_path_factory), "plain-real", REAL)
 
 
 @pytest.mark.slow
@@ -235,10 +252,7 @@ def test_every_real_log_every_wrapper_into_a_store(name, tmp_path, plain_real_st
     # Issue 14's bar: each wrapper ingests the real logs of ../shared/traces into exactly the tables the plain
     # files give (all of them in one ingest, as a user would point the tool at a folder).
     wrapped = [wrap_file(plain, name, tmp_path / "in" / str(i)) for i, plain in enumerate(REAL)]
-    ingest([str(w) for w in wrapped], tmp_path / "s", year=2025, tz="UTC")
-    a, b = comparable(plain_real_store, name), comparable(_store_tables(tmp_path / "s"), name)
-    assert sum(map(len, a.values())) > 0
-    assert a == b
+    check_ingest(plain_real_store, wrapped, name, tmp_path / "s")
 
 
 @pytest.mark.parametrize("name", sorted(wrapping.WRAP))
