@@ -466,16 +466,21 @@ def reports(small_sample, spark_session) -> dict[str, tuple[str, object]]:
     inputs: list = []
     run = build.run_analyses
     args = ["report", "--store", str(small_sample), "--out", "-", "--format", "json", "-q", "--whatif"]
-    out: dict = {"materialized": []}
-    materialize = SparkConnection.materialize
+    out: dict = {"materialized": [], "computed": []}
+    materialize, sql = SparkConnection.materialize, SparkConnection.sql
 
     def counted(con, q, params, table):  # each query the Spark report computes into a table
         out["materialized"].append((q.name, params))
         materialize(con, q, params, table)
 
+    def computed(con, q, params):  # each query Spark plans and runs (fetched or materialized)
+        out["computed"].append((q.name, con._answer_key(q, params)))
+        return sql(con, q, params)
+
     with pytest.MonkeyPatch.context() as m:
         m.setattr(build, "run_analyses", lambda *a, **k: inputs.append(run(*a, **k)) or inputs[-1])
         m.setattr(SparkConnection, "materialize", counted)
+        m.setattr(SparkConnection, "sql", computed)
         for engine, extra in (("duck", []), ("spark", ["--engine", "spark", *SPARK_ARGS])):
             res = CliRunner().invoke(app, [*args, *extra])
             assert res.exit_code == 0, (res.output, res.exception)
@@ -490,6 +495,22 @@ def test_the_report_on_spark_selects_each_window_and_grouping_once(reports):
     selections = [tuple(sorted(params.items())) for name, params in reports["materialized"]
                   if name == "int_analysis_requests"]
     assert len(selections) == len(set(selections)) == 5
+
+
+def test_the_report_on_spark_computes_each_answer_once(reports):
+    """The Spark report's analyses ask some queries again over the same views and parameters (the engine starts:
+    thresholds, compare, changes; the window's scrape intervals: concurrency, thresholds, memsplit; the window
+    anchor twice; a selection's concurrency requests: the sweep materializes them, capacity's estimates fetch
+    them): the connection keeps each answer (SparkConnection.fetch), so Spark computes each once."""
+    from collections import Counter
+
+    computed = reports["computed"]
+    times = Counter(key for _, key in computed if key is not None)
+    assert not [name for name, key in computed if key is not None and times[key] > 1]
+    names = Counter(name for name, _ in computed)
+    assert names["engine_starts"] == names["scrape_intervals_by_deployment"] == names["window_newest_request"] == 1
+    assert names["concurrency_requests"] == 2  # (the window's, then the memory split's period)
+    assert all(key is not None for name, key in computed if name != "<inline>")
 
 
 def test_the_report_on_spark_is_duckdbs(reports):
