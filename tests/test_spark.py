@@ -353,11 +353,13 @@ def small_sample(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def both(small_sample, spark_session):
-    from attribution.spark.connection import connect
-
-    store = Store.open(small_sample)
-    return store.connect(), connect(store, store.snapshot(), spark_session)
+def both(small_sample, reports):
+    """A DuckDB connection to the small store and the Spark connection the Spark report made over it (the
+    store's views, its workload map: one connection per store as in a command; a second one on the session
+    would replace the first's views, session-wide, and plan and keep them again)."""
+    spark = reports["spark_con"]
+    assert queries.spark_connection(spark) is not None and spark.has("joined_requests")
+    return Store.open(small_sample).connect(), spark
 
 
 def _analysis(name: str, con):
@@ -461,6 +463,7 @@ def reports(small_sample, spark_session) -> dict[str, tuple[str, object]]:
 
     from attribution.cli import app
     from attribution.report import build
+    from attribution.spark import connection
     from attribution.spark.connection import SparkConnection
 
     inputs: list = []
@@ -468,6 +471,11 @@ def reports(small_sample, spark_session) -> dict[str, tuple[str, object]]:
     args = ["report", "--store", str(small_sample), "--out", "-", "--format", "json", "-q", "--whatif"]
     out: dict = {"materialized": [], "computed": []}
     materialize, sql = SparkConnection.materialize, SparkConnection.sql
+    connect = connection.connect_settings
+
+    def connected(*a, **k):  # the report's Spark connection, for the analyses' tests (`both`)
+        out["spark_con"] = connect(*a, **k)
+        return out["spark_con"]
 
     def counted(con, q, params, table):  # each query the Spark report computes into a table
         out["materialized"].append((q.name, params))
@@ -481,6 +489,7 @@ def reports(small_sample, spark_session) -> dict[str, tuple[str, object]]:
         m.setattr(build, "run_analyses", lambda *a, **k: inputs.append(run(*a, **k)) or inputs[-1])
         m.setattr(SparkConnection, "materialize", counted)
         m.setattr(SparkConnection, "sql", computed)
+        m.setattr(connection, "connect_settings", connected)
         for engine, extra in (("duck", []), ("spark", ["--engine", "spark", *SPARK_ARGS])):
             res = CliRunner().invoke(app, [*args, *extra])
             assert res.exit_code == 0, (res.output, res.exception)
