@@ -354,11 +354,13 @@ def small_sample(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def both(small_sample, spark_session):
-    from attribution.spark.connection import connect
-
-    store = Store.open(small_sample)
-    return store.connect(), connect(store, store.snapshot(), spark_session)
+def both(small_sample, reports):
+    """A DuckDB connection to the small store and the Spark connection the Spark report made over it (the
+    store's views, its workload map: one connection per store as in a command; a second one on the session
+    would replace the first's views, session-wide, and plan and keep them again)."""
+    spark = reports["spark_con"]
+    assert queries.spark_connection(spark) is not None and spark.has("joined_requests")
+    return Store.open(small_sample).connect(), spark
 
 
 def _analysis(name: str, con):
@@ -493,21 +495,33 @@ def reports(small_sample, spark_session) -> dict[str, tuple[str, object]]:
 
     from attribution.cli import app
     from attribution.report import build
+    from attribution.spark import connection
     from attribution.spark.connection import SparkConnection
 
     inputs: list = []
     run = build.run_analyses
     args = ["report", "--store", str(small_sample), "--out", "-", "--format", "json", "-q", "--whatif"]
-    out: dict = {"materialized": []}
-    materialize = SparkConnection.materialize
+    out: dict = {"materialized": [], "computed": []}
+    materialize, sql = SparkConnection.materialize, SparkConnection.sql
+    connect = connection.connect_settings
+
+    def connected(*a, **k):  # the report's Spark connection, for the analyses' tests (`both`)
+        out["spark_con"] = connect(*a, **k)
+        return out["spark_con"]
 
     def counted(con, q, params, table):  # each query the Spark report computes into a table
         out["materialized"].append((q.name, params))
         materialize(con, q, params, table)
 
+    def computed(con, q, params):  # each query Spark plans and runs (fetched or materialized)
+        out["computed"].append((q.name, con._answer_key(q, params)))
+        return sql(con, q, params)
+
     with pytest.MonkeyPatch.context() as m:
         m.setattr(build, "run_analyses", lambda *a, **k: inputs.append(run(*a, **k)) or inputs[-1])
         m.setattr(SparkConnection, "materialize", counted)
+        m.setattr(SparkConnection, "sql", computed)
+        m.setattr(connection, "connect_settings", connected)
         for engine, extra in (("duck", []), ("spark", ["--engine", "spark", *SPARK_ARGS])):
             res = CliRunner().invoke(app, [*args, *extra])
             assert res.exit_code == 0, (res.output, res.exception)
@@ -522,6 +536,22 @@ def test_the_report_on_spark_selects_each_window_and_grouping_once(reports):
     selections = [tuple(sorted(params.items())) for name, params in reports["materialized"]
                   if name == "int_analysis_requests"]
     assert len(selections) == len(set(selections)) == 5
+
+
+def test_the_report_on_spark_computes_each_answer_once(reports):
+    """The Spark report's analyses ask some queries again over the same views and parameters (the engine starts:
+    thresholds, compare, changes; the window's scrape intervals: concurrency, thresholds, memsplit; the window
+    anchor twice; a selection's concurrency requests: the sweep materializes them, capacity's estimates fetch
+    them): the connection keeps each answer (SparkConnection.fetch), so Spark computes each once."""
+    from collections import Counter
+
+    computed = reports["computed"]
+    times = Counter(key for _, key in computed if key is not None)
+    assert not [name for name, key in computed if key is not None and times[key] > 1]
+    names = Counter(name for name, _ in computed)
+    assert names["engine_starts"] == names["scrape_intervals_by_deployment"] == names["window_newest_request"] == 1
+    assert names["concurrency_requests"] == 2  # (the window's, then the memory split's period)
+    assert all(key is not None for name, key in computed if name != "<inline>")
 
 
 def test_the_report_on_spark_is_duckdbs(reports):
