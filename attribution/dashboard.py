@@ -357,11 +357,13 @@ class View:
         return self._run(by, run)
 
     def lengths(self, *, by: str | None = None, bins_per_decade: int = 10) -> Analysis | Empty:
-        """Under filters the per-day length counts answer (attribution.summaries.days: whole UTC days, any
-        deployments, workloads, labels, versions), merged from the counts an ingest kept instead of read
-        from every request; else, and on a store too small to have them, computed from the rows."""
+        """The per-day length counts answer (attribution.summaries.days: whole UTC days, any deployments,
+        workloads, labels, versions), merged from the counts an ingest kept instead of read from every request;
+        else, and on a store too small to have them, computed from the rows. Unfiltered (a first look the
+        ingest did not prepare) the counts are made then, where every request is read anyway, for the
+        filters after it."""
         by = by or self.settings.by
-        if self.filters != Filters() and days.enabled() and days.answerable(self.filters.since, self.filters.until):
+        if days.enabled() and days.answerable(self.filters.since, self.filters.until):
             with self.lock:
                 try:
                     got = self._lengths_from_days(by, bins_per_decade)

@@ -277,3 +277,66 @@ def test_lengths_adds_the_token_histograms_when_no_per_request_rows_exist(tmp_pa
     assert res.tables["stats"].is_empty()
     p50 = res.tables["histogram_lengths"].filter(pl.col("percentile") == 50).row(0, named=True)
     assert (p50["counts"], p50["lo"], p50["hi"]) == ("prompt", 10000, 20000) and p50["observations"] == 100
+
+
+def _day_store_rows(days: range) -> tuple[list[dict], list[dict]]:
+    """Scrapes every 7 hours over `days` (so one lands on a midnight now and then): two series of one pod's TTFT
+    histogram, one of them restarting (its counts drop) on the second day and absent on the third, a series with
+    no name, a scrape read twice with two values, and a counter; fractional sums (days summed in another order
+    than the samples differ in the last bits)."""
+    hist, counter = [], []
+    for i, minute in enumerate(range(days.start * 1440, days.stop * 1440, 7 * 60)):
+        k = i + 1
+        for series, scale in (("engine=0", 1.0), ("engine=1", 0.3), (None, 2.0)):
+            if series == "engine=1" and minute // 1440 == 2:
+                continue
+            n = k if series != "engine=1" or minute < 1440 + 600 else k - 6
+            cum = {0.1: n * scale // 1, 0.5: 2 * n * scale // 1, INF: 3 * n * scale // 1}
+            rows = hist_rows(TTFT, minute, cum, n * scale * 0.173, series=series)
+            hist += [{**r, "series": series} for r in rows]
+        counter += [{**r, "ts": T0 + timedelta(minutes=minute)} for r in counter_rows("vllm:y_total", [k * 1.1])]
+    dup = hist_rows(TTFT, 1440 + 7 * 60 * 3, {0.1: 99, 0.5: 99, INF: 99}, 1.0)  # (a second read, another value)
+    return hist + dup, counter
+
+
+def test_a_dashboards_whole_day_windows_sum_the_days_increases_equal_to_the_samples(tmp_path, monkeypatch):
+    """On a dashboard's connection (share_samples) the whole store's increases also keep each series' increase per
+    UTC day (queries/metric_increase_days.sql), and a window of whole days (an end may be open) is their sum
+    (metric_increase_from_days.sql) instead of a scan of every sample: the rows metric_increase.sql gives, the
+    counts exact, the increases to 1e-12 relative; on the next commit (a later day, and a scrape added to an earlier
+    day) too. A window not of whole days reads the samples."""
+    from polars.testing import assert_frame_equal
+
+    from attribution import queries
+    from attribution.histograms.analysis import share_samples
+
+    real, ran = queries.run, []
+    monkeypatch.setattr(queries, "run", lambda c, name, **kw: ran.append(name) or real(c, name, **kw))
+    hist, counter = _day_store_rows(range(0, 4))
+    store = write(tmp_path / "store", metric_histograms=hist, metric_counters=counter)
+    for commit, days in enumerate((4, 6)):
+        if commit:  # the next commit: two more days, and a scrape of the first day that the first one lacked
+            hist, counter = _day_store_rows(range(4, 6))
+            late = hist_rows(TTFT, 13, {0.1: 0, 0.5: 1, INF: 5}, 0.5)
+            write(tmp_path / "store", metric_histograms=hist + late, metric_counters=counter)
+        for table in ("histogram", "counter"):
+            con = store.connect()
+            share_samples(con, (str(store.root), store.snapshot().version))
+            ran.clear()
+            increases(con, Window(), table)
+            assert ran == ["metric_increase", "metric_increase_days"]
+            windows = [(a, b) for a in [None, *range(days)] for b in [*range(1, days + 1), None] if a is None or
+                       b is None or a < b]
+            for a, b in windows:
+                w = Window(None if a is None else T0 + timedelta(days=a), None if b is None else T0 + timedelta(days=b))
+                ran.clear()
+                got = increases(con, w, table)
+                want = real(con, "metric_increase", kind=table, since=w.since, until=w.until)
+                assert ran == ([] if a is None and b is None else ["metric_increase_from_days"]), (a, b)
+                assert got.height and got.schema == want.schema and got.drop("increase").equals(want.drop("increase"))
+                assert_frame_equal(got, want, check_exact=False, rel_tol=1e-12, abs_tol=0)
+            ran.clear()
+            w = Window(T0 + timedelta(hours=30), T0 + timedelta(days=3))
+            assert increases(con, w, table).equals(real(con, "metric_increase", kind=table, since=w.since,
+                                                        until=w.until))
+            assert ran == ["metric_increase"]

@@ -10,7 +10,8 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from datetime import time as dtime
 from typing import Any
 
 import duckdb
@@ -86,11 +87,15 @@ def increases(con: duckdb.DuckDBPyConnection, window: Window, table: str = "hist
     shared = None if name is None else (*name, window.since, window.until, table)
     with _KEPT_LOCK:
         rows = _KEPT.get(shared) if shared is not None else None
+    if rows is None and name is not None:  # a dashboard's window of whole days: its days' rows summed
+        rows = _from_days(con, window, table)
     if rows is None:  # (a previous command on the commit may have kept them: attribution.kept)
         rows = kept.kept(con, "metric_increase", (queries.load("metric_increase").sql, table, window.since,
                                                   window.until), SAMPLE_VIEWS,
                          lambda: queries.run(con, "metric_increase", kind=table, since=window.since,
                                              until=window.until))
+        if name is not None and window.since is None and window.until is None:
+            _day_rows(con, table)  # every sample was read for the whole store: its days' rows too, once
         if shared is not None:
             with _KEPT_LOCK:
                 _KEPT[shared] = rows
@@ -99,6 +104,35 @@ def increases(con: duckdb.DuckDBPyConnection, window: Window, table: str = "hist
     if memo is not None:
         memo[key] = (con, rows)  # the connection kept alive with its rows: its id is not reused meanwhile
     return rows
+
+
+def _day_rows(con: duckdb.DuckDBPyConnection, table: str) -> pl.DataFrame:
+    """queries/metric_increase_days.sql's rows (each series' increase per UTC day), kept per store commit."""
+    return kept.kept(con, "metric_increase_days", (queries.load("metric_increase_days").sql, table), SAMPLE_VIEWS,
+                     lambda: queries.run(con, "metric_increase_days", kind=table))
+
+
+def _midnight(t: datetime | None) -> bool:
+    return t is None or t.astimezone(UTC).timetz().replace(tzinfo=None) == dtime(0)
+
+
+def _from_days(con: duckdb.DuckDBPyConnection, window: Window, table: str) -> pl.DataFrame | None:
+    """The increases of a window of whole UTC days (an end may be open) summed from the commit's per-day rows
+    (queries/metric_increase_from_days.sql), when they are kept; else None (read from the samples). The
+    per-day rows are made where the whole store's samples are read anyway (`increases` of the open window:
+    a dashboard's first look, or the ingest's preparation of it)."""
+    if (window.since is None and window.until is None) or not (_midnight(window.since) and _midnight(window.until)):
+        return None
+    parts = (queries.load("metric_increase_days").sql, table)
+    if not kept.has(con, "metric_increase_days", parts, SAMPLE_VIEWS):
+        return None
+    con.register("metric_increase_days", _day_rows(con, table).to_arrow())
+    try:
+        return queries.run(con, "metric_increase_from_days",
+                           since_day=None if window.since is None else window.since.astimezone(UTC).date(),
+                           until_day=None if window.until is None else window.until.astimezone(UTC).date())
+    finally:
+        con.unregister("metric_increase_days")
 
 
 def latency_percentiles(con: duckdb.DuckDBPyConnection, window: Window, percentiles: Iterable[float]
