@@ -18,16 +18,38 @@ def store_counts(store: Store, spark: Any = None) -> dict[str, Any]:
     """The head of `store_status`: files by status, rows per table and the count of ingest errors (what the
     dashboard's overview lists), without the per-deployment, per-file and census questions. `spark`: a Spark
     connection over one snapshot of `store` (attribution.spark.connection) to ask instead of DuckDB."""
-    if spark is None:
-        snap = store.snapshot()
-        con, commit = store.connect(snap), snap.version
-        joincache.use(con)
-    else:
-        con, commit = spark, spark.commit
+    con, commit = _connection(store, spark)
     return {"commit": commit, "con": con, "files": queries.run(con, "store_files_by_status"),
             "rows": {t: queries.inline(con, f"select count(*) as n from {t}").item()
                      for t in [*TABLES, "ingest_files"]},
             "errors": queries.run(con, "ingest_errors_by_reason")}
+
+
+def _connection(store: Store, spark: Any) -> tuple[Any, int]:
+    """The connection the status questions ask (a new one over the store's latest snapshot, else `spark`)
+    and the commit it reads."""
+    if spark is not None:
+        return spark, spark.commit
+    snap = store.snapshot()
+    con = store.connect(snap)
+    joincache.use(con)
+    return con, snap.version
+
+
+def store_health(store: Store, spark: Any = None) -> dict[str, Any]:
+    """The parts of `store_status` the report's ingest health shows (attribution.report.health), asked alone:
+    files by status, the problems and their count, join coverage per source, rows and span per deployment
+    (not the rows per table, the line census and the shapes, one statement or more each)."""
+    con, commit = _connection(store, spark)
+    errors = queries.run(con, "ingest_errors_by_reason")
+    return {
+        "commit": commit,
+        "files": queries.run(con, "store_files_by_status").to_dicts(),
+        "deployments": queries.run(con, "store_coverage_by_deployment").to_dicts(),
+        "joins": queries.run(con, "join_coverage_by_source").to_dicts(),
+        "errors": errors.head(20).to_dicts(),
+        "error_count": int(errors["count"].sum()) if errors.height else 0,
+    }
 
 
 def store_status(store: Store, spark: Any = None) -> dict[str, Any]:

@@ -237,6 +237,25 @@ def test_markdown_and_html_carry_the_same_sections(sample):
             assert f'id="{c.id}"' in html
 
 
+def test_charts_are_built_only_for_the_renderings_that_read_them(sample, sample_store):
+    """A report's charts are built when a rendering reads them: Markdown draws none and builds none; the JSON
+    names each chart by its figure's title, the HTML draws it (the sample report's own files, test above)."""
+    import copy
+
+    from attribution.report.output import render
+
+    inp, built, _ = sample
+    report = assemble(copy.deepcopy(inp), Store.open(sample_store))
+    charts = [c for s in report.sections for c in s.charts]
+    assert len(charts) == sum(len(s.charts) for s in built.sections) > 10
+    assert render(report, ReportFormat.md) and all(c.built is None for c in charts)
+    doc = json.loads(render(report, ReportFormat.json))
+    assert all(c.built is not None for c in charts)
+    titles = [c["title"] for s in doc["sections"] for c in s["charts"]]
+    assert titles == [c.figure.layout.title.text or c.name for c in charts]
+    assert titles == [c.title for s in built.sections for c in s.charts]
+
+
 def test_week_over_week_on_the_sample(sample_store):
     """This window = the three days after the upgrade; the previous one = the three days before it."""
     con = Store.open(sample_store).connect()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import polars as pl
@@ -451,6 +451,44 @@ def test_threshold_requests_are_made_once_per_selection_and_starts(tmp_path_fact
     assert steps.step_rows(con) is not steps.step_rows(con)
     steps.keep_step_rows(con, True)
     assert steps.step_rows(con) is steps.step_rows(con)
+
+
+def test_a_window_holding_every_step_line_gives_its_rows_once_to_the_read_of_every_day(tmp_path_factory):
+    """keep_step_rows(con, False, whole=True), the report's connection: the rows of a window holding every step
+    line are every day's rows (equal to a read of every day) and are given once to the next read of every day
+    (the report's compare), then dropped; a window that leaves lines out keeps nothing."""
+    import numpy as np
+
+    from attribution.db import fetch
+    from attribution.thresholds import steps
+    from attribution.thresholds.crossings import prepare
+
+    def same(a, b):
+        assert a.size == b.size and a.values.keys() == b.values.keys() and a.deployments == b.deployments
+        assert all(np.array_equal(getattr(a, f), getattr(b, f)) for f in ("file", "t", "deployment", "kind",
+                                                                          "config", "cuda_graph_off"))
+        assert all(np.array_equal(a.values[q][0], b.values[q][0]) and np.array_equal(a.values[q][1], b.values[q][1])
+                   for q in a.values)
+
+    con = Store.open(sample_store(tmp_path_factory)).connect()
+    select(con, by="all")  # reads the commit's cached join: rows may be kept
+    prepare(con, load_catalogue())
+    steps.keep_step_rows(con, False)
+    every = steps.step_rows(con)  # read, not kept
+    first, last = fetch(con, "select min(ts), max(ts) from engine_steps").row(0)
+    steps.keep_step_rows(con, False, whole=True)
+    window = steps.step_rows(con, first, last + timedelta(seconds=1))  # holds every line
+    same(window, every)
+    assert steps.step_rows(con) is window  # given to the read of every day ...
+    assert steps.step_rows(con) is not window  # ... once
+    half = steps.step_rows(con, first + (last - first) / 2)  # leaves lines out: nothing kept
+    assert 0 < half.size < every.size
+    again = steps.step_rows(con)
+    assert again is not half and again is not window
+    same(again, every)
+    steps.keep_step_rows(con, False)
+    window = steps.step_rows(con, first, last + timedelta(seconds=1))
+    assert steps.step_rows(con) is not window  # without `whole`, kept never
 
 
 def test_file_order_is_the_three_key_sort():

@@ -98,5 +98,7 @@ def window_gaps(con: Any, window: Window, by: GroupBy) -> dict[str, np.ndarray]:
 def burstiness_change(con: Any, now: Window, before: Window, by: GroupBy, rule: ChangeRule = ChangeRule()
                       ) -> pl.DataFrame:
     """`judge` over the groups of two windows of the store behind `con` (the connection's selection is
-    replaced: call it after the analyses that read the current one)."""
-    return judge(window_gaps(con, before, by), window_gaps(con, now, by), rule)
+    replaced: call it after the analyses that read the current one). The window `now` first: the report's
+    arrivals analysis has just selected it, so its kept selection is read again instead of made twice."""
+    gaps_now = window_gaps(con, now, by)
+    return judge(window_gaps(con, before, by), gaps_now, rule)

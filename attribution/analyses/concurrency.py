@@ -291,6 +291,14 @@ def scrape_notes(sel: Selection, deployments: list[str]) -> list[str]:
     return [n for _, n in scrape_sampling(sel.con, sel.window.since, sel.window.until, deployments)]
 
 
+def scrape_intervals(con: duckdb.DuckDBPyConnection, since: Any, until: Any) -> pl.DataFrame:
+    """queries/scrape_intervals_by_deployment.sql for [since, until), computed once per store commit, window and
+    engine_steps view (attribution.kept): a report's concurrency, thresholds and memory split each read it."""
+    name = "scrape_intervals_by_deployment"
+    return kept.kept(con, name, (queries.load(name).sql, since, until), ("engine_steps",),
+                     lambda: queries.run(con, name, since=since, until=until))
+
+
 def scrape_sampling(con: duckdb.DuckDBPyConnection, since: Any, until: Any, deployments: list[str]
                     ) -> list[tuple[dict[str, Any], str]]:
     """Per deployment of `deployments` whose step rows in [since, until) include Prometheus scrapes: the
@@ -298,8 +306,8 @@ def scrape_sampling(con: duckdb.DuckDBPyConnection, since: Any, until: Any, depl
     if not deployments or not scrapes_stored(con):
         return []
     out = []
-    for row in queries.run(con, "scrape_intervals_by_deployment", since=since, until=until).filter(
-            pl.col("deployment").is_in(deployments)).iter_rows(named=True):
+    for row in scrape_intervals(con, since, until).filter(pl.col("deployment").is_in(deployments)).iter_rows(
+            named=True):
         every = f"{row['interval_s']:g} s" if row["interval_s"] is not None else "a single scrape"
         where = " where its logs have no step lines" if row["log_lines"] else ""
         out.append((row, f"{row['deployment']}: running/waiting/KV sampled at the scrape interval ({every}) from "

@@ -5,6 +5,7 @@ arranging only; the numbers are the analyses'."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING
 
 import polars as pl
@@ -53,8 +54,8 @@ def arrivals_section(inp: Inputs) -> Section:
     if both is not None and both.height:
         s.table("burstiness_change", "inter-arrival CV against the previous window", both.rename({"grp": g}))
         s.definitions = {**s.definitions, "burstiness_change": inp.burstiness_rule}
-    s.chart("per_minute", charts.arrivals.per_minute(a))
-    s.chart("hours", charts.arrivals.hour_profile(a))
+    s.chart("per_minute", partial(charts.arrivals.per_minute, a))
+    s.chart("hours", partial(charts.arrivals.hour_profile, a))
     s.table("fits", a.titles["fits"], view(fits, [g, "distribution", "gaps", "fitted_on", "shape", "scale_s",
                                                   "mean_s", "ks", "best"]))
     turns = a.tables["turns"]

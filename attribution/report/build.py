@@ -166,9 +166,10 @@ def _run_analyses(store: Store, settings: Settings, *, since: Any, until: Any, w
         # window) held ~1 GB of DuckDB's memory while the changes' compare peaked beside it (2.9 GB at 1M;
         # kept one: 2.4 GB, same bytes, no more CPU: bench/scale/README.md, 2026-12-03 mem31)
         keep_selections(con, 1)
-        # the thresholds read the window's step lines and the changes' compare every day's: nothing kept is
-        # read again, and kept they stayed beside the compare's bootstrap
-        keep_step_rows(con, False)
+        # the thresholds read the window's step lines and the changes' compare every day's: kept, they stayed
+        # beside the compare's bootstrap. Where the window holds every day's lines (a store of one week) the
+        # compare takes the thresholds' rows once instead of reading them again.
+        keep_step_rows(con, False, whole=True)
     # each step's temporary tables dropped once it is done (as the dashboard does after a page): they would
     # hold DuckDB's capped memory, or spill, while the next steps run
     done: Callable[..., None] = (lambda keep=(): None) if settings.engine == "spark" else \
@@ -202,6 +203,8 @@ def _run_analyses(store: Store, settings: Settings, *, since: Any, until: Any, w
         say("changes against the previous window")
         inp.changes = window_changes(con, window, settings, sel=everything, now_lengths=inp.lengths,
                                      catalogue=catalogue)
+        if settings.engine != "spark":
+            keep_step_rows(con, False)  # (rows the compare did not take)
         done()
         say("arrivals")
         run_arrivals(inp, con)

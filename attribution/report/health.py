@@ -1,4 +1,4 @@
-"""Can the numbers be trusted: what the ingest read and failed to read (from `store_status`), how many
+"""Can the numbers be trusted: what the ingest read and failed to read (from `store_health`), how many
 requests found their other half across engine and gateway logs, where a pod's logs fell silent inside the
 window (`log_gaps`, the question in queries/log_gaps.sql), and what the engines' API servers answered
 (`engine_responses`: uvicorn access lines, the only per-request record under vLLM's default logging, and the
@@ -15,7 +15,7 @@ import polars as pl
 from attribution import queries
 from attribution.analyses import Analysis, Window
 from attribution.analyses.common import REQUEST_LINES, UNLOGGED_SHARE
-from attribution.status import store_status
+from attribution.status import store_health
 from attribution.store import Store
 
 UNMATCHED_SHARE = 0.01  # more unmatched engine or gateway rows than this share: worth a look
@@ -85,7 +85,7 @@ def health(store: Store, con: duckdb.DuckDBPyConnection, window: Window, *, gap_
            ingest: dict[str, Any] | None = None) -> Analysis:
     """Files by status, parse errors, join coverage per source, engine versions and log gaps in the window.
     `ingest` describes an ingest run just before (files read, or why it was skipped)."""
-    st = store_status(store, queries.spark_connection(con))  # on the report's engine
+    st = store_health(store, queries.spark_connection(con))  # on the report's engine
     files = _frame(st["files"])
     if files.height and "bytes" in files.columns:
         files = files.with_columns(pl.col("bytes").cast(pl.Int64))

@@ -6,6 +6,7 @@ give the same bytes."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any, TypeVar
@@ -41,9 +42,23 @@ class Table:
 
 @dataclass
 class Chart:
+    """A chart of a section, built when first read: its figure for the HTML, its title (the figure's) for the
+    HTML and the JSON. A report written as Markdown alone, which draws no charts, builds none."""
+
     id: str
-    title: str
-    figure: go.Figure
+    name: str  # the chart's name in its section (the title when the figure has none)
+    make: Callable[[], go.Figure]
+    built: go.Figure | None = field(default=None, repr=False)
+
+    @property
+    def figure(self) -> go.Figure:
+        if self.built is None:
+            self.built = self.make()
+        return self.built
+
+    @property
+    def title(self) -> str:
+        return str(self.figure.layout.title.text or self.name)
 
 
 @dataclass
@@ -71,9 +86,9 @@ class Section:
         if frame is not None and frame.height:
             self.tables.append(Table(name, title, frame))
 
-    def chart(self, chart_id: str, figure: go.Figure) -> None:
-        title = figure.layout.title.text or chart_id
-        self.charts.append(Chart(f"chart-{self.id}-{chart_id}", title, figure))
+    def chart(self, chart_id: str, make: Callable[[], go.Figure]) -> None:
+        """A chart whose figure `make()` builds when a rendering first reads it (attribution.charts)."""
+        self.charts.append(Chart(f"chart-{self.id}-{chart_id}", chart_id, make))
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "title": self.title, "lines": self.lines,

@@ -3,6 +3,7 @@ inside it), feature-threshold crossings, the memory split of hybrid models, and 
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -104,11 +105,11 @@ def changes_section(inp: Inputs) -> Section:
                                                             "share_after", "crossing_ratio", "other_ratio",
                                                             "verdict", "explanation"))
     if "upgrade_summary" in t:
-        s.chart("upgrade", charts.changes.ratios(a, which="upgrade"))
+        s.chart("upgrade", partial(charts.changes.ratios, a, which="upgrade"))
     if "week_summary" in t:
-        s.chart("week", charts.changes.ratios(a, which="week"))
+        s.chart("week", partial(charts.changes.ratios, a, which="week"))
     if "drift" in t:
-        s.chart("drift", charts.changes.drift(a))
+        s.chart("drift", partial(charts.changes.drift, a))
     s.notes += a.notes
     return s
 
@@ -136,10 +137,10 @@ def thresholds_section(inp: Inputs) -> Section:
         "feature", "deployment", "quantity", "op", "threshold", "rows", "crossed_rows", "time_share", "episodes",
         "longest_episode_s", "max_value", "method"]))
     s.table("not_counted", a.titles["not_counted"], a.tables["not_counted"])
-    s.chart("crossings", charts.thresholds.crossings(a))
-    s.chart("by_day", charts.thresholds.by_day(a))
+    s.chart("crossings", partial(charts.thresholds.crossings, a))
+    s.chart("by_day", partial(charts.thresholds.by_day, a))
     if a.tables["steps"].height:
-        s.chart("steps", charts.thresholds.steps(a))
+        s.chart("steps", partial(charts.thresholds.steps, a))
     s.notes += a.notes
     return s
 
@@ -168,9 +169,9 @@ def memsplit_section(inp: Inputs) -> Section:
     s.table("whatif", a.titles["whatif"], view(a.tables["whatif"], [
         "deployment", "split", "source", "requests", "cap", "kv_pool_tokens", "state_slots", "queue_p50", "queue_p99",
         "waited_share", "ttft_p99", "capacity_per_day"]))
-    s.chart("pools", charts.memsplit.pools(a))
+    s.chart("pools", partial(charts.memsplit.pools, a))
     if a.tables["whatif"].height:
-        s.chart("whatif", charts.memsplit.whatif(a))
+        s.chart("whatif", partial(charts.memsplit.whatif, a))
     s.notes += a.notes
     return s
 

@@ -4,6 +4,7 @@ own notes. Reading and arranging only; the numbers are the analyses'."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING
 
 import polars as pl
@@ -82,8 +83,8 @@ def lengths_section(inp: Inputs) -> Section:
     s.table("stats", a.titles["stats"], view(stats.filter(pl.col("metric") != "cached_tokens"), [
         gcol, "metric", "requests", "mean", *percentile_columns(stats), "max", "tok_p50", "tok_p90", "tok_p95",
         "tok_p99", "top1_token_share"]))
-    s.chart("prompt", charts.lengths.count_vs_tokens(a, metric="prompt_tokens"))
-    s.chart("output", charts.lengths.count_vs_tokens(a, metric="output_tokens"))
+    s.chart("prompt", partial(charts.lengths.count_vs_tokens, a, metric="prompt_tokens"))
+    s.chart("output", partial(charts.lengths.count_vs_tokens, a, metric="output_tokens"))
     s.notes += a.notes
     return s
 
@@ -109,8 +110,8 @@ def concurrency_section(inp: Inputs) -> Section:
         s.lines.append(text + ".")
     s.table("pods", a.titles["pods"], view(pods, ["deployment", "metric", "source", "peak", "mean",
                                                    *percentile_columns(pods), "peak_at"]))
-    s.chart("over_time", charts.concurrency.over_time(a))
-    s.chart("peaks", charts.concurrency.peaks(a, metric="running"))
+    s.chart("over_time", partial(charts.concurrency.over_time, a))
+    s.chart("peaks", partial(charts.concurrency.peaks, a, metric="running"))
     s.notes += a.notes
     return s
 
@@ -149,11 +150,11 @@ def latency_section(inp: Inputs) -> Section:
     if "scores" in a.tables:
         s.table("scores", a.titles["scores"], view(a.tables["scores"], ["score", gcol, "requests", "mean", "p10",
                                                                           "p50", "p90", "zero_share"]))
-    s.chart("percentiles", charts.latency.percentiles(a))
+    s.chart("percentiles", partial(charts.latency.percentiles, a))
     if cl is not None:
-        s.chart("cohorts", charts.latency.percentiles(cl, title=f"latency percentiles by {ccol}: before / after"))
-    s.chart("goodput", charts.latency.goodput(a))
-    s.chart("by_bucket", charts.latency.by_bucket(a, metric="ttft_s", quantile="p90"))
+        s.chart("cohorts", partial(charts.latency.percentiles, cl, title=f"latency percentiles by {ccol}: before / after"))
+    s.chart("goodput", partial(charts.latency.goodput, a))
+    s.chart("by_bucket", partial(charts.latency.by_bucket, a, metric="ttft_s", quantile="p90"))
     s.notes += a.notes
     return s
 
@@ -175,9 +176,9 @@ def capacity_section(inp: Inputs) -> Section:
                                                       "usd_per_m_input", "usd_per_m_output"]))
     else:
         s.lines.append("No GPU-hour cost is configured (gpu_hour_cost), so there is no cost per token.")
-    s.chart("utilization", charts.capacity.utilization(a))
+    s.chart("utilization", partial(charts.capacity.utilization, a))
     if cost is not None:
-        s.chart("cost", charts.capacity.cost(a))
+        s.chart("cost", partial(charts.capacity.cost, a))
     spend_part(s, a)
     s.notes += a.notes
     return s

@@ -4,6 +4,8 @@ Reading and arranging only: the numbers are capacity's (attribution.analyses.spe
 
 from __future__ import annotations
 
+from functools import partial
+
 from attribution.analyses import Analysis
 from attribution.analyses.spend import summary
 from attribution.charts import spend as spend_charts
@@ -23,4 +25,4 @@ def spend_part(s: Section, a: Analysis) -> None:
     text = summary(spend)
     s.lines.append(f"Gateway spend: {text}.")
     s.table("spend", a.titles["spend"], view(spend, COLUMNS))
-    s.chart("spend", spend_charts.billed_vs_gpu(a))
+    s.chart("spend", partial(spend_charts.billed_vs_gpu, a))

@@ -46,6 +46,7 @@ ARRIVAL_TIE_RULE = (
 # what they were read for: the thresholds and compare pages of a dashboard view read the same lines.
 _KEPT: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, tuple[tuple, StepRows]] = weakref.WeakKeyDictionary()
 _UNKEPT: weakref.WeakSet[duckdb.DuckDBPyConnection] = weakref.WeakSet()  # keep_step_rows(con, False)
+_WHOLE: weakref.WeakSet[duckdb.DuckDBPyConnection] = weakref.WeakSet()  # keep_step_rows(con, False, whole=True)
 
 
 @dataclass
@@ -126,25 +127,45 @@ def step_rows(con: duckdb.DuckDBPyConnection, since: datetime | None = None, unt
     (joincache.attached) the last rows read are kept and given again to a call for the same window, the same
     engine starts and no other quantities."""
     needed = [q for q in QUANTITIES if q in set(step_settings(con)["quantity"].to_list())]
-    key = _kept_key(con, since, until) if con not in _UNKEPT else None
+    unkept = con in _UNKEPT
+    whole = unkept and con in _WHOLE and (since, until) != (None, None) and _holds_every_line(con, since, until)
+    if whole:  # the window's rows are every day's: read and kept as those
+        since = until = None
+    key = _kept_key(con, since, until) if not unkept or con in _WHOLE else None
     kept = _KEPT.get(con) if key is not None else None
     if kept is not None and kept[0] == key and set(needed) <= kept[1].values.keys():
+        if unkept:  # (given once)
+            _KEPT.pop(con, None)
         return kept[1]
     rows = _read_step_rows(con, since, until, needed)
-    if key is not None:
+    if key is not None and (whole or not unkept):
         _KEPT[con] = (key, rows)
     return rows
 
 
-def keep_step_rows(con: duckdb.DuckDBPyConnection, keep: bool) -> None:
+def keep_step_rows(con: duckdb.DuckDBPyConnection, keep: bool, *, whole: bool = False) -> None:
     """Whether step_rows keeps the last rows read on `con` for a later call (by default it does, over a cached
     join). A report reads each set once (its thresholds the window's lines, its changes' compare every day's
-    read): kept, they would stay beside the compare's bootstrap (~165 MB at 1M requests)."""
+    read): kept, they would stay beside the compare's bootstrap (~165 MB at 1M requests). With `whole` (and
+    `keep` False), the rows of a window holding every step line `con` reads are kept still, as every day's
+    rows, and given once to the next read of every day (the report's compare), then dropped."""
     if keep:
         _UNKEPT.discard(con)
     else:
         _UNKEPT.add(con)
         _KEPT.pop(con, None)
+    if whole and not keep:
+        _WHOLE.add(con)
+    else:
+        _WHOLE.discard(con)
+
+
+def _holds_every_line(con: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None) -> bool:
+    """Whether [since, until) holds every timed step line on `con`: then its step rows are every day's (the
+    same lines, files and file numbers, and each file's decode lines)."""
+    if not joincache.attached(con):
+        return False
+    return not queries.run(con, "threshold_step_lines_outside", since=since, until=until).item()
 
 
 def _kept_key(con: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None) -> tuple | None:
