@@ -69,6 +69,22 @@ def test_window_increase_is_the_kernels_from_the_sample_before_the_window(tmp_pa
     assert got["resets"].item() == sum(b < a for a, b in zip(before + inside, (before + inside)[1:], strict=False))
 
 
+def test_increase_rows_keep_each_series_labels_and_their_nulls(tmp_path):
+    """One row per deployment, model, engine, metric, part and le, labels as stored: _sum and _count have no le
+    (not 0), a series without a model stays apart from one with a model (queries/metric_increase.sql numbers
+    the series by a NULL-free key and reads the labels back from it)."""
+    cum0, cum1 = {1.0: 0, INF: 0}, {1.0: 2, INF: 3}
+    rows = hist_rows(TTFT, 0, cum0, 0.0) + hist_rows(TTFT, 10, cum1, 4.0)
+    rows += [{**r, "model": None, "value": 2 * r["value"]} for r in rows]
+    got = increases(write(tmp_path / "store", metric_histograms=rows).connect(), Window(None, None))
+    key = ("model", "part", "le", "increase", "series", "samples")
+    assert sorted(got.select(key).iter_rows(), key=str) == sorted([
+        ("m", "bucket", 1.0, 2.0, 1, 2), ("m", "bucket", INF, 3.0, 1, 2), ("m", "count", None, 3.0, 1, 2),
+        ("m", "sum", None, 4.0, 1, 2), (None, "bucket", 1.0, 4.0, 1, 2), (None, "bucket", INF, 6.0, 1, 2),
+        (None, "count", None, 6.0, 1, 2), (None, "sum", None, 8.0, 1, 2)], key=str)
+    assert set(got["deployment"]) == {"pod-a"} and set(got["engine"]) == {"vllm"} and set(got["metric"]) == {TTFT}
+
+
 def ttft_store(root, reset: bool = False) -> Store:
     # scrapes at minutes 0, 10, 20; with `reset`, the pod restarts between 10 and 20 (counts start again)
     s0 = {0.1: 0, 0.25: 0, 0.5: 0, 1.0: 0, INF: 0}
