@@ -226,11 +226,11 @@ def bounds(df: pl.DataFrame, since: datetime | None, until: datetime | None) -> 
 
 
 def _deployments(df: pl.DataFrame) -> Iterator[tuple[str | None, pl.DataFrame]]:
-    """Each deployment's rows of `df` in order of first appearance, one at a time (partition_by would copy
-    every deployment's rows at once: at 6M requests that doubled the frame)."""
-    rows = df.with_row_index("_row").group_by("deployment", maintain_order=True).agg("_row")
-    for i in range(rows.height):  # (not iter_rows: it makes a Python int of every row index)
-        yield rows["deployment"][i], df[rows["_row"][i]]
+    """Each deployment's rows of `df` in order of first appearance, one at a time, by one filter a deployment
+    (partition_by would copy every deployment's rows at once: at 6M requests that doubled the frame; a
+    group_by of the row indices held ~650 MB beside a 6M-row frame and took 2.5x the CPU of the filters)."""
+    for dep in df["deployment"].unique(maintain_order=True).to_list():
+        yield dep, df.filter(pl.col("deployment").eq_missing(dep))
 
 
 def iter_segments(df: pl.DataFrame, b: _Bounds, per_group: bool, deployments: set[str | None] | None = None,
