@@ -113,7 +113,7 @@ def exact_in_system(
     until = None if any(u is None for u in ends) else max(ends)
     try:
         sel = analyses.select(con, since=since, until=until, by="all")
-        everything = sweep.interval_requests(con, sel.window.since, sel.window.until)
+        everything = sweep.interval_requests(con, sel.window.since, sel.window.until, False, kv=False)
     except Exception as exc:  # noqa: BLE001 - a cross-check must not sink the answer
         return pl.DataFrame(schema=schema), [
             f"exact concurrency sweep failed ({exc}); demand comes from the step lines only"
