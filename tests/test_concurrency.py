@@ -536,3 +536,12 @@ def test_step_line_frames_of_whole_days_merged_from_the_day_frames_equal_the_lin
     asked.clear()
     step_line_frames(sel, ["pod-1"], max_gap_s=60.0, timeseries=True, bucket_s=None)
     assert not {"concurrency_step_days", "concurrency_step_day_series"} & set(asked)
+
+
+def test_sweep_parts_come_per_deployment_in_order_of_first_appearance_with_their_rows_in_order():
+    # (one filter a deployment: a NULL deployment is a part of its own, not dropped)
+    from attribution.analyses.sweep import _deployments
+
+    df = pl.DataFrame({"deployment": ["b", None, "a", "b", None, "a", "b"], "x": [0, 1, 2, 3, 4, 5, 6]})
+    assert [(d, p["x"].to_list()) for d, p in _deployments(df)] == [("b", [0, 3, 6]), (None, [1, 4]),
+                                                                    ("a", [2, 5])]

@@ -160,3 +160,23 @@ def test_exact_in_system_equals_the_concurrency_analysis_of_each_period(sample_s
                          "in_system_p99_exact": r["p99"][0]})
     assert got.height == len(want) > 0
     assert got.sort("start_id").to_dicts() == sorted(want, key=lambda r: r["start_id"])
+
+
+def test_memsplit_drops_its_step_tables_before_the_exact_sweep(sample_store, monkeypatch):
+    # the step tables (int_memsplit_step_lines, _lines, _episodes, _starts: ~600 MB at 1M requests) are read by
+    # the step frames only: dropped before exact_in_system reads the window's requests beside them; the what-if's
+    # arrivals still read int_memsplit_periods after it
+    from attribution.memsplit import assemble
+
+    con = Store.open(sample_store).connect()
+    seen: list[set[str]] = []
+
+    def temp_tables() -> set[str]:
+        return {n for (n,) in con.execute("select table_name from duckdb_tables() where temporary").fetchall()
+                if n.startswith("int_memsplit")}
+
+    exact = assemble.exact_in_system
+    monkeypatch.setattr(assemble, "exact_in_system", lambda c, s: (seen.append(temp_tables()), exact(c, s))[1])
+    res = memsplit(con, engine="sglang")
+    assert seen == [{"int_memsplit_periods"}]
+    assert res.tables["whatif"].height and res.tables["demand"]["in_system_p99_exact"].is_not_null().any()

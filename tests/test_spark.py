@@ -129,12 +129,13 @@ def test_each_spark_block_names_the_construct_that_does_not_transpile():
 
 @pytest.fixture(scope="module")
 def memsplit_con(sample_store):
-    """A DuckDB connection to the sample store holding memsplit's int_memsplit_* tables (memsplit without the
-    what-if), made once for the two tests reading them."""
-    from attribution.memsplit import memsplit
+    """A DuckDB connection to the sample store holding memsplit's int_memsplit_* tables (its starts and step
+    frames: memsplit itself drops the step tables once read), made once for the two tests reading them."""
+    from attribution.memsplit.diagnosis import Settings, load_starts, step_frames
 
     con = Store.open(sample_store).connect()
-    memsplit(con, None, run_whatif=False)
+    load_starts(con, engine=None, deployments=None, since=None, until=None)
+    step_frames(con, Settings())
     return con
 
 

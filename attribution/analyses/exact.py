@@ -75,7 +75,7 @@ def selection_held(sel: Selection, per_group: bool) -> list[Held]:
     memo = _SHARED.get(id(sel))
     if memo is not None and _key(sel, per_group) in memo:
         return memo[_key(sel, per_group)]
-    df = sweep.interval_requests(sel.con, sel.window.since, sel.window.until)
+    df = sweep.interval_requests(sel.con, sel.window.since, sel.window.until, per_group, kv=False)
     b = sweep.bounds(df, sel.window.since, sel.window.until)
     kept: tuple[list[Held], list[Held]] = ([], [])  # sweep.segments' order: deployments, then groups
     for whole, s in sweep.iter_segments(df, b, per_group, kv=False):
@@ -98,7 +98,7 @@ def exact_frames(sel: Selection, *, per_group: bool, timeseries: bool, bucket_s:
                                       percentiles=percentile_list(percentiles))
     kv = timeseries or metrics is None or "kv_tokens" in metrics
     ps = tuple(percentile_list(percentiles))
-    df = sweep.interval_requests(sel.con, sel.window.since, sel.window.until)
+    df = sweep.interval_requests(sel.con, sel.window.since, sel.window.until, per_group, kv)
     b = sweep.bounds(df, sel.window.since, sel.window.until)
     if timeseries and bucket_s is None:
         bucket_s = sweep.pick_bucket_s(sweep.requests_span_s(df, b))

@@ -20,6 +20,7 @@ from attribution.memsplit.current import when as _when
 from attribution.memsplit.diagnosis import (
     LIMITS,
     Settings,
+    drop_step_tables,
     exact_in_system,
     limit_of,
     load_starts,
@@ -184,6 +185,7 @@ def memsplit(
     if not splits:
         raise UsageError("no engine start to analyse: " + "; ".join(notes))
     frames = step_frames(con, s)
+    drop_step_tables(con)
     trace = None
     if replay is not None and run_whatif:  # the what-if replays this file's arrivals instead of each start's
         from attribution.replay import read_trace

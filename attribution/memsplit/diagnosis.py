@@ -73,6 +73,19 @@ def step_frames(con: duckdb.DuckDBPyConnection, s: Settings) -> dict[str, pl.Dat
     }
 
 
+STEP_TABLES = ("int_memsplit_episodes", "int_memsplit_lines", "int_memsplit_step_lines", "int_memsplit_starts")
+
+
+def drop_step_tables(con: duckdb.DuckDBPyConnection) -> None:
+    """Drop the tables only load_starts and step_frames read (int_memsplit_periods stays: the what-if's
+    arrivals read it), so that they do not sit in DuckDB's memory beside the exact sweep's requests (at 1M
+    requests ~600 MB). On Spark they stay (the report drops nothing there)."""
+    if queries.spark_connection(con) is not None:
+        return
+    for name in STEP_TABLES:
+        con.execute(f"drop table if exists temp.{name}")
+
+
 def exact_in_system(
     con: duckdb.DuckDBPyConnection, splits: list[CurrentSplit]
 ) -> tuple[pl.DataFrame, list[str]]:
@@ -100,7 +113,7 @@ def exact_in_system(
     until = None if any(u is None for u in ends) else max(ends)
     try:
         sel = analyses.select(con, since=since, until=until, by="all")
-        everything = sweep.interval_requests(con, sel.window.since, sel.window.until)
+        everything = sweep.interval_requests(con, sel.window.since, sel.window.until, False, kv=False)
     except Exception as exc:  # noqa: BLE001 - a cross-check must not sink the answer
         return pl.DataFrame(schema=schema), [
             f"exact concurrency sweep failed ({exc}); demand comes from the step lines only"
