@@ -540,8 +540,8 @@ def test_step_line_frames_of_whole_days_merged_from_the_day_frames_equal_the_lin
 
 def test_sweep_parts_come_per_deployment_in_order_of_first_appearance_with_their_rows_in_order():
     # (one filter a deployment: a NULL deployment is a part of its own, not dropped)
-    from attribution.analyses.sweep import _deployments
+    from attribution.analyses.sweep import deployment_parts
 
     df = pl.DataFrame({"deployment": ["b", None, "a", "b", None, "a", "b"], "x": [0, 1, 2, 3, 4, 5, 6]})
-    assert [(d, p["x"].to_list()) for d, p in _deployments(df)] == [("b", [0, 3, 6]), (None, [1, 4]),
+    assert [(d, p["x"].to_list()) for d, p in deployment_parts(df)] == [("b", [0, 3, 6]), (None, [1, 4]),
                                                                     ("a", [2, 5])]

@@ -230,7 +230,7 @@ def bounds(df: pl.DataFrame, since: datetime | None, until: datetime | None) -> 
     return _Bounds(lo, min(his) if his else None, as_int(df["t_arrival"].min()) if df.height else None)
 
 
-def _deployments(df: pl.DataFrame) -> Iterator[tuple[str | None, pl.DataFrame]]:
+def deployment_parts(df: pl.DataFrame) -> Iterator[tuple[str | None, pl.DataFrame]]:
     """Each deployment's rows of `df` in order of first appearance, one at a time, by one filter a deployment
     (partition_by would copy every deployment's rows at once: at 6M requests that doubled the frame; a
     group_by of the row indices held ~650 MB beside a 6M-row frame and took 2.5x the CPU of the filters)."""
@@ -246,7 +246,7 @@ def iter_segments(df: pl.DataFrame, b: _Bounds, per_group: bool, deployments: se
     window's (at 6M requests those were 4 GB)."""
     if not df.height:
         return
-    for dep, part in _deployments(df):
+    for dep, part in deployment_parts(df):
         if deployments is not None and dep not in deployments:
             continue
         e = _events(part, b, kv, per_group)
@@ -266,7 +266,7 @@ def requests_span_s(df: pl.DataFrame, b: _Bounds) -> float:
     the clip to the bounds), or to the end bound when more requests arrived than ended before it (the last
     state is then still busy). Lets a caller pick a series' bucket before it sweeps deployment by deployment."""
     best = 0.0
-    for _, part in _deployments(df):
+    for _, part in deployment_parts(df):
         ta, te = part["t_arrival"].to_numpy(), part["t_end"].to_numpy()
         tadm, known = _column(part, "t_admit")
         tfirst, has_first = _column(part, "t_first")
