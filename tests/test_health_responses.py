@@ -53,6 +53,12 @@ def test_health_counts_the_api_servers_responses_and_says_which_calls_went_unlog
                for n in notes), notes
     assert any("pod-a: 4 of 8 POST responses of its API server had an error status (2 x 400, 1 x 404, 1 x 503)"
                in n for n in notes), notes
+    # the report works on it, and says what its window's anchor is
+    res = CliRunner().invoke(app, ["report", "--store", str(store), "--out", str(tmp_path / "r.md")])
+    assert res.exit_code == 0, (res.output, res.exception)
+    said = " ".join(res.output.split())  # (however the console wraps it)
+    assert "the store holds no request rows; its newest step or access line was logged 2025-05-11 12:05" in said
+    assert "POST responses of its API server had an error status" in (tmp_path / "r.md").read_text()
     # no request rows: the empty tables' notes point at the access lines, and a relative window counts back
     # from the newest line (the store has no request to anchor it)
     for cmd, table in (("lengths", "stats"), ("latency", "percentiles")):

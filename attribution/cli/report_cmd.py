@@ -101,7 +101,9 @@ def report_cmd(
     newest = report.window.get("newest_request")
     if newest is not None and datetime.now(UTC) - newest > STALE:
         # on stderr only: the report itself holds no wall-clock time, so reruns give the same bytes
-        render.err.print(f"[yellow]note:[/] the newest request in the store arrived {newest:%Y-%m-%d %H:%M} UTC, "
+        what = ("the newest request in the store arrived" if report.window.get("requests") else
+                "the store holds no request rows; its newest step or access line was logged")
+        render.err.print(f"[yellow]note:[/] {what} {newest:%Y-%m-%d %H:%M} UTC, "
                          f"more than {STALE.days} day ago: are the logs still being ingested?", highlight=False)
     held = triggered(report, fail_on)
     if held:
