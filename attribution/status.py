@@ -20,9 +20,11 @@ def store_counts(store: Store, spark: Any = None) -> dict[str, Any]:
     connection over one snapshot of `store` (attribution.spark.connection) to ask instead of DuckDB."""
     con, commit = _connection(store, spark)
     return {"commit": commit, "con": con, "files": queries.run(con, "store_files_by_status"),
-            "rows": {t: queries.inline(con, f"select count(*) as n from {t}").item()
-                     for t in [*TABLES, "ingest_files"]},
-            "errors": queries.run(con, "ingest_errors_by_reason")}
+            "rows": _rows(con), "errors": queries.run(con, "ingest_errors_by_reason")}
+
+
+def _rows(con: Any) -> dict[str, Any]:
+    return {t: queries.inline(con, f"select count(*) as n from {t}").item() for t in [*TABLES, "ingest_files"]}
 
 
 def _connection(store: Store, spark: Any) -> tuple[Any, int]:
@@ -40,7 +42,10 @@ def store_health(store: Store, spark: Any = None) -> dict[str, Any]:
     """The parts of `store_status` the report's ingest health shows (attribution.report.health), asked alone:
     files by status, the problems and their count, join coverage per source, rows and span per deployment
     (not the rows per table, the line census and the shapes, one statement or more each)."""
-    con, commit = _connection(store, spark)
+    return _health_parts(*_connection(store, spark))
+
+
+def _health_parts(con: Any, commit: int) -> dict[str, Any]:
     errors = queries.run(con, "ingest_errors_by_reason")
     return {
         "commit": commit,
@@ -53,26 +58,24 @@ def store_health(store: Store, spark: Any = None) -> dict[str, Any]:
 
 
 def store_status(store: Store, spark: Any = None) -> dict[str, Any]:
-    head = store_counts(store, spark)
-    con, files, rows, errors = head["con"], head["files"], head["rows"], head["errors"]
-    coverage = queries.run(con, "store_coverage_by_deployment")
-    joins = queries.run(con, "join_coverage_by_source")
-    versions = queries.run(con, "engine_versions_by_deployment")
+    """store_health's parts, and the rows per table, engine versions, line census, file coverage and the
+    unrecognised line shapes."""
+    con, commit = _connection(store, spark)
+    health = _health_parts(con, commit)
     coverage_files = queries.run(con, "store_file_coverage")
-    unknown = queries.run(con, "ingest_unrecognised_shapes", limit=UNKNOWN_SHAPES)
     census = queries.run(con, "ingest_lines_by_class")
     return {
         "store": str(store),
-        "commit": head["commit"],
-        "files": files.to_dicts(),
-        "rows": rows,
-        "deployments": coverage.to_dicts(),
-        "engine_versions": versions.to_dicts(),
-        "joins": joins.to_dicts(),
-        "errors": errors.head(20).to_dicts(),
-        "error_count": int(errors["count"].sum()) if errors.height else 0,
+        "commit": commit,
+        "files": health["files"],
+        "rows": _rows(con),
+        "deployments": health["deployments"],
+        "engine_versions": queries.run(con, "engine_versions_by_deployment").to_dicts(),
+        "joins": health["joins"],
+        "errors": health["errors"],
+        "error_count": health["error_count"],
         "lines": {r["class"]: r["lines"] for r in census.to_dicts()},
         "coverage": coverage_files.to_dicts(),
-        "unrecognised_shapes": unknown.to_dicts(),
+        "unrecognised_shapes": queries.run(con, "ingest_unrecognised_shapes", limit=UNKNOWN_SHAPES).to_dicts(),
         "silent_files": coverage_files.filter(coverage_files["flag"] == "no rows from its lines")["file"].to_list(),
     }

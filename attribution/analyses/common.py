@@ -151,11 +151,15 @@ REQUEST_LINES = ("vLLM logs request lines only with --enable-log-requests (off b
 UNLOGGED_SHARE = 0.5  # fewer request rows than this share of the POST calls the API servers answered: say so
 
 
+def post_calls(responses: pl.DataFrame) -> int:
+    """The POST calls (the API's inference calls) among queries/engine_responses.sql's rows."""
+    return int(responses.filter(pl.col("method") == "POST")["responses"].sum()) if responses.height else 0
+
+
 def _served_note(sel: Selection) -> str:
     """When the engines' API servers logged in the window over twice as many inference calls (POST access lines)
     as it has request rows: most request lines were not logged, and which engine flag logs them."""
-    served = queries.run(sel.con, "engine_responses", since=sel.window.since, until=sel.window.until)
-    posts = int(served.filter(pl.col("method") == "POST")["responses"].sum()) if served.height else 0
+    posts = post_calls(queries.run(sel.con, "engine_responses", since=sel.window.since, until=sel.window.until))
     if not posts or sel.requests >= UNLOGGED_SHARE * posts:
         return ""
     return (f"; the engines' API servers logged {posts:,} POST response{'s' * (posts != 1)} in it (access lines, "

@@ -14,7 +14,7 @@ import polars as pl
 
 from attribution import queries
 from attribution.analyses import Analysis, Window
-from attribution.analyses.common import REQUEST_LINES, UNLOGGED_SHARE
+from attribution.analyses.common import REQUEST_LINES, UNLOGGED_SHARE, post_calls
 from attribution.status import store_health
 from attribution.store import Store
 
@@ -57,7 +57,7 @@ def response_notes(responses: pl.DataFrame, logged: pl.DataFrame) -> list[str]:
     rows_of = dict(logged.select("deployment", "requests").iter_rows()) if logged.height else {}
     notes, unlogged = [], []
     for (deployment,), rows in posts.group_by(["deployment"], maintain_order=True):
-        ok = int(rows.filter(pl.col("http_status") < 400)["responses"].sum())
+        ok = post_calls(rows.filter(pl.col("http_status") < 400))
         have = rows_of.get(deployment, 0)
         if ok and have < UNLOGGED_SHARE * ok:
             unlogged.append(f"{deployment} ({ok:,} calls, {have:,} request rows)")
@@ -67,7 +67,7 @@ def response_notes(responses: pl.DataFrame, logged: pl.DataFrame) -> list[str]:
         counts = bad.group_by("http_status").agg(pl.col("responses").sum()).sort(["responses", "http_status"],
                                                                                    descending=[True, False])
         each = ", ".join(f"{r['responses']:,} x {r['http_status']}" for r in counts.iter_rows(named=True))
-        notes.append(f"{deployment}: {int(bad['responses'].sum()):,} of {int(rows['responses'].sum()):,} POST "
+        notes.append(f"{deployment}: {post_calls(bad):,} of {post_calls(rows):,} POST "
                      f"responses of its API server had an error status ({each}); a request refused before the "
                      "engine is in no request table")
     if unlogged:
