@@ -101,6 +101,22 @@ _LITERALS = [
     "args:",
 ]
 _LITERALS_RE = "|".join(re.escape(lit) for lit in _LITERALS)  # one pass, not one per literal
+_META = set(r".^$*+?{}[]\|()#")
+_MARKS_RE = [m for m, _, _ in _SPECS if set(m.removeprefix("^")) & _META]  # marks that are regexes
+
+
+def _marked(mark: str) -> pl.Expr:
+    """Whether the message has a spec's mark: a literal test where the mark is literal text (no regex
+    compiled: Polars caches only 32 compiled patterns per thread, and a chunk's parse uses more), else a regex."""
+    msg, text = pl.col("msg"), mark.removeprefix("^")
+    if mark in _MARKS_RE:
+        return msg.str.contains(mark)
+    return msg.str.starts_with(text) if mark.startswith("^") else msg.str.contains(text, literal=True)
+
+
+# A line with none of the marks, the banner, the engine-init line or the args makes no fact and no error:
+# one pattern for the regex ones (the init line's INIT_RE implies its mark) rules such lines out first.
+_ANY_MARK_RE = "|".join(f"(?:{rx})" for rx in [*_MARKS_RE, BANNER_VERSION_RE, BANNER_MODEL_RE])
 
 # Flags whose name is a secret *word* (`api_key`, `hf_token`), not a substring (`max_num_batched_tokens`,
 # `tokenizer`): privacy.SECRET_FLAG_RE alone would hash token counts.
@@ -218,13 +234,19 @@ def _cast(expr: pl.Expr, how: str) -> pl.Expr:
 def extract_facts(recs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Headed records (idx, line, ts, msg) -> (facts: one row per startup line with a fact, errors)."""
     cand = recs.filter(pl.col("msg").str.contains(_LITERALS_RE))
+    if cand.height:
+        msg = pl.col("msg")
+        literal_marks = [_marked(m) for m, _, _ in _SPECS if m not in _MARKS_RE]
+        cand = cand.filter(pl.any_horizontal(*literal_marks, msg.str.contains(_ANY_MARK_RE),
+                                             msg.str.starts_with("non-default args:"),
+                                             msg.str.starts_with("args: Namespace(")))
     if cand.height == 0:
         return pl.DataFrame(), pl.DataFrame()
     msg = pl.col("msg")
     cols: dict[str, pl.Expr] = {}
     errs: list[pl.Expr] = []
     for mark, regex, outs in _SPECS:
-        marked = msg.str.contains(mark)
+        marked = _marked(mark)
         for i, (name, how) in enumerate(outs, start=1):
             val = pl.when(marked).then(_cast(msg.str.extract(regex, i), how))
             cols[name] = val if name not in cols else pl.coalesce(cols[name], val)

@@ -1,0 +1,115 @@
+"""The parse's regex patterns kept few (Polars caches 32 compiled patterns per thread; a chunk's parse that builds
+more compiles every one of them again on every chunk): the merged forms give what the one-pattern-per-test forms
+gave. The census' skip rules as one pattern per source (small chunks), vLLM's startup facts ruled out before
+their 15 specs' patterns are built."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from pathlib import Path
+
+import polars as pl
+import pytest
+from conftest import SHARED
+from polars.expr.string import ExprStringNameSpace
+
+from attribution import census
+from attribution.ingest import parse_path
+from attribution.sources import vllm_config
+from attribution.sources.base import skip_rules
+
+ROOT = Path(__file__).resolve().parent.parent
+REAL = sorted(SHARED.glob("traces/real_logs/*.log")) + sorted(SHARED.glob("traces/vllm_server_logs/*.txt"))
+
+
+def _corpus_lines() -> list[str]:
+    files = [*REAL, *sorted((ROOT / "sample_logs").rglob("*.log"))]
+    lines = {ln for f in files for ln in f.read_bytes().decode("utf-8", "replace").split("\n")}
+    return sorted(lines | {"", "   ", "\r", "a\nb", "Traceback (most recent call last)\n  x"})
+
+
+@pytest.fixture(scope="module")
+def corpus() -> pl.DataFrame:
+    return pl.DataFrame({"text": _corpus_lines()})
+
+
+@pytest.mark.parametrize("source", sorted(skip_rules()))
+def test_merged_skip_rules_give_the_first_rule_in_order(source, corpus):
+    pairs = skip_rules()[source]
+    one_by_one = corpus.select(pl.col("text"), census._first_rule(pairs, merged=False).alias("reason"))
+    skipped = one_by_one.filter(pl.col("reason").is_not_null())
+    assert skipped.height > 0
+    # Lines that two rules match, each rule's line first and last: the earlier rule must win wherever it matches.
+    samples = skipped.group_by("reason", maintain_order=True).agg(pl.col("text").first())["text"].to_list()
+    both = [f"{a} {b}" for a, b in itertools.permutations(samples, 2)]
+    lines = pl.concat([corpus, pl.DataFrame({"text": both})])
+    got = lines.select(pl.col("text"), census._first_rule(pairs, merged=True).alias("a"),
+                       census._first_rule(pairs, merged=False).alias("b"))
+    assert got.filter(pl.col("a").ne_missing(pl.col("b"))).height == 0
+    assert Counter(got["b"].drop_nulls()).keys() == Counter(got["a"].drop_nulls()).keys()
+
+
+def test_the_census_reasons_are_the_same_below_and_above_the_merged_limit(monkeypatch):
+    plain = SHARED / "traces" / "real_logs" / "sglang_repo-sostrowsk-dgx-spark-local-llm.log"
+    merged = parse_path(plain, year=2025, tz="UTC", chunk_bytes=2048).tables["ingest_line_shapes"]
+    monkeypatch.setattr(census, "SKIP_MERGED_MAX_LINES", -1)
+    one_by_one = parse_path(plain, year=2025, tz="UTC", chunk_bytes=2048).tables["ingest_line_shapes"]
+    assert merged.filter(pl.col("class") == "skipped").height > 5
+    assert merged.equals(one_by_one)
+
+
+def _recorded_heads(monkeypatch) -> list[pl.DataFrame]:
+    seen: list[pl.DataFrame] = []
+    real = vllm_config.extract_facts
+
+    def record(recs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+        seen.append(recs)
+        return real(recs)
+
+    monkeypatch.setattr(vllm_config, "extract_facts", record)
+    for f in REAL:
+        if "vllm" in f.name:
+            parse_path(f, year=2025, tz="UTC", chunk_bytes=8192)
+    monkeypatch.setattr(vllm_config, "extract_facts", real)
+    return seen
+
+
+def test_startup_facts_are_the_same_without_the_gate(monkeypatch):
+    heads = _recorded_heads(monkeypatch)
+    gated = [vllm_config.extract_facts(h) for h in heads]
+    monkeypatch.setattr(vllm_config, "_ANY_MARK_RE", "")  # matches every line: nothing ruled out
+    ungated = [vllm_config.extract_facts(h) for h in heads]
+    n_facts = 0
+    for (fa, ea), (fb, eb) in zip(gated, ungated, strict=True):
+        assert fa.height == fb.height and ea.height == eb.height
+        if fa.height:
+            assert fa.equals(fb.select(fa.columns))
+            n_facts += fa.height
+        if ea.height:
+            assert ea.equals(eb)
+    assert n_facts > 20
+
+
+def test_a_chunk_without_startup_lines_builds_two_patterns_for_the_facts(monkeypatch):
+    built: set[str] = set()
+    for name in ("contains", "extract", "extract_groups", "replace", "replace_all"):
+        real = getattr(ExprStringNameSpace, name)
+
+        def counting(self, pattern, *a, _real=real, **k):
+            if isinstance(pattern, str) and not k.get("literal", False):
+                built.add(pattern)
+            return _real(self, pattern, *a, **k)
+
+        monkeypatch.setattr(ExprStringNameSpace, name, counting)
+    # Lines with the pre-filter's words (model, version, took) that are no startup line.
+    recs = pl.DataFrame({"idx": [0, 1, 2], "line": [1, 2, 3], "ts": [None, None, None],
+                         "msg": ["Received request x: model='m', version 3", "It took 3 s", "loading the model"]},
+                        schema_overrides={"idx": pl.UInt32, "line": pl.Int64, "ts": pl.Float64})
+    facts, errors = vllm_config.extract_facts(recs)
+    assert facts.height == 0 and errors.height == 0
+    assert len(built) == 2, built
+    built.clear()
+    facts, _ = vllm_config.extract_facts(recs.with_columns(msg=pl.lit("Available KV cache memory: 3.5 GiB")))
+    assert facts["available_kv_bytes"].to_list() == [int(3.5 * (1 << 30))] * 3
+    assert len(built) > 15  # (the specs' patterns, now that a line has a mark)
