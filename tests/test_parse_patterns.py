@@ -113,34 +113,3 @@ def test_a_chunk_without_startup_lines_builds_two_patterns_for_the_facts(monkeyp
     facts, _ = vllm_config.extract_facts(recs.with_columns(msg=pl.lit("Available KV cache memory: 3.5 GiB")))
     assert facts["available_kv_bytes"].to_list() == [int(3.5 * (1 << 30))] * 3
     assert len(built) > 15  # (the specs' patterns, now that a line has a mark)
-
-
-STARTUP = [
-    "Available KV cache memory: 12.5 GiB", "Available KV cache memory: lots",
-    "GPU KV cache size: 1,024 tokens, Maximum concurrency for 4,096 tokens per request: 2.5x", "GPU KV cache size: x",
-    "Maximum concurrency for 2,048 tokens per request: 1.5x", "Maximum concurrency for many",
-    "Model loading took 4.1 GiB and 3 s", "Model loading took long", "Loading model weights took 3.2 GB",
-    "model weights take 14.99GiB; non_torch_memory takes 0.1GiB; the rest of the memory reserved for KV Cache is 48.9GiB.",
-    "Memory profiling results: duration=4.1 seconds, kv_cache_size=30.5GiB, gpu_memory_utilization=0.90.",
-    "Memory profiling results: total_gpu_memory=79GiB, reserved for KV Cache is 3GiB", "# GPU blocks: 2048",
-    "# cuda blocks: x", "Engine 000: vllm cache_config_info with initialization after num_gpu_blocks is: 4096",
-    "vllm cache_config_info with initialization after num_gpu_blocks is: 10", "Setting attention block size to 32 tokens",
-    "Padding mamba page size by 1.5% to ensure", "Chunked prefill is enabled with max_num_batched_tokens=2048.",
-    "vLLM API server version 0.9.1", "Initializing an LLM engine (v0.6.3) with config: model='m', served_model_name=s, "
-    "tensor_parallel_size=2, max_seq_len=4096, x", "Initializing a V1 LLM engine with config: model='q'",
-    "Initializing an LLM engine (broken", "Model loading took 3 GiB KV cache size: 10 tokens",
-]
-
-
-def test_the_merged_startup_specs_read_what_each_spec_reads(monkeypatch):
-    heads = _recorded_heads(monkeypatch)
-    n = len(STARTUP)
-    heads.append(pl.DataFrame({"idx": range(n), "line": range(1, n + 1), "ts": [None] * n, "msg": STARTUP},
-                              schema={"idx": pl.UInt32, "line": pl.Int64, "ts": pl.Float64, "msg": pl.Utf8}))
-    merged = [vllm_config.extract_facts(h) for h in heads]
-    monkeypatch.setattr(vllm_config, "_MERGED", [])  # every spec by its own pattern
-    one_by_one = [vllm_config.extract_facts(h) for h in heads]
-    for (fa, ea), (fb, eb) in zip(merged, one_by_one, strict=True):
-        assert fa.equals(fb) and ea.equals(eb)
-    facts, errors = merged[-1]
-    assert facts.height > 15 and errors.height >= 6

@@ -118,45 +118,6 @@ def _marked(mark: str) -> pl.Expr:
 # one pattern for the regex ones (the init line's INIT_RE implies its mark) rules such lines out first.
 _ANY_MARK_RE = "|".join(f"(?:{rx})" for rx in [*_MARKS_RE, BANNER_VERSION_RE, BANNER_MODEL_RE])
 
-# The specs' regexes that are anchored and begin with texts of which none can start another's match (distinct
-# leading words, `# `, `Engine n: vllm` / `vllm cache`): at most one of them matches a line, so one pattern with
-# an alternative each (group `_s<k>`, its captures `_s<k>_<i>`) reads them all. Not the KV cache size line's
-# (`[\w +]+?` can begin like another line) nor the two unanchored ones (`reserved for KV Cache is`, kv_cache_size=).
-_ALONE = {r"^[\w +]+ KV cache size:", r"reserved for KV Cache is", r"^Memory profiling results:"}
-_MERGED = [k for k, (mark, _, _) in enumerate(_SPECS) if mark not in _ALONE]
-
-
-def _named(regex: str, prefix: str) -> str:
-    """`regex` with its numbered groups named `<prefix><n>` (n from 1, as numbered)."""
-    out, i, n, in_class = [], 0, 0, False
-    while i < len(regex):
-        c = regex[i]
-        if c == "\\":
-            out.append(regex[i : i + 2])
-            i += 2
-            continue
-        if in_class:
-            in_class = c != "]"
-        elif c == "[":
-            in_class = True
-            head = 2 if regex[i + 1 : i + 2] == "^" else 1
-            head += regex[i + head : i + head + 1] == "]"  # a `]` first in a class is literal
-            out.append(regex[i : i + head])
-            i += head
-            continue
-        elif c == "(" and regex[i + 1 : i + 2] != "?":
-            n += 1
-            out.append(f"(?P<{prefix}{n}>")
-            i += 1
-            continue
-        out.append(c)
-        i += 1
-    return "".join(out)
-
-
-_MERGED_RE = "|".join(f"(?P<_s{k}>{_named(_SPECS[k][1], f'_s{k}_')})" for k in _MERGED)
-_INIT_SPEC = next(k for k, (_, rx, _) in enumerate(_SPECS) if rx == INIT_RE)
-
 # Flags whose name is a secret *word* (`api_key`, `hf_token`), not a substring (`max_num_batched_tokens`,
 # `tokenizer`): privacy.SECRET_FLAG_RE alone would hash token counts.
 _SECRET_SEGMENT_RE = re.compile(
@@ -282,28 +243,24 @@ def extract_facts(recs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     if cand.height == 0:
         return pl.DataFrame(), pl.DataFrame()
     msg = pl.col("msg")
-    cand = cand.with_columns(_m=msg.str.extract_groups(_MERGED_RE))
     cols: dict[str, pl.Expr] = {}
     errs: list[pl.Expr] = []
-    for k, (mark, regex, outs) in enumerate(_SPECS):
+    for mark, regex, outs in _SPECS:
         marked = _marked(mark)
-        merged = k in _MERGED
         for i, (name, how) in enumerate(outs, start=1):
-            got = pl.col("_m").struct.field(f"_s{k}_{i}") if merged else msg.str.extract(regex, i)
-            val = pl.when(marked).then(_cast(got, how))
+            val = pl.when(marked).then(_cast(msg.str.extract(regex, i), how))
             cols[name] = val if name not in cols else pl.coalesce(cols[name], val)
-        matched = pl.col("_m").struct.field(f"_s{k}").is_not_null() if merged else msg.str.contains(regex)
-        errs.append(pl.when(marked & ~matched).then(pl.lit(f"unparseable startup line: {mark}")))
-    init = pl.col("_m").struct.field(f"_s{_INIT_SPEC}").is_not_null()  # INIT_RE matched
+        errs.append(
+            pl.when(marked & ~msg.str.contains(regex)).then(pl.lit(f"unparseable startup line: {mark}"))
+        )
     facts = cand.with_columns(
         **cols,
         _v_banner=msg.str.extract(BANNER_VERSION_RE, 1),
         _m_banner=msg.str.extract(BANNER_MODEL_RE, 1),
         _is_args=msg.str.starts_with("non-default args:") | msg.str.starts_with("args: Namespace("),
         _err=pl.coalesce(errs),
-        _init=init,
     )
-    init = pl.col("_init")
+    init = msg.str.contains(INIT_RE)
     facts = facts.with_columns(
         _m_init=pl.when(init).then(msg.str.extract(r"with config: model='([^']*)'", 1)),
         _s_init=pl.when(init).then(msg.str.extract(r", served_model_name=([^,]+), ", 1)),
@@ -334,9 +291,9 @@ def extract_facts(recs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         .then(RANK_API)
         .when(pl.col("_is_args"))
         .then(RANK_ARGS)
-        .when(init)
+        .when(msg.str.contains(INIT_RE))
         .then(RANK_INIT),
-    ).drop("_m", "_init")
+    )
     errors = facts.filter(pl.col("_err").is_not_null()).select(
         "line", reason="_err", sample=msg.str.replace(r"[{(].*$", "...")
     )
