@@ -142,7 +142,7 @@ def _worker_copy(basetemp: Path, name: str, master) -> Path:
     return store
 
 
-def _built_once(root: Path, name: str, build) -> Path:
+def _session_master(root: Path, name: str, build) -> Path:
     """`build(<root>/<name>)` once per test session, where `root` is common to every xdist worker (the parent of
     their base temporary directories): the first worker to ask builds under a file lock, the others wait for
     it. Workers copy it (_worker_copy): a store is a few MB, and a copy keeps each worker's readers (the join
@@ -168,7 +168,7 @@ def _built_once(root: Path, name: str, build) -> Path:
 
 
 def sample_master(root: Path) -> Path:
-    """sample_logs/ ingested once per test session into `<root>/sample_master` (_built_once): its ingest costs
+    """sample_logs/ ingested once per test session into `<root>/sample_master` (_session_master): its ingest costs
     15-25 s of CPU."""
     from attribution.ingest import ingest
 
@@ -176,7 +176,7 @@ def sample_master(root: Path) -> Path:
         truth = json.loads((SAMPLE / "ground_truth.json").read_text())
         ingest([str(SAMPLE)], master, year=truth["year"], tz=truth.get("tz", "UTC"))
 
-    return _built_once(root, "sample_master", build)
+    return _session_master(root, "sample_master", build)
 
 
 DAYS_PROMETHEUS_STEP_S = 3600  # the days store's Prometheus exports (the `sample` scenario's is 300)
@@ -185,7 +185,7 @@ DAYS_PROMETHEUS_STEP_S = 3600  # the days store's Prometheus exports (the `sampl
 def days_master(root: Path) -> Path:
     """The `sample` scenario at 600 requests a member over sample_logs' days (the vLLM pods 2026-05-04 to 05-09,
     the SGLang pod 05-08 to 05-13; every source kind, every table partitioned by day), built once per test
-    session into `<root>/days_master` (_built_once; ~3 CPU s): the windows of tests/test_pruning.py cut it as
+    session into `<root>/days_master` (_session_master; ~3 CPU s): the windows of tests/test_pruning.py cut it as
     they cut sample_logs (MIDNIGHT keeps engine_steps' 05-05 to 05-07 of ten days), at a size where an analysis
     costs its per-query overhead, not the 100k requests of the sample store (1.5-3 CPU s an analysis on
     DuckDB, 20-45 s on Spark's local[2] under load). The vLLM pods' Prometheus exports at an hour's step, not the
@@ -208,7 +208,7 @@ def days_master(root: Path) -> Path:
         ingest([str(logs)], master, year=truth["year"], tz=truth["tz"])
         assert list(master.glob("_cache/*"))  # (the commit's join is cached)
 
-    return _built_once(root, "days_master", build)
+    return _session_master(root, "days_master", build)
 
 
 def sample_slice(dst: Path, lines: int = 1500, points: int = 48, only: tuple[str, ...] = ()) -> None:
