@@ -119,45 +119,96 @@ SAMPLE = REPO / "sample_logs"
 def sample_store_at(basetemp: Path) -> Path:
     """sample_logs/ ingested into `<basetemp>/sample_store` (year and zone from its ground_truth.json): a copy,
     private to this worker, of the one store the whole session ingests (sample_master)."""
+    return _worker_copy(basetemp, "sample_store", sample_master)
+
+
+def days_store_at(basetemp: Path) -> Path:
+    """The `sample` scenario simulated small over sample_logs' days, in `<basetemp>/days_store`: a copy, private
+    to this worker, of the one store the whole session builds (days_master)."""
+    return _worker_copy(basetemp, "days_store", days_master)
+
+
+def _worker_copy(basetemp: Path, name: str, master) -> Path:
     import shutil
 
-    store = basetemp / "sample_store"
+    store = basetemp / name
     if not (store / "attribution-store.json").exists():
         root = basetemp.parent if os.environ.get("PYTEST_XDIST_WORKER") else basetemp  # as session_root
-        tmp = basetemp / f".sample_store.{os.getpid()}.tmp"
+        tmp = basetemp / f".{name}.{os.getpid()}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
-        shutil.copytree(sample_master(root), tmp)
+        shutil.copytree(master(root), tmp)
         shutil.rmtree(store, ignore_errors=True)
         tmp.rename(store)
     return store
 
 
-def sample_master(root: Path) -> Path:
-    """sample_logs/ ingested once per test session into `<root>/sample_master`, where `root` is common to every
-    xdist worker (the parent of their base temporary directories): the first worker to ask ingests under a file
-    lock, the others wait for it. Workers copy it (sample_store_at): a store is a few MB, its ingest 15-25 s of
-    CPU, and a copy keeps each worker's readers (the join cache under `_cache/`, commit numbers) to itself."""
+def _session_master(root: Path, name: str, build) -> Path:
+    """`build(<root>/<name>)` once per test session, where `root` is common to every xdist worker (the parent of
+    their base temporary directories): the first worker to ask builds under a file lock, the others wait for
+    it. Workers copy it (_worker_copy): a store is a few MB, and a copy keeps each worker's readers (the join
+    cache under `_cache/`, commit numbers) to itself. Ingests in `build` are prepared after their commit as a
+    user's are (whatever the asking test's environment): the workers' copies carry the join cache instead of
+    each building it."""
     import fcntl
     import shutil
 
-    from attribution.ingest import ingest
-
-    master, done = root / "sample_master", root / "sample_master.done"
-    with open(root / "sample_master.lock", "w") as lock:
+    master, done = root / name, root / f"{name}.done"
+    with open(root / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also if this process dies
         if not done.exists():
-            truth = json.loads((SAMPLE / "ground_truth.json").read_text())
             shutil.rmtree(master, ignore_errors=True)  # a half-written store of a worker that failed
-            # prepared after its commit as a user's ingest is (whatever the asking test's environment): the
-            # workers' copies carry the join cache instead of each building it
             was = os.environ.pop("ATTRIBUTION_SUMMARIES", None)
             try:
-                ingest([str(SAMPLE)], master, year=truth["year"], tz=truth.get("tz", "UTC"))
+                build(master)
             finally:
                 if was is not None:
                     os.environ["ATTRIBUTION_SUMMARIES"] = was
             done.write_text("")
     return master
+
+
+def sample_master(root: Path) -> Path:
+    """sample_logs/ ingested once per test session into `<root>/sample_master` (_session_master): its ingest costs
+    15-25 s of CPU."""
+    from attribution.ingest import ingest
+
+    def build(master: Path) -> None:
+        truth = json.loads((SAMPLE / "ground_truth.json").read_text())
+        ingest([str(SAMPLE)], master, year=truth["year"], tz=truth.get("tz", "UTC"))
+
+    return _session_master(root, "sample_master", build)
+
+
+DAYS_PROMETHEUS_STEP_S = 3600  # the days store's Prometheus exports (the `sample` scenario's is 300)
+
+
+def days_master(root: Path) -> Path:
+    """The `sample` scenario at 600 requests a member over sample_logs' days (the vLLM pods 2026-05-04 to 05-09,
+    the SGLang pod 05-08 to 05-13; every source kind, every table partitioned by day), built once per test
+    session into `<root>/days_master` (_session_master; ~3 CPU s): the windows of tests/test_pruning.py cut it as
+    they cut sample_logs (MIDNIGHT keeps engine_steps' 05-05 to 05-07 of ten days), at a size where an analysis
+    costs its per-query overhead, not the 100k requests of the sample store (1.5-3 CPU s an analysis on
+    DuckDB, 20-45 s on Spark's local[2] under load). The vLLM pods' Prometheus exports at an hour's step, not the
+    scenario's 5 minutes: 38k histogram samples instead of 460k, which Spark's metric_increase read in 13-21
+    JVM s an analysis (the windows still cut them at midnight, between two samples and relative to the newest
+    request). Prepared after its commit as a user's ingest is (the join cache too, as the sample store's)."""
+    import shutil
+    from dataclasses import replace
+
+    from attribution.ingest import ingest
+    from attribution.simulate import output
+
+    def build(master: Path) -> None:
+        logs = root / "days_master.logs"
+        shutil.rmtree(logs, ignore_errors=True)
+        plan = output.load_plan
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(output, "load_plan", lambda name: replace(plan(name), prometheus_step_s=DAYS_PROMETHEUS_STEP_S))
+            truth = output.simulate_to_dir("sample", logs, requests=600, days=6, seed=5)
+        ingest([str(logs)], master, year=truth["year"], tz=truth["tz"])
+        assert list(master.glob("_cache/*"))  # (the commit's join is cached)
+
+    return _session_master(root, "days_master", build)
 
 
 def sample_slice(dst: Path, lines: int = 1500, points: int = 48, only: tuple[str, ...] = ()) -> None:
@@ -190,6 +241,12 @@ def sample_slice(dst: Path, lines: int = 1500, points: int = 48, only: tuple[str
 def sample_store(tmp_path_factory) -> Path:
     """sample_logs/ ingested once per test session (this worker's copy); tests only read it."""
     return sample_store_at(tmp_path_factory.getbasetemp())
+
+
+@pytest.fixture(scope="session")
+def days_store(tmp_path_factory) -> Path:
+    """The `sample` scenario small over sample_logs' days (days_master; this worker's copy); tests only read it."""
+    return days_store_at(tmp_path_factory.getbasetemp())
 
 
 def litellm_line(i: int, alias: str, start: float, first: float, end: float, prompt: int, out: int,

@@ -433,9 +433,12 @@ def test_a_session_keeps_its_commit_until_the_reader_loads_newer_data(tmp_path, 
     assert not at.sidebar.button
 
 
-def test_views_of_a_commit_share_one_connection_each_narrowed_on_its_own(store):
+def test_views_of_a_commit_share_one_connection_each_narrowed_on_its_own(days_store):
     """A filter set's View is a cursor on its commit's connection (dashboard.Commit), its narrowed views under
-    a schema of its own: views opened in turn, their pages asked in between, answer as connections of their own."""
+    a schema of its own: views opened in turn, their pages asked in between, answer as connections of their own.
+    (On conftest's days store: sample_logs' pods, versions and workloads at 600 requests a member; the whole
+    sample store's concurrency, seven times, cost ten times as much for the same claim.)"""
+    store = days_store
     pod = Filters(deployments=("qwen35-vllm-0",), versions=("vllm 0.20.1",))
     flts = [Filters(), pod, Filters(workloads=(dashboard.View(store, Filters()).choices().workloads[0],))]
     views = [dashboard.View(store, f) for f in flts]

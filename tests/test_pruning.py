@@ -1,6 +1,7 @@
 """Analyses of a date window read only the window's day partitions (attribution.pruning) and give exactly the
-answers of the whole store: a table of (analysis, window) cases over the sample store (six days), windows cut
-at midnight, inside a day, relative to the newest request and open at one end; a request running for days
+answers of the whole store: a table of (analysis, window) cases over conftest's days store (the `sample`
+scenario small over sample_logs' days: every source kind, ten days of engine lines), windows cut at midnight,
+inside a day, relative to the newest request and open at one end; a request running for days
 before the window; the plan's days and the anchor of relative windows."""
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from attribution.report.build import report_days, report_window, window_changes,
 from attribution.store import Store
 from attribution.thresholds import load_catalogue, thresholds
 
-# Windows by the kind of boundary they cut at (the sample store spans 2026-05-03 .. 2026-05-09 UTC).
+# Windows by the kind of boundary they cut at (the days store's requests span 2026-05-04 .. 2026-05-13 UTC, the
+# vLLM pods' to 05-09; sample_logs' 05-03 .. 05-09).
 MIDNIGHT = ("2026-05-06", "2026-05-07")
 INSIDE = ("2026-05-05T13:30", "2026-05-07T02:15")
 RELATIVE = ("2d", "1d")
@@ -71,8 +73,8 @@ def assert_same(a, b) -> None:
 
 
 @pytest.fixture(scope="module")
-def whole(sample_store):
-    store = Store.open(sample_store)
+def whole(days_store):
+    store = Store.open(days_store)
     snap = store.snapshot()
     return store, snap, store.connect(snap)
 
@@ -156,7 +158,7 @@ def test_a_request_running_for_days_before_the_window_is_read(store_dir, tmp_pat
     assert con.execute(spanning, {"s": since}).fetchone()[0] == 1
 
 
-def test_dashboard_date_filter_reads_the_commits_connection_and_answers_as_pruned(sample_store):
+def test_dashboard_date_filter_reads_the_commits_connection_and_answers_as_pruned(days_store):
     """The dashboard's date filter is each analysis' window on the commit's shared connection (dashboard.Commit:
     every partition bound once, no view opened per filter set); its pages equal those of a connection reading
     only the filter's days and the previous window's, the requests whole (as the View opened it before)."""
@@ -166,12 +168,12 @@ def test_dashboard_date_filter_reads_the_commits_connection_and_answers_as_prune
     from attribution.views import JOIN_INPUTS
 
     flt = Filters(since=datetime(2026, 5, 6, 13, tzinfo=UTC), until=datetime(2026, 5, 7, 9, tzinfo=UTC))
-    shared = View(sample_store, flt)
-    assert shared.commit is View(sample_store, Filters()).commit
+    shared = View(days_store, flt)
+    assert shared.commit is View(days_store, Filters()).commit
     assert flt.since is not None and flt.until is not None
     days = pruning.plan(shared.store, shared.snapshot, flt.since - (flt.until - flt.since), flt.until,
                         whole=(*JOIN_INPUTS, *pruning.SCRAPES))
-    pruned = View(sample_store, flt)
+    pruned = View(days_store, flt)
     pruned.con = shared.store.connect(shared.snapshot, days=days)
     connect_settings(pruned.con, pruned.settings)
     joincache.use(pruned.con)

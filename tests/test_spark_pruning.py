@@ -1,10 +1,11 @@
 """A date window on Spark reads only its days' partitions (attribution.spark.connection.connect_window, the
 days of attribution.pruning.plan) and gives DuckDB's whole-store answer for the same window: the `sample`
-scenario simulated small over its days (days_store) with windows cut at midnight, inside a day and relative
-to the newest request; Spark's plan prunes by the `day=` partition (`PartitionFilters`) and lists only the
-window's files. The `lengths` command with a window runs on the sample store itself (issue 20: the command's
-JSON on Spark is DuckDB's there), and so does the plan of the join (above SMALL_STORE_ROWS the views read the
-files in each query). On the test session's one SparkSession (conftest's spark_session)."""
+scenario simulated small over its days (conftest.days_master, the store test_pruning.py reads too) with windows
+cut at midnight, inside a day and relative to the newest request; Spark's plan prunes by the `day=` partition
+(`PartitionFilters`) and lists only the window's files. The `lengths` command with a window runs on the sample
+store itself (issue 20: the command's JSON on Spark is DuckDB's there), and so does the plan of the join (above
+SMALL_STORE_ROWS the views read the files in each query). On the test session's one SparkSession (conftest's
+spark_session)."""
 
 from __future__ import annotations
 
@@ -36,37 +37,6 @@ def _pruned(path: Path):
 @pytest.fixture(scope="module")
 def pruned(sample_store, spark_session):
     return _pruned(sample_store)
-
-
-PROMETHEUS_STEP_S = 3600  # days_store's Prometheus exports (the `sample` scenario's is 300)
-
-
-@pytest.fixture(scope="module")
-def days_store(tmp_path_factory) -> Path:
-    """The `sample` scenario at 600 requests a member over sample_logs' days (the vLLM pods 2026-05-04 to
-    05-09, the SGLang pod 05-08 to 05-13; every source kind, every table partitioned by day): the windows of
-    tests/test_pruning.py cut it as they cut sample_logs (MIDNIGHT keeps engine_steps' 05-05 to 05-07 of ten
-    days), at a size where Spark's cost is its per-query overhead, not the 100k requests of the sample store
-    (20-45 s an analysis on local[2] under load). The vLLM pods' Prometheus exports at an hour's step, not the
-    scenario's 5 minutes: 38k histogram samples instead of 460k, which Spark's metric_increase read in 13-21
-    JVM s an analysis (the windows still cut them at midnight, between two samples and relative to the newest
-    request). Prepared after its commit as a user's ingest is (the join cache too, as the sample store's: Spark
-    prunes the requests all the same)."""
-    from dataclasses import replace
-
-    from attribution.ingest import ingest
-    from attribution.simulate import output
-
-    root = tmp_path_factory.mktemp("spark_days")
-    plan = output.load_plan
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(output, "load_plan", lambda name: replace(plan(name), prometheus_step_s=PROMETHEUS_STEP_S))
-        truth = output.simulate_to_dir("sample", root / "logs", requests=600, days=6, seed=5)
-    with pytest.MonkeyPatch.context() as m:
-        m.delenv("ATTRIBUTION_SUMMARIES", raising=False)
-        ingest([str(root / "logs")], root / "store", year=truth["year"], tz=truth["tz"])
-    assert list((root / "store").glob("_cache/*"))  # (the commit's join is cached)
-    return root / "store"
 
 
 @pytest.fixture(scope="module")
@@ -126,14 +96,14 @@ def test_the_lengths_command_on_spark_with_a_window_is_duckdbs(sample_store, spa
     assert '"lengths"' in duck and _close(json.loads(spark), json.loads(duck))
 
 
-def test_the_cost_form_of_the_join_gives_the_files_rows(sample_store, tmp_path):
+def test_the_cost_form_of_the_join_gives_the_files_rows(days_store, tmp_path):
     """stg_joined_requests.sql's Spark blocks (each side ranked by one window over every key, read once: Spark
-    computes a CTE again at each use) are DuckDB SQL too and give the DuckDB text's rows: on the sample store and on a
-    store where keys appear twice on a side (the row with the most timings, else the first by file and line,
-    wins)."""
+    computes a CTE again at each use) are DuckDB SQL too and give the DuckDB text's rows: on the days store (every
+    source kind of sample_logs: engines, the gateway, access lines) and on a store where keys appear twice on a
+    side (the row with the most timings, else the first by file and line, wins)."""
     from attribution import queries
     assert "kept for cost" in queries.load("stg_joined_requests").doc
-    con = Store.open(sample_store).connect()
+    con = Store.open(days_store).connect()
     order = "order by request_key nulls first, source, file, line"
     for extra in ("", _DUPLICATES):
         if extra:
