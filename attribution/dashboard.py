@@ -36,6 +36,7 @@ from attribution.memsplit import memsplit
 from attribution.status import store_counts
 from attribution.store import Snapshot, Store
 from attribution.summaries import days, pages
+from attribution.thresholds.steps import SharedStepRows, share_step_rows
 from attribution.views import workloads_file
 
 NONE = "(none)"  # what the analyses call a missing group value; the filters use the same word
@@ -250,6 +251,7 @@ class Commit:
         joincache.use(con, fallback_dir=scratch)
         self.con = con
         self.lock = threading.Lock()
+        self.step_rows = SharedStepRows()
 
     def cursor(self, flt: Filters = Filters()) -> duckdb.DuckDBPyConnection:
         """A connection of its own to the commit's database, narrowed to `flt`."""
@@ -260,6 +262,8 @@ class Commit:
         kept.share(self.con, cur)
         # every view of the commit reads its Prometheus samples whole: their increases over a window are shared
         share_samples(cur, (str(self.store.root), self.snapshot.version))
+        # and its step lines: a window's step rows are cut from every line's, read once per narrowing
+        share_step_rows(cur, self.step_rows)
         if flt.values():
             with self.lock:
                 narrow(cur, flt)
