@@ -36,6 +36,7 @@ from attribution.memsplit import memsplit
 from attribution.status import store_counts
 from attribution.store import Snapshot, Store
 from attribution.summaries import days, pages
+from attribution.thresholds.steps import SharedStepRows, share_step_rows
 from attribution.views import workloads_file
 
 NONE = "(none)"  # what the analyses call a missing group value; the filters use the same word
@@ -80,7 +81,9 @@ class Filters:
 
 @dataclass(frozen=True)
 class Choices:
-    """The values each filter offers, and the span of the requests (unfiltered)."""
+    """The values each filter offers, the span of the requests (`first`, `last`) and that of every row the
+    pages read (`begins`, `ends`: the requests, engine step lines and starts, access lines, Prometheus samples;
+    the time range's ends), unfiltered."""
 
     requests: int = 0
     first: datetime | None = None
@@ -89,22 +92,35 @@ class Choices:
     workloads: tuple[str, ...] = ()
     labels: tuple[str, ...] = ()
     versions: tuple[str, ...] = ()
+    begins: datetime | None = None
+    ends: datetime | None = None
+
+
+# What the pages read beside the requests (queries/dashboard_lines_span.sql: a store connection has them all).
+_LINE_TABLES = ("engine_steps", "engine_config", "access_log", "metric_histograms", "metric_counters")
 
 
 def choices(con: duckdb.DuckDBPyConnection) -> Choices:
-    """What the filters offer: every value of each dimension among `con`'s requests, and their span (kept
-    with the commit's cached join, attribution.joincache, where `con` reads it unnarrowed)."""
+    """What the filters offer: every value of each dimension among `con`'s requests and their span (kept
+    with the commit's cached join, attribution.joincache, where `con` reads it unnarrowed), and the span of
+    every row the pages read (on a connection over frames without the line tables: the requests')."""
     df = joincache.choices(con)
     if df is None:
         df = queries.run(con, "dashboard_filter_choices")
+    first, last = (as_time(df["first"].min()), as_time(df["last"].max())) if df.height else (None, None)
+    begins, ends = first, last
+    if all(queries.has_relation(con, t) for t in _LINE_TABLES):
+        lines = queries.run(con, "dashboard_lines_span").row(0)
+        begins, ends = (min((t for t in (begins, as_time(lines[0])) if t is not None), default=None),
+                        max((t for t in (ends, as_time(lines[1])) if t is not None), default=None))
     if df.is_empty():
-        return Choices()
+        return Choices(begins=begins, ends=ends)
 
     def values(dim: str) -> tuple[str, ...]:
         return tuple(sorted(df[dim].unique().to_list(), key=lambda v: (v == NONE, v)))
 
-    return Choices(int(df["requests"].sum()), as_time(df["first"].min()), as_time(df["last"].max()), values("deployment"),
-                   values("workload"), values("label"), values("version"))
+    return Choices(int(df["requests"].sum()), first, last, values("deployment"), values("workload"), values("label"),
+                   values("version"), begins, ends)
 
 
 def filter_schema(flt: Filters) -> str:
@@ -235,6 +251,7 @@ class Commit:
         joincache.use(con, fallback_dir=scratch)
         self.con = con
         self.lock = threading.Lock()
+        self.step_rows = SharedStepRows()
 
     def cursor(self, flt: Filters = Filters()) -> duckdb.DuckDBPyConnection:
         """A connection of its own to the commit's database, narrowed to `flt`."""
@@ -245,6 +262,8 @@ class Commit:
         kept.share(self.con, cur)
         # every view of the commit reads its Prometheus samples whole: their increases over a window are shared
         share_samples(cur, (str(self.store.root), self.snapshot.version))
+        # and its step lines: a window's step rows are cut from every line's, read once per narrowing
+        share_step_rows(cur, self.step_rows)
         if flt.values():
             with self.lock:
                 narrow(cur, flt)

@@ -50,15 +50,19 @@ def _sidebar() -> Filters:
         if st.sidebar.button("Load the newer data", icon=":material/refresh:"):
             data.refresh()
             st.rerun()
-    if not ch.requests:
+    if ch.begins is None or ch.ends is None:
         return Filters()
     since = until = None
-    lo, hi = _hour(ch.first), _hour(ch.last, up=True)
+    # The range spans every row the pages read (not only the requests): left whole, it is no window at all,
+    # and the pages count what it shows.
+    lo, hi = _hour(ch.begins), _hour(ch.ends, up=True)
     if hi > lo:
         start, end = st.sidebar.slider("Time range (UTC)", min_value=lo, max_value=hi, value=(lo, hi),
                                        step=timedelta(hours=1), format="ddd D MMM HH:mm", key="time_range")
         since = start.replace(tzinfo=UTC) if start > lo else None
         until = end.replace(tzinfo=UTC) if end < hi else None
+    if not ch.requests:  # engine lines or samples alone: only the time range narrows them
+        return Filters(since=since, until=until)
     pick = st.sidebar.multiselect
     return Filters(
         since=since,

@@ -546,3 +546,92 @@ def test_the_step_settings_are_read_once_per_registration(monkeypatch):
     other.register("thr_settings", settings(3.0).to_arrow())
     assert [steps.step_settings(other)["threshold"].to_list() for _ in range(2)] == [[3.0]] * 2
     assert names.count("threshold_step_settings") == 4
+
+
+def _same_rows(a, b) -> None:
+    """Equal step rows: the same lines in the same order with the same values (file numbers may differ: they
+    only tell files apart), deployments and kinds by name."""
+    import numpy as np
+
+    assert a.size == b.size and a.values.keys() == b.values.keys()
+    assert np.array_equal(np.diff(a.file) != 0, np.diff(b.file) != 0)
+    for f in ("t", "day", "config", "cuda_graph_off"):
+        assert np.array_equal(getattr(a, f), getattr(b, f)), f
+    for codes, names in (("deployment", "deployments"), ("kind", "kinds")):
+        named = [np.array(getattr(r, names), dtype=object)[getattr(r, codes)] for r in (a, b)]
+        assert np.array_equal(*named), codes
+    for q in a.values:
+        assert np.array_equal(a.values[q][0], b.values[q][0]) and np.array_equal(a.values[q][1], b.values[q][1]), q
+
+
+def test_a_windows_step_rows_cut_from_every_lines_equal_its_read():
+    """steps._window_rows: a window's rows cut from every line's equal the window's read
+    (queries/threshold_step_rows.sql), decode_batch_size included: a stats line carries it when its file has no
+    decode line in the window, so a file whose decode lines lie outside the window counts its stats lines."""
+    import duckdb
+
+    from attribution.thresholds import steps
+
+    t0 = datetime(2026, 3, 2, 12, 0, 0)
+    con = duckdb.connect()
+    con.execute("set TimeZone = 'UTC'")
+    lines = [("a.log", i + 1, "pod", "sglang", t0 + timedelta(minutes=i), "decode", 3 + i) for i in range(10)]
+    lines += [("a.log", 20 + i, "pod", "sglang", t0 + timedelta(hours=1, minutes=i), "stats", 9 - i) for i in range(10)]
+    lines += [("b.log", i + 1, "pod2", "vllm", t0 + timedelta(minutes=7 * i), "stats", i) for i in range(12)]
+    con.execute("create table engine_steps (file varchar, line integer, deployment varchar, engine varchar, "
+                "ts timestamptz, kind varchar, running integer, waiting integer, preemptions integer, "
+                "kv_usage double, state_usage double, new_tokens integer, batch_tokens integer, cuda_graph boolean)")
+    con.executemany("insert into engine_steps (file, line, deployment, engine, ts, kind, running) values "
+                    "(?, ?, ?, ?, ?, ?, ?)", [list(r) for r in lines])
+    con.execute("create table thr_starts as select * from (values ('c1', 'pod', 'sglang', $t::timestamptz), "
+                "('c2', 'pod2', 'vllm', $t::timestamptz)) as v(config_id, deployment, engine, ts)",
+                {"t": t0 - timedelta(hours=1)})
+    needed = ["decode_batch_size", "running_requests"]
+    whole = steps._read_step_rows(con, None, None, ["running_requests"])
+    windows = [(None, None), (t0 + timedelta(minutes=30), None), (None, t0 + timedelta(minutes=30)),
+               (t0 + timedelta(minutes=5), t0 + timedelta(hours=1, minutes=5)), (t0 + timedelta(hours=3), None)]
+    for since, until in windows:
+        got, want = steps._window_rows(whole, since, until, needed), steps._read_step_rows(con, since, until, needed)
+        _same_rows(got, want)
+    # the window after a.log's decode lines counts its stats lines' running requests as decode batches
+    after = steps._window_rows(whole, t0 + timedelta(minutes=30), None, needed)
+    assert int(after.values["decode_batch_size"][1].sum()) == 10 + 7  # (and b.log's 7 lines: it has none)
+
+
+def test_a_dashboards_cursors_cut_their_step_rows_from_the_commits_lines(tmp_path_factory):
+    """On a dashboard's views of one commit, a window holding half the step lines or more reads every line once
+    (per engine_steps narrowing) and each window's rows, of any view whose filters leave the lines whole (a
+    workload), are cut from them: equal to the window's read. A window of fewer lines is read alone."""
+    from attribution.dashboard import Filters, View
+    from attribution.db import fetch
+    from attribution.thresholds import steps
+    from attribution.thresholds.crossings import prepare
+
+    store = sample_store_at(tmp_path_factory.getbasetemp())
+    views = [View(store, Filters()), View(store, Filters(workloads=("key-agents-dev",)))]
+    view = views[0]
+    shared = view.commit.step_rows
+    for v in views:
+        select(v.con, by="all")
+        prepare(v.con, load_catalogue())
+    needed = [q for q in steps.QUANTITIES if q in set(steps.step_settings(view.con)["quantity"].to_list())]
+    first, last = fetch(view.con, "select min(ts), max(ts) from engine_steps").row(0)
+    early = first + (last - first) / 20
+    small = steps.step_rows(view.con, None, early)
+    assert not shared.rows and 0 < small.size
+    _same_rows(small, steps._read_step_rows(view.con, None, early, needed))
+    big = steps.step_rows(view.con, early)
+    (whole,) = shared.rows.values()
+    assert 0 < big.size < whole.size
+    _same_rows(big, steps._read_step_rows(view.con, early, None, needed))
+    middle = (first + (last - first) / 3, first + (last - first) * 2 / 3)
+    for v in views:
+        for since, until in ((None, None), (None, early), middle):
+            _same_rows(steps.step_rows(v.con, since, until), steps._read_step_rows(v.con, since, until, needed))
+    assert [id(r) for r in shared.rows.values()] == [id(whole)]  # (read once)
+    dep = fetch(view.con, "select min(deployment) from engine_steps").item()
+    one = View(store, Filters(deployments=(dep,)))
+    select(one.con, by="all")
+    prepare(one.con, load_catalogue())
+    _same_rows(steps.step_rows(one.con), steps._read_step_rows(one.con, None, None, needed))
+    assert all(r is not whole for r in shared.rows.values()) and len(shared.rows) == steps.SHARED_KEEP

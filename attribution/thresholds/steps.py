@@ -11,7 +11,9 @@ compares both.
 from __future__ import annotations
 
 import itertools
+import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -47,6 +49,11 @@ ARRIVAL_TIE_RULE = (
 _KEPT: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, tuple[tuple, StepRows]] = weakref.WeakKeyDictionary()
 _UNKEPT: weakref.WeakSet[duckdb.DuckDBPyConnection] = weakref.WeakSet()  # keep_step_rows(con, False)
 _WHOLE: weakref.WeakSet[duckdb.DuckDBPyConnection] = weakref.WeakSet()  # keep_step_rows(con, False, whole=True)
+# Connections sharing the step rows of every line of their commit (share_step_rows: a dashboard's cursors), and
+# where they keep them; a window's rows are cut from those (_window_rows) instead of read.
+_SHARED: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, SharedStepRows] = weakref.WeakKeyDictionary()
+SHARED_LINES_MAX = 4_000_000  # above: every line held (~90 B each) costs more memory than a server can spare
+SHARED_KEEP = 1  # sets of lines kept per commit (one engine_steps narrowing: ~220 MB at 2.5M lines)
 
 
 @dataclass
@@ -120,13 +127,33 @@ def step_settings(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     return df
 
 
+@dataclass
+class SharedStepRows:
+    """Every step line of a commit, per (engine_steps view, engine starts) as their StepRows (the last
+    SHARED_KEEP), shared by the connections share_step_rows names; `lock` guards it across their threads."""
+
+    rows: OrderedDict[tuple, StepRows] = field(default_factory=OrderedDict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def share_step_rows(con: duckdb.DuckDBPyConnection, shared: SharedStepRows) -> None:
+    """Declare that `con` (a dashboard view's cursor on a store commit) shares `shared` with the other cursors of
+    its commit: step_rows on it reads every line once per engine_steps view and engine starts (a workload
+    filter leaves both as they are) and cuts each window's rows from them, where the store has at most
+    SHARED_LINES_MAX lines and the first window to read them holds half of them at least."""
+    _SHARED[con] = shared
+
+
 def step_rows(con: duckdb.DuckDBPyConnection, since: datetime | None = None, until: datetime | None = None
               ) -> StepRows:
     """queries/threshold_step_rows.sql (thr_starts and thr_settings must be registered), in (file, time, line)
     order, with the quantities of the evaluated step features only. On a connection reading a store commit
     (joincache.attached) the last rows read are kept and given again to a call for the same window, the same
-    engine starts and no other quantities."""
+    engine starts and no other quantities; on one sharing its commit's lines (share_step_rows), cut from
+    those."""
     needed = [q for q in QUANTITIES if q in set(step_settings(con)["quantity"].to_list())]
+    if con in _SHARED and (cut := _shared_rows(con, since, until, needed)) is not None:
+        return cut
     unkept = con in _UNKEPT
     whole = unkept and con in _WHOLE and (since, until) != (None, None) and _holds_every_line(con, since, until)
     if whole:  # the window's rows are every day's: read and kept as those
@@ -176,6 +203,65 @@ def _kept_key(con: duckdb.DuckDBPyConnection, since: datetime | None, until: dat
     view = queries.view_definitions(con, ("engine_steps",))
     starts = con.execute("select config_id, deployment, engine, ts from thr_starts order by all").fetchall()
     return since, until, str(view), tuple(starts)
+
+
+def _shared_rows(con: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None,
+                 needed: list[str]) -> StepRows | None:
+    """The window's rows cut from every line's (read once per engine_steps view and engine starts on the
+    commit), or None where they are not (no cached join, too many lines, a window of few of them)."""
+    key = _kept_key(con, None, None)
+    if key is None:
+        return None
+    shared = _SHARED[con]
+    # decode_batch_size is cut from running_requests: a stats line carries it when its file has no decode
+    # line in the window (queries/threshold_step_rows.sql's has_decode), which every line's rows cannot say
+    wanted = [q for q in QUANTITIES if (q in needed and q != "decode_batch_size")
+              or (q == "running_requests" and "decode_batch_size" in needed)]
+    with shared.lock:
+        whole = shared.rows.get(key)
+        if whole is None or not set(wanted) <= whole.values.keys():
+            if whole is None:
+                # every line is read when the window holds half of them at least (at most twice its own read),
+                # and kept while the store has few enough; else the window's alone, as on any connection
+                lines, in_window = queries.run(con, "threshold_step_lines_count", since=since, until=until).row(0)
+                if lines > SHARED_LINES_MAX or 2 * in_window < lines:
+                    return None
+            if whole is not None:  # (a catalogue evaluating other quantities: read with the ones kept)
+                wanted = [q for q in QUANTITIES if q in wanted or q in whole.values]
+            whole = shared.rows[key] = _read_step_rows(con, None, None, wanted)
+            while len(shared.rows) > SHARED_KEEP:
+                shared.rows.popitem(last=False)
+        shared.rows.move_to_end(key)
+    return _window_rows(whole, since, until, needed)
+
+
+def _micros(t: datetime) -> int:
+    """Microseconds since the epoch (a naive time is UTC, as on the dashboard's connections)."""
+    return ((t if t.tzinfo else t.replace(tzinfo=UTC)) - EPOCH) // timedelta(microseconds=1)
+
+
+def _window_rows(whole: StepRows, since: datetime | None, until: datetime | None, needed: list[str]) -> StepRows:
+    """The rows of [since, until) of every line's rows `whole`: the rows the window's read gives (its file
+    numbers aside, which only tell files apart), in the same order."""
+    keep = np.ones(whole.size, bool)
+    if since is not None:
+        keep &= whole.t >= _micros(since)
+    if until is not None:
+        keep &= whole.t < _micros(until)
+    idx = slice(None) if keep.all() else np.flatnonzero(keep)
+    file, kind = whole.file[idx], whole.kind[idx]
+    values = {q: (whole.values[q][0][idx], whole.values[q][1][idx]) for q in needed if q != "decode_batch_size"}
+    if "decode_batch_size" in needed:
+        # a decode line's running requests, else a stats line's where its file logs no decode line in the window
+        decode, stats = (whole.kinds.index(k) if k in whole.kinds else -1 for k in ("decode", "stats"))
+        has_decode = np.zeros(int(file.max(initial=0)) + 1, bool)
+        has_decode[file[kind == decode]] = True
+        running, present = whole.values["running_requests"]
+        present = present[idx] & ((kind == decode) | ((kind == stats) & ~has_decode[file]))
+        values["decode_batch_size"] = (np.where(present, running[idx], 0.0), present)
+    return StepRows(file=file, t=whole.t[idx], day=whole.day[idx], deployment=whole.deployment[idx],
+                    deployments=whole.deployments, kind=kind, kinds=whole.kinds,
+                    cuda_graph_off=whole.cuda_graph_off[idx], config=whole.config[idx], values=values)
 
 
 def _read_step_rows(con: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None,
