@@ -167,16 +167,19 @@ def run_columns(con: duckdb.DuckDBPyConnection, name: str, select_columns: list[
         return fetch(con, sql, bound)
 
 
-def materialize(con: duckdb.DuckDBPyConnection, name: str, table: str | None = None, **params: Any) -> None:
+def materialize(con: duckdb.DuckDBPyConnection, name: str, table: str | None = None, *, database: str | None = None,
+                **params: Any) -> None:
     """Store the rows of queries/<name>.sql in a temporary table on `con` (named as the file unless `table`
-    says otherwise), so the queries that follow read them without computing them again."""
+    says otherwise), so the queries that follow read them without computing them again. With `database` (an
+    attached DuckDB database, not on Spark) a table of that database instead of a temporary one."""
     q = _load(con, name)
     bound = _bound(q, params)
     if (spark := _spark(con)) is not None:
         spark.materialize(q, bound, table or name)
         return
+    made = f"table {database}.{table or name}" if database else f"temp table {table or name}"
     with _file_errors(name):
-        reading_store(lambda: con.execute(f"create or replace temp table {table or name} as\n{q.sql}", bound))
+        reading_store(lambda: con.execute(f"create or replace {made} as\n{q.sql}", bound))
 
 
 def create_view(con: duckdb.DuckDBPyConnection, name: str, view: str | None = None, *, temp: bool = False

@@ -14,7 +14,7 @@ import pytest
 from conftest import run_cli, shared
 
 from attribution.analyses import arrivals, select
-from attribution.analyses.arrival_fits import MIN_GAPS, fit_gaps, sample, weibull_mle
+from attribution.analyses.arrival_fits import MIN_GAPS, fit_gaps, group_gaps, sample, weibull_mle
 from attribution.analyses.common import frames_connection
 from attribution.errors import UsageError
 from attribution.ingest import ingest
@@ -362,3 +362,13 @@ def test_burstiness_change_reads_two_windows_of_a_store():
     before, now = Window(T0, T0 + timedelta(seconds=4000)), Window(T0 + timedelta(seconds=4000), None)
     r = burstiness_change(con, now, before, by="workload").row(0, named=True)
     assert (r["grp"], r["requests_before"], r["requests_now"], r["status"]) == ("w", 3000, 3000, "burstier")
+
+
+def test_group_gaps_are_each_groups_rows_in_order_and_a_split_group_is_refused():
+    gaps = pl.DataFrame({"grp": ["b", "b", "a", "(all)", "(all)", "(all)"],
+                         "gap_s": [0.5, 0.0, 2.0, 1.0, 3.0, 0.25]})
+    got = [(g, x.tolist()) for g, x in group_gaps(gaps)]
+    assert got == [("b", [0.5, 0.0]), ("a", [2.0]), ("(all)", [1.0, 3.0, 0.25])]
+    assert list(group_gaps(gaps.clear())) == []
+    with pytest.raises(ValueError, match="must come together"):
+        list(group_gaps(gaps.vstack(gaps.head(1))))

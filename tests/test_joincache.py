@@ -14,6 +14,7 @@ from test_join import _slp, _store, _vllm_line
 
 from attribution import joincache
 from attribution.analyses import select
+from attribution.analyses.common import keep_selections, selections_on_disk
 from attribution.dashboard import Filters, narrow
 from attribution.db import fetch
 from attribution.ingest import ingest
@@ -154,3 +155,27 @@ def test_a_store_below_a_row_group_is_written_in_several_row_groups_with_the_sam
     monkeypatch.undo()
     monkeypatch.setattr(joincache, "ROW_GROUP", 4_096)  # at a row group of requests or more: DuckDB's own
     assert joincache.row_group_size(plain) == 4_096
+
+
+def test_selections_on_disk_are_tables_of_a_file_with_the_same_rows_in_the_same_order(sample_store, tmp_path):
+    store = Store.open(sample_store)
+    in_memory, on_disk = store.connect(), store.connect()
+    selections_on_disk(on_disk, tmp_path)
+    keep_selections(on_disk, 1)
+    select(in_memory, by="model")
+    select(on_disk, by="model")
+    read = "select * from int_analysis_requests"
+    assert fetch(on_disk, read).equals(fetch(in_memory, read))  # row order too (ties keep it)
+
+    def tables(con) -> list[tuple[str, bool]]:
+        return fetch(con, "select database_name, temporary from duckdb_tables() "
+                          "where table_name like 'int_analysis_requests_%'").rows()
+
+    ((database, temporary),) = tables(on_disk)
+    assert database.startswith("selections_") and not temporary
+    assert (tmp_path / f"{database}.duckdb").is_file()
+    assert [t for _, t in tables(in_memory)] == [True]
+    select(on_disk, by="all")  # the one kept replaces the other in the file
+    assert tables(on_disk) == [(database, False)]
+    assert fetch(on_disk, "select count(*) from int_analysis_requests").item() == \
+        fetch(in_memory, "select count(*) from int_analysis_requests").item()

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from attribution.analyses.arrival_fits import group_gaps
 from attribution.analyses.common import Window, select
 from attribution.choices import GroupBy
 
@@ -92,7 +93,7 @@ def window_gaps(con: Any, window: Window, by: GroupBy) -> dict[str, np.ndarray]:
     sel = select(con, since=window, by=by)
     sel.materialize("int_arrival_times", overall=False)
     gaps = sel.run("arrival_gaps_by_group")
-    return {g: part["gap_s"].to_numpy() for (g,), part in gaps.group_by("grp", maintain_order=True)}
+    return dict(group_gaps(gaps))
 
 
 def burstiness_change(con: Any, now: Window, before: Window, by: GroupBy, rule: ChangeRule = ChangeRule()

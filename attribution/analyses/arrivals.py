@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import polars as pl
 
-from attribution.analyses.arrival_fits import MAX_GAPS, MIN_GAPS, fit_gaps, sample
+from attribution.analyses.arrival_fits import MAX_GAPS, MIN_GAPS, fit_gaps, group_gaps, sample
 from attribution.analyses.common import Analysis, Selection, base_params, name_groups
 from attribution.choices import GroupBy
 from attribution.errors import UsageError
@@ -107,8 +107,10 @@ _FIT_SCHEMA = {"grp": pl.Utf8, "distribution": pl.Utf8, "gaps": pl.Int64, "fitte
 def _fits(gaps: pl.DataFrame) -> pl.DataFrame:
     """The three fits of each group's positive gaps (a loop over groups, each fit vectorised)."""
     rows = []
-    for (grp,), part in gaps.filter(pl.col("gap_s") > 0).group_by("grp", maintain_order=True):
-        x = part["gap_s"].to_numpy()
+    for grp, every in group_gaps(gaps):
+        x = every[every > 0]
+        if not x.size:
+            continue
         fitted = sample(x)
         rows += [{"grp": grp, "gaps": len(x), "fitted_on": len(fitted), **r} for r in fit_gaps(fitted)]
     return pl.DataFrame(rows, schema=_FIT_SCHEMA).select(list(_FIT_SCHEMA))

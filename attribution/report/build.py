@@ -27,7 +27,7 @@ from attribution.analyses import (
     select,
 )
 from attribution.analyses.arrival_change import ChangeRule, burstiness_change
-from attribution.analyses.common import keep_selections, release
+from attribution.analyses.common import keep_selections, release, selections_on_disk
 from attribution.analyses.exact import shared_sweeps
 from attribution.analyses.overview import cohort_latency, cohort_of, findings
 from attribution.config import Settings, connect_settings
@@ -161,11 +161,15 @@ def _run_analyses(store: Store, settings: Settings, *, since: Any, until: Any, w
         window = report_window(probe, since=since, until=until, week=week, default=settings.window)
         con = store.connect(snapshot, days=report_days(store, snapshot, window))
         connect_settings(con, settings)  # the config's workload names replace the store's own mapping here
-        bound_memory(con, MEMORY_MB)
-        # one selection kept (the last made): keeping three (the window by group and overall, the previous
-        # window) held ~1 GB of DuckDB's memory while the changes' compare peaked beside it (2.9 GB at 1M;
-        # kept one: 2.4 GB, same bytes, no more CPU: bench/scale/README.md, 2026-12-03 mem31)
-        keep_selections(con, 1)
+        scratch = bound_memory(con, MEMORY_MB)
+        # the selections in a database file beside the spill (compressed, read back as the cap requires): a
+        # temporary table of a 6M window's requests held the whole cap (bench/scale/README.md, mem35)
+        selections_on_disk(con, scratch)
+        # four selections kept (the window by group, by cohort and overall, the previous window): on disk they
+        # hold no working memory (as temporary tables three held ~1 GB beside the changes' compare, mem31),
+        # and the arrivals, the burstiness change and the memory split reuse them instead of selecting again
+        # (6M: 130.6 against 147.9 CPU s, same bytes: bench/scale/README.md, mem35)
+        keep_selections(con, 4)
         # the thresholds read the window's step lines and the changes' compare every day's: kept, they stayed
         # beside the compare's bootstrap. Where the window holds every day's lines (a store of one week) the
         # compare takes the thresholds' rows once instead of reading them again.
