@@ -25,7 +25,7 @@ import polars as pl
 
 from attribution import analyses, joincache, kept, queries, thresholds
 from attribution.analyses import Analysis, GroupBy, Selection, Window
-from attribution.analyses.common import Empty
+from attribution.analyses.common import REQUEST_LINES, Empty
 from attribution.columns import is_p_value, p_value_text
 from attribution.compare import CohortBy, compare
 from attribution.config import Settings, connect_settings, load_settings, workload_map
@@ -342,8 +342,21 @@ class View:
     def _nothing(self) -> str:
         """Why a page has no requests to show: an empty store, or filters that leave none."""
         if self.filters == Filters():
-            return "The store holds no requests yet: ingest logs with `attribution ingest PATH`."
+            return self._no_request_rows()
         return f"No requests match the filters ({self.filters.describe()}): widen them in the sidebar."
+
+    def _no_request_rows(self) -> str:
+        """Why a store has no requests: nothing ingested, or engines whose request lines were not logged (their
+        step and access lines are stored: a vLLM pod run with its defaults since 0.10)."""
+        steps, posts = queries.inline(
+            self.con, "select (select count(*) from engine_steps) as steps, "
+                      "(select count(*) from access_log where method = 'POST') as posts").row(0)
+        if not steps and not posts:
+            return "The store holds no requests yet: ingest logs with `attribution ingest PATH`."
+        return (f"The store holds no request rows: its engines logged {steps:,} step line{'s' * (steps != 1)} and "
+                f"their API servers {posts:,} POST response{'s' * (posts != 1)} (access lines), but no request "
+                f"lines. {REQUEST_LINES}. The Ingest health page lists the responses per deployment; the pages of "
+                "lengths, latency and concurrency need request lines or gateway logs.")
 
     def _run(self, by: GroupBy | str, fn: Callable[..., Analysis], /, from_histograms: bool = False,
              **kw: Any) -> Analysis | Empty:

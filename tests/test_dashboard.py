@@ -470,6 +470,20 @@ def test_every_page_says_when_there_is_nothing_to_show(name, tmp_path, monkeypat
         assert not at.dataframe and not charts(at)
 
 
+def test_a_store_of_engine_lines_without_request_lines_says_so_not_that_it_is_empty(tmp_path, monkeypatch):
+    """A real vLLM console log of a pod run with the default logging (no request lines since 0.10): step and
+    access lines only. The pages say what the store holds and which flag logs the request lines, not that
+    nothing was ingested (which they said before)."""
+    from conftest import shared
+
+    log = shared("traces", "vllm_server_logs", "01_2026_05_09_vllm_log_dump.txt")
+    ingest([str(log)], tmp_path / "store", year=2026, tz="UTC")
+    at = page("overview", tmp_path / "store", monkeypatch)
+    said = at.info[0].value
+    assert "holds no requests yet" not in said
+    assert "712 step lines" in said and "POST responses" in said and "--enable-log-requests" in said, said
+
+
 def test_p_values_read_as_in_the_report():
     """The dashboard's tables write a p-value as the report's cells do (e-notation below 1e-4), not as a long
     decimal; other columns keep their numbers."""
