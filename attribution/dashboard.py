@@ -25,7 +25,7 @@ import polars as pl
 
 from attribution import analyses, joincache, kept, queries, thresholds
 from attribution.analyses import Analysis, GroupBy, Selection, Window
-from attribution.analyses.common import REQUEST_LINES, Empty
+from attribution.analyses.common import REQUEST_LINES, Empty, post_calls
 from attribution.columns import is_p_value, p_value_text
 from attribution.compare import CohortBy, compare
 from attribution.config import Settings, connect_settings, load_settings, workload_map
@@ -348,9 +348,8 @@ class View:
     def _no_request_rows(self) -> str:
         """Why a store has no requests: nothing ingested, or engines whose request lines were not logged (their
         step and access lines are stored: a vLLM pod run with its defaults since 0.10)."""
-        steps, posts = queries.inline(
-            self.con, "select (select count(*) from engine_steps) as steps, "
-                      "(select count(*) from access_log where method = 'POST') as posts").row(0)
+        steps = queries.inline(self.con, "select count(*) as n from engine_steps").item()
+        posts = post_calls(queries.run(self.con, "engine_responses", since=None, until=None))
         if not steps and not posts:
             return "The store holds no requests yet: ingest logs with `attribution ingest PATH`."
         return (f"The store holds no request rows: its engines logged {steps:,} step line{'s' * (steps != 1)} and "
