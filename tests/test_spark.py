@@ -507,7 +507,7 @@ def reports(small_sample, spark_session) -> dict[str, tuple[str, object]]:
     connect = connection.connect_settings
 
     def connected(*a, **k):  # the report's Spark connection, for the analyses' tests (`both`)
-        out["spark_con"] = connect(*a, **k)
+        out["spark_con"], out["keep"] = connect(*a, **k), k.get("keep")
         return out["spark_con"]
 
     def counted(con, q, params, table):  # each query the Spark report computes into a table
@@ -537,6 +537,20 @@ def test_the_report_on_spark_selects_each_window_and_grouping_once(reports):
     selections = [tuple(sorted(params.items())) for name, params in reports["materialized"]
                   if name == "int_analysis_requests"]
     assert len(selections) == len(set(selections)) == 5
+
+
+def test_the_report_on_spark_keeps_the_requests_join_at_any_size(small_sample, reports, monkeypatch):
+    """The report's analyses read joined_requests in about fifteen queries: its connection keeps the join once
+    read whatever the store's size (REPORT_KEEPS), where a command's connection on a store above
+    SMALL_STORE_ROWS reads the files in each query; a small store keeps every staged view."""
+    from attribution.spark import connection
+
+    snap = Store.open(small_sample).snapshot()
+    assert connection.kept_views(snap) == connection.kept_views(snap, connection.REPORT_KEEPS) == connection.KEPT_VIEWS
+    monkeypatch.setattr(connection, "SMALL_STORE_ROWS", 0)
+    assert connection.kept_views(snap) == ()
+    assert connection.kept_views(snap, connection.REPORT_KEEPS) == ("joined_requests",)
+    assert reports["keep"] == connection.REPORT_KEEPS
 
 
 def test_the_report_on_spark_computes_each_answer_once(reports):

@@ -144,9 +144,10 @@ def _run_analyses(store: Store, settings: Settings, *, since: Any, until: Any, w
     say = progress or (lambda _: None)
     snapshot = store.snapshot()
     if settings.engine == "spark":  # Spark's views over the snapshot: the same queries for every analysis below
+        from attribution.spark.connection import REPORT_KEEPS
         from attribution.spark.connection import connect_settings as spark_connect
 
-        con: Any = spark_connect(store, snapshot, settings)
+        con: Any = spark_connect(store, snapshot, settings, keep=REPORT_KEEPS)
         window = report_window(con, since=since, until=until, week=week, default=settings.window)
         # the selections kept: the analyses below ask eight or more times for about six (the window by group,
         # by cohort and overall, the previous window by group, both windows overall, the memory split's

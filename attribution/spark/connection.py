@@ -218,10 +218,12 @@ def data_path(store: Store, rel: str | Path) -> str:
 
 
 def connect(store: Store, snapshot: Snapshot, spark: SparkSession,
-            workloads: pl.DataFrame | None = None, days: dict[str, Days] | None = None) -> SparkConnection:
+            workloads: pl.DataFrame | None = None, days: dict[str, Days] | None = None,
+            keep: tuple[str, ...] = ()) -> SparkConnection:
     """The views of attribution.views.connect, on Spark; `workloads` (match, name) replaces the store's
     workload map (attribution.config.connect_settings); `days` (attribution.pruning.plan): each table named
-    reads only those days' partitions."""
+    reads only those days' partitions; `keep`: views computed once when first read whatever the store's size
+    (keep_small)."""
     from attribution import queries
     from attribution.views import STAGED, has_scrapes, ingest_files_frame, load_workload_map
 
@@ -247,7 +249,7 @@ def connect(store: Store, snapshot: Snapshot, spark: SparkSession,
     con.register("ingest_files", ingest_files_frame(snapshot))
     con.register("workload_map", workloads if workloads is not None else load_workload_map(store))
     queries.create_view(_as_con(con), "stg_joined_requests", "joined_requests")
-    keep_small(con, snapshot)
+    keep_small(con, snapshot, keep)
     return con
 
 
@@ -290,18 +292,29 @@ def _read(store: Store, snapshot: Snapshot, spark: SparkSession, table: str, rng
 # At most this many rows in the snapshot, the staged views are computed once, into the executors' memory.
 SMALL_STORE_ROWS = 250_000
 KEPT_VIEWS = ("requests", "engine_config", "engine_steps", "joined_requests")
+# The report's analyses read the requests' join in about fifteen queries (its five selections, the window's
+# anchor, the memory split's demand, binding and arrivals, the prompt cache, the drift, the join's coverage):
+# above SMALL_STORE_ROWS each of them joined the files again; kept, the join is made once (bench/scale/README.md)
+REPORT_KEEPS = ("joined_requests",)
 
 
-def keep_small(con: SparkConnection, snapshot: Snapshot) -> None:
+def keep_small(con: SparkConnection, snapshot: Snapshot, keep: tuple[str, ...] = ()) -> None:
     """A small store's staged views (each a plan of joins and windows over the files, which every query reading
     them plans and runs again) computed once and kept (localCheckpoint, as `materialize`) when a query first
     reads them: an analysis runs tens of queries over them, each paying their plan and jobs; a view the command
     does not read (engine_steps for `lengths`, all but the join for a relative window's probe) costs nothing.
-    The same rows, so the same answers. A bigger store's views read the files in each query, as on a cluster
-    (keeping a week's join would hold it all in the executors)."""
-    if sum(int(e.get("rows") or 0) for e in snapshot.data.values()) > SMALL_STORE_ROWS:
-        return
-    con.keep_when_read({name: con.spark.table(name) for name in KEPT_VIEWS})
+    The same rows, so the same answers. A bigger store's views read the files in each query, as on a cluster,
+    but for those in `keep`: a caller that reads them many times (the report: the requests' join, REPORT_KEEPS)
+    keeps them at any size, in the executors' storage (memory, spilling to their disks)."""
+    if names := kept_views(snapshot, keep):
+        con.keep_when_read({name: con.spark.table(name) for name in names})
+
+
+def kept_views(snapshot: Snapshot, keep: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The staged views keep_small keeps: all of KEPT_VIEWS on a small store, else those of them in `keep`."""
+    if sum(int(e.get("rows") or 0) for e in snapshot.data.values()) <= SMALL_STORE_ROWS:
+        return KEPT_VIEWS
+    return tuple(name for name in KEPT_VIEWS if name in keep)
 
 
 # At most this many `requests` rows (engine and gateway sides) in the snapshot, a local JVM started for it
@@ -312,16 +325,16 @@ QUICK_JIT_ROWS = 600_000
 
 
 def connect_settings(store: Store, snapshot: Snapshot, settings: Settings,
-                     days: dict[str, Days] | None = None) -> SparkConnection:
+                     days: dict[str, Days] | None = None, keep: tuple[str, ...] = ()) -> SparkConnection:
     """The Spark views of `snapshot` (only `days`' partitions, where given) with the settings' workload names,
     on the session the settings ask for (`spark_master`, `spark_conf`): what `--engine spark` runs an analysis
-    or the report on."""
+    or the report on (`keep`: views kept at any size, keep_small)."""
     from attribution.config import workload_map
     from attribution.spark.session import get_session, parse_conf
 
     quick = sum(int(e.get("rows") or 0) for e in snapshot.data.values() if e.get("table") == "requests") <= QUICK_JIT_ROWS
     session = get_session(settings.spark_master, parse_conf(settings.spark_conf), quick_jit=quick)
-    return connect(store, snapshot, session, workload_map(settings), days)
+    return connect(store, snapshot, session, workload_map(settings), days, keep)
 
 
 def _spark_schema(table: str) -> StructType:
