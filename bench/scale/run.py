@@ -33,7 +33,7 @@ def _size(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-def _subreaper() -> None:
+def subreaper() -> None:
     """Adopt orphaned descendants (Spark's JVM outlives the driver's Python, which never waits for it): they are
     then reaped here, so RUSAGE_CHILDREN counts their CPU."""
     import ctypes
@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> None:
     a.spark_conf = a.spark_conf or ["spark.driver.memory=4g"]
     if unknown := set(a.steps) - set(STEPS):
         ap.error(f"unknown steps {sorted(unknown)}")
-    _subreaper()
+    subreaper()
     out = run(a)
     if a.json:
         a.json.write_text(json.dumps(out, indent=1))
