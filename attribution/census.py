@@ -6,13 +6,21 @@ Skip rules are data: `sources/skip_rules.toml`, keyed by source name (read by at
 from __future__ import annotations
 
 import functools
+import importlib
+import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from attribution.privacy import SAMPLE_CHARS, SECRET_RE, before_content, redact
 from attribution.sources.base import rules_for
+
+# The standard library's regex parser (a rule's literals, `rule_literals`); without it every rule is tried.
+try:
+    sre_parse: Any = importlib.import_module("re._parser")
+except ImportError:  # pragma: no cover (Python 3.11-3.13 have it)
+    sre_parse = None
 
 if TYPE_CHECKING:
     from polars.expr.whenthen import ChainedThen, Then
@@ -63,17 +71,63 @@ _IDS = [
 ]
 
 
-def quote_masked(text: pl.Expr) -> pl.Expr:
+
+# What a mask needs in the text to match at all, checked on the (colour-free) text of a chunk's unparsed lines
+# before the mask is built: a mask whose literals none of them hold is not applied (the same text out; Polars
+# compiles fewer patterns). Each needed literal is in the line before any mask runs (no mask's replacement
+# writes it, nor joins text into it); `ASCII_ONLY` literals (case-insensitive patterns) are trusted only when
+# every line is ASCII (Unicode case folding: `K` matches `k`). None: always applied.
+_GATES: dict[str, tuple[str, ...] | None] = {
+    _ANSI: ("\x1b",),
+    _QUOTES[1][0]: ('"',), _QUOTES[2][0]: ("'",), _QUOTES[3][0]: ('"',), _QUOTES[4][0]: ("'",),
+    _QUOTES[5][0]: ('"', "'"),
+    _QUOTES[6][0]: ("key", "token", "secret", "passw", "authorization"),
+    _QUOTES[7][0]: ("_ids",), _QUOTES[8][0]: ("[",),
+    SECRET_RE: ("sk-", "bearer"),
+    _IDS[0][0]: ("-",), _IDS[1][0]: (".",), _IDS[2][0]: ("0x", "0X"), _IDS[5][0]: ("|",), _IDS[7][0]: (",",),
+}
+_ASCII_ONLY = {_QUOTES[6][0], SECRET_RE}
+GATE_MAX_CHARS = 1 << 20  # the text of more unparsed lines than this is not searched: every mask and rule applied
+
+
+def _needed(pattern: str, present: str | None) -> bool:
+    """Whether a mask can match text of which `present` is a superset (None: unknown, so yes)."""
+    lits = _GATES.get(pattern)
+    if present is None or lits is None:
+        return True
+    if pattern in _ASCII_ONLY:
+        if not present.isascii():
+            return True
+        low = present.lower()
+        return any(lit in low for lit in lits)
+    return any(lit in present for lit in lits)
+
+
+def present_text(texts: pl.Series) -> str | None:
+    """The text the gates search (`_needed`, `rule_literals`): the lines joined, None when too long to search."""
+    if texts.str.len_chars().sum() > GATE_MAX_CHARS:
+        return None
+    return "\n".join(t for t in texts.to_list() if t)
+
+
+def quote_masked(text: pl.Expr, present: str | None = None) -> pl.Expr:
+    """Quoted strings (and token id lists, key-like values) masked. `present`: a text holding every line's
+    text once its colours are removed, and their colour codes (see `_GATES`); None: every mask applied."""
     for pattern, repl in _QUOTES:
-        text = text.str.replace_all(pattern, repl)
+        if _needed(pattern, present):
+            text = text.str.replace_all(pattern, repl)
     return text.str.replace_all(_KEY, '"', literal=True)
 
 
-def shape_expr(text: pl.Expr) -> pl.Expr:
-    """The shape of a line: quoted strings, UUIDs, IPs, hex ids and numbers masked; at most SHAPE_CHARS."""
-    text = quote_masked(text).str.replace_all(SECRET_RE, "<secret>")
+def shape_expr(text: pl.Expr, present: str | None = None) -> pl.Expr:
+    """The shape of a line: quoted strings, UUIDs, IPs, hex ids and numbers masked; at most SHAPE_CHARS.
+    `present`: as for `quote_masked`."""
+    text = quote_masked(text, present)
+    if _needed(SECRET_RE, present):
+        text = text.str.replace_all(SECRET_RE, "<secret>")
     for pattern, repl in _IDS:
-        text = text.str.replace_all(pattern, repl)
+        if _needed(pattern, present):
+            text = text.str.replace_all(pattern, repl)
     return text.str.strip_chars_end().str.slice(0, SHAPE_CHARS)
 
 
@@ -107,6 +161,60 @@ def skip_pattern(rules: tuple[tuple[str, str], ...]) -> str:
     return "^(?:" + "|".join(f"(?P<_r{i}>(?s:.*?)(?:{rx}))" for i, (_, rx) in enumerate(rules)) + ")"
 
 
+def _literals(items: Any, flags: int) -> frozenset[str] | None:
+    """Strings one of which every match of the parsed `items` holds (None: none known). Conservative: a run
+    of literal characters is cut at anything else; of several candidates the one with the longest shortest
+    string is kept."""
+    best: frozenset[str] | None = None
+    cands: list[frozenset[str]] = []
+    run: list[str] = []
+    for op, arg in [*items, (None, None)]:
+        if op is sre_parse.LITERAL and not flags & re.IGNORECASE:
+            run.append(chr(arg))
+            continue
+        if run:
+            cands.append(frozenset(["".join(run)]))
+            run = []
+        got: frozenset[str] | None = None
+        if op is sre_parse.SUBPATTERN:
+            _group, add, _delete, sub = arg
+            got = None if add & re.IGNORECASE else _literals(sub, flags)
+        elif op is sre_parse.BRANCH:
+            alts = [_literals(b, flags) for b in arg[1]]
+            got = None if any(a is None for a in alts) else frozenset().union(*alts)  # type: ignore[arg-type]
+        elif op in (sre_parse.MAX_REPEAT, sre_parse.MIN_REPEAT) and arg[0] >= 1:
+            got = _literals(arg[2], flags)
+        elif op is sre_parse.IN and not flags & re.IGNORECASE and arg and all(o is sre_parse.LITERAL for o, _ in arg):
+            got = frozenset(chr(c) for _, c in arg)
+        if got:
+            cands.append(got)
+    for c in cands:
+        if best is None or min(map(len, c)) > min(map(len, best)):
+            best = c
+    return best
+
+
+@functools.lru_cache(maxsize=512)
+def rule_literals(rx: str) -> frozenset[str] | None:
+    """Strings one of which every line a rule (Rust regex syntax) matches holds; None when unknown (the rule is
+    then always tried). Read with Python's parser, so only for patterns both syntaxes read alike."""
+    if sre_parse is None or any(m in rx for m in ("[[", "\\p", "\\P", "&&", "--", "~~", "\\z", "\\Q")):
+        return None
+    try:
+        parsed = sre_parse.parse(rx)
+    except (re.error, ValueError, OverflowError):
+        return None
+    return _literals(parsed, parsed.state.flags)
+
+
+def possible_rules(pairs: tuple[tuple[str, str], ...], present: str | None) -> tuple[tuple[str, str], ...]:
+    """The rules that can match a line of which `present` is a superset, in order (None: all of them): a rule
+    none of whose literals `present` holds matches no line, so the first matching rule stays the same."""
+    if present is None:
+        return pairs
+    return tuple(p for p in pairs if (lits := rule_literals(p[1])) is None or any(lit in present for lit in lits))
+
+
 def _first_rule(pairs: tuple[tuple[str, str], ...], merged: bool) -> pl.Expr:
     """The reason of the first of `pairs` that matches `text`, else null."""
     text = pl.col("text")
@@ -122,13 +230,14 @@ def _first_rule(pairs: tuple[tuple[str, str], ...], merged: bool) -> pl.Expr:
     return chain.otherwise(pl.lit(None, pl.Utf8))
 
 
-def _skip_reason(units: pl.DataFrame, rules: Rules) -> pl.Expr:
-    """The reason of the first skip rule of the line's source that matches it, else null."""
+def _skip_reason(units: pl.DataFrame, rules: Rules, present: str | None = None) -> pl.Expr:
+    """The reason of the first skip rule of the line's source that matches it, else null. `present`: a text
+    holding every line's `text` (rules that cannot match it are left out), None: every rule tried."""
     per_source: list[pl.Expr] = []
     names = units["source"].unique().to_list()
     merged = units.height <= SKIP_MERGED_MAX_LINES
     for src in names:
-        pairs = rules(src)
+        pairs = possible_rules(rules(src), present)
         if not pairs:
             continue
         reason = _first_rule(pairs, merged)
@@ -223,11 +332,17 @@ def _shapes(rest: pl.DataFrame, errors: pl.DataFrame | None, rules: Rules) -> pl
         rest = rest.with_columns(pl.lit(None, pl.Utf8).alias("err"))
     # Rules see the line without colours and without a `\r` (a console log keeps both).
     rest = rest.with_columns(pl.col("text").fill_null("").alias("raw"))
-    rest = rest.with_columns(pl.col("raw").str.replace_all(_ANSI, "").str.strip_chars_end("\r").alias("text"))
-    rest = rest.with_columns(pl.coalesce("err", _skip_reason(rest, rules)).alias("reason"))
+    colours = rest["raw"].str.contains("\x1b", literal=True).any()
+    text = pl.col("raw").str.replace_all(_ANSI, "") if colours else pl.col("raw")
+    rest = rest.with_columns(text.str.strip_chars_end("\r").alias("text"))
+    # The masks and rules that can match no line of the chunk are not built (the same reasons and shapes).
+    present = present_text(rest["text"])
+    if present is not None and colours:
+        present += "\n\x1b"
+    rest = rest.with_columns(pl.coalesce("err", _skip_reason(rest, rules, present)).alias("reason"))
     rest = rest.with_columns(
         pl.when(pl.col("reason").is_null()).then(pl.lit("unrecognised")).otherwise(pl.lit("skipped")).alias("class"),
-        shape_expr(pl.col("text")).alias("shape"),
+        shape_expr(pl.col("text"), present).alias("shape"),
     )
     g = (rest.group_by("source", "class", "reason", "shape")
          .agg(pl.col("span").sum().alias("lines"), pl.col("line").min().alias("first_line"),
@@ -239,7 +354,7 @@ def _shapes(rest: pl.DataFrame, errors: pl.DataFrame | None, rules: Rules) -> pl
                  .with_columns(pl.lit(OTHER).alias("shape"), pl.lit(None, pl.Utf8).alias("sample")))
         g = pl.concat([g.head(SHAPES_MAX), other.select(g.columns)])
     # A sample is the line with its quoted strings masked first (never a prompt), then keys redacted.
-    g = g.with_columns(quote_masked(pl.col("sample")).alias("sample"))
+    g = g.with_columns(quote_masked(pl.col("sample"), present).alias("sample"))
     g = g.with_columns(pl.col("sample").map_elements(redact, return_dtype=pl.Utf8))
     return g.select(pl.col(c).cast(t) for c, t in SHAPE_SCHEMA.items())
 

@@ -16,6 +16,7 @@ from polars.expr.string import ExprStringNameSpace
 
 from attribution import census
 from attribution.ingest import parse_path
+from attribution.ingest.parsing import source_rules
 from attribution.sources import vllm_config
 from attribution.sources.base import skip_rules
 
@@ -113,3 +114,73 @@ def test_a_chunk_without_startup_lines_builds_two_patterns_for_the_facts(monkeyp
     facts, _ = vllm_config.extract_facts(recs.with_columns(msg=pl.lit("Available KV cache memory: 3.5 GiB")))
     assert facts["available_kv_bytes"].to_list() == [int(3.5 * (1 << 30))] * 3
     assert len(built) > 15  # (the specs' patterns, now that a line has a mark)
+
+
+# -- the census' masks and skip rules left out of a chunk whose lines cannot match them ----------------------
+
+
+@pytest.mark.parametrize("source", sorted(skip_rules()))
+def test_a_rules_literals_are_in_every_line_it_matches(source, corpus):
+    # census.rule_literals reads a rule's literals with Python's regex parser: wherever Polars' engine finds the
+    # rule in a line of the corpus (or of two rules' lines joined), one of them is in the line.
+    pairs = skip_rules()[source]
+    samples = corpus.select(pl.col("text"), census._first_rule(pairs, merged=False).alias("r")).filter(
+        pl.col("r").is_not_null()).group_by("r", maintain_order=True).agg(pl.col("text").first())["text"].to_list()
+    lines = pl.concat([corpus, pl.DataFrame({"text": [f"{a} {b}" for a, b in itertools.permutations(samples, 2)]})])
+    known = 0
+    for _, rx in pairs:
+        lits = census.rule_literals(rx)
+        if lits is None:
+            continue
+        known += 1
+        hit = lines.filter(pl.col("text").str.contains(rx))["text"].to_list()
+        assert all(any(lit in t for lit in lits) for t in hit), (rx, lits)
+    assert known >= len(pairs) // 2
+
+
+def test_rule_literals_of_alternations_classes_and_flags():
+    assert census.rule_literals(r"(?:^|\) )ERROR \d\d") == frozenset({"ERROR "})
+    assert census.rule_literals(r"Loading weights took|Starting to load model") == frozenset(
+        {"Loading weights took", "Starting to load model"})
+    assert census.rule_literals(r"[▀▄]|\[(?:api_)?utils\.py:\d+\]\s*$") == frozenset({"▀", "▄", "utils.py:"})
+    assert census.rule_literals(r"ab?c") == frozenset({"a"}) or census.rule_literals(r"ab?c") == frozenset({"c"})
+    for unknown in (r"^\s*$", r"(?i)token", r"(?i:multi)", r"[^a]", r"\p{L}+", r"[[:alpha:]]x", r"a(b"):
+        assert census.rule_literals(unknown) is None, unknown
+    assert census.rule_literals(r"(?i:multi-modal) warmup") == frozenset({" warmup"})
+
+
+# Lines that make the gated masks' edge cases: colours (removed first, joining text), case folding outside ASCII
+# (the Kelvin sign folds to k, the long s to s), keys and bearer values, token ids, UUIDs, IPs, hex, bars.
+_EDGE = ["\x1b[32mINFO\x1b[0m to\x1b[1mken=abc123", "api_\u212aey=abcdefgh x", "\u017fk-abcdefghij", "Bearer abcdef123",
+         '{"prompt_token_ids": [1, 2, 3], "x": \'y\'}', "id 123e4567-e89b-12d3-a456-426614174000 at 10.0.0.1:80",
+         "0xdeadbeef 1.5e3 |████ | 3, 4, 5", "plain words only", "PASSWORD: hunter2", "it's a 'quoted' one"]
+
+
+def _chunks(lines: list[str], size: int) -> list[list[str]]:
+    return [lines[i:i + size] for i in range(0, len(lines), size)]
+
+
+def test_gated_shapes_and_reasons_are_the_ungated_ones(corpus):
+    # Chunks of corpus lines of every source (a chunk mixing vLLM, SGLang and other families' lines), and each
+    # edge line alone and with others: the same shape, sample and skip reason with the gates as with every
+    # mask and rule applied.
+    lines = corpus["text"].to_list()
+    chunks = [*_chunks(lines[::7], 150), *([e] for e in _EDGE), _EDGE, [*_EDGE, *lines[:40]]]
+    sources = [None, "vllm_log", "sglang_log", "litellm"]
+    left_out = 0
+    for i, chunk in enumerate(chunks):
+        units = pl.DataFrame({"text": chunk, "source": [sources[(i + j) % 4] for j in range(len(chunk))]})
+        clean = units.with_columns(pl.col("text").str.replace_all(census._ANSI, "").str.strip_chars_end("\r"))
+        present = census.present_text(clean["text"])
+        assert present is not None
+        if units["text"].str.contains("\x1b", literal=True).any():
+            present += "\n\x1b"
+        text = pl.col("text")
+        got = clean.select(census.shape_expr(text, present).alias("shape"),
+                           census._skip_reason(clean, source_rules, present).alias("reason"))
+        want = clean.select(census.shape_expr(text).alias("shape"), census._skip_reason(clean, source_rules).alias("reason"))
+        assert got.equals(want), chunk
+        samples = units.select(census.quote_masked(text, present))
+        assert samples.equals(units.select(census.quote_masked(text))), chunk
+        left_out += sum(not census._needed(p, present) for p in census._GATES)
+    assert left_out > 100  # (the gates do leave masks out)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import os
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -227,8 +228,10 @@ def parse_path(
 
         known = ", ".join(sorted([*sources.registry(), *wrappers.registry()]))
         raise InputError(f"{p}: not a recognised format (use --format; known: {known})")
+    # The latest admissible time is the clock at the start plus the default `max_future`, as an ingest's (one
+    # bound for every chunk: the value checks built for a chunk's columns are then reused by the next).
     ctx = ParseContext(str(p), deployment or default_deployment(p), label, year, tz, p.stat().st_mtime,
-                       dict(options or {}, _forced=bool(fmt)), {})
+                       dict(options or {}, _forced=bool(fmt)), {}, max_ts=time.time() + domains.MAX_FUTURE_S)
     parts: dict[str, list[pl.DataFrame]] = {t: [] for t in TABLES}
     for _chunk, _before, rows in parse_units(p, src, ctx, chunk_bytes=chunk_bytes or reader.DEFAULT_CHUNK_BYTES):
         for t, df in rows.items():

@@ -358,6 +358,8 @@ def json_lines(head: str, limit: int = 1) -> list[str]:
     """The first `limit` lines of a text that hold a JSON object (after the clean-up `json_records` does)."""
     found = []
     for line in head.lstrip("\ufeff").split("\n"):
+        if "{" not in line:  # (the clean-up only removes text: such a line never holds an object)
+            continue
         s = line.strip()
         if not s.startswith("{"):
             s = re.sub(ANSI_RE, "", s)

@@ -218,10 +218,21 @@ def _frame(buf: list[bytes], first: int) -> pl.DataFrame:
 
 def head_lines(head: str, n: int = 20) -> list[str]:
     """The first `n` non-empty lines of a sniffed head (the last may be cut off: drop it if so)."""
-    lines = head.split("\n")
-    if len(lines) > 1 and not head.endswith("\n"):
-        lines = lines[:-1]
-    return [ln.rstrip("\r") for ln in lines if ln.strip()][:n]
+    out: list[str] = []
+    start = 0
+    while len(out) < n:  # (line by line: a 64 KB head has hundreds of lines, a sniff looks at 20)
+        end = head.find("\n", start)
+        if end < 0:
+            if start:  # text after the last newline: cut off
+                break
+            end = len(head)  # no newline at all: the one line
+        line = head[start:end]
+        if line.strip():
+            out.append(line.rstrip("\r"))
+        if end == len(head):
+            break
+        start = end + 1
+    return out
 
 
 def document_sniff(head: str, pattern: re.Pattern[str]) -> float:
