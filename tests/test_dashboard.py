@@ -387,14 +387,18 @@ def test_changes_and_health_pages_equal_the_library(store, monkeypatch):
 
 
 def test_cache_page_equals_the_library(store, monkeypatch):
-    """The page shows what `attribution cache` prints for the report's default window, and both charts."""
-    from attribution.cache.analysis import Economics, cache
+    """The page shows what `attribution cache` prints for the report's default window, and both charts. The
+    page asks the library the test's question, so that answer is computed once (conftest.computed_once)."""
+    from attribution.cache import analysis
     from attribution.report.build import report_window
 
+    asked = computed_once(monkeypatch, analysis, "cache", lambda con, w, **kw: (repr(w), repr(sorted(kw.items()))))
     con = Store.open(store).connect()
     st_ = load_settings()
-    lib = cache(con, report_window(con, default=st_.window), econ=Economics.from_settings(st_))
+    lib = analysis.cache(con, report_window(con, default=st_.window), capacity_blocks=None,
+                         econ=analysis.Economics.from_settings(st_))
     at = page("cache", store, monkeypatch)
+    assert len(asked) == 2 and len(set(asked)) == 1  # the page asked what the test asked
     for table in ("measured", "savings"):
         assert_frame_equal(shown(at)[_heading(lib.titles[table])], lib.tables[table], check_dtypes=False)
     assert len(charts(at)) == 2
