@@ -244,8 +244,11 @@ def test_overview_one_day(store, monkeypatch):
 
 
 def test_lengths_equal_the_library_and_the_ground_truth(store, monkeypatch):
+    asked = library_once(monkeypatch, "lengths")
+    lib = analyses.lengths(analyses.select(Store.open(store).connect(), by="workload"), bins_per_decade=10,
+                           percentiles=load_settings().percentiles)
     at = page("lengths", store, monkeypatch, lengths_by="workload")
-    lib = analyses.lengths(analyses.select(Store.open(store).connect(), by="workload"))
+    assert len(asked) == 2 and len(set(asked)) == 1  # the page asked what the test asked
     got = shown(at)[_heading(lib.titles["stats"])]
     assert_frame_equal(got, lib.tables["stats"], check_dtypes=False)
     for w in TRUTH["workloads"]:
