@@ -6,13 +6,13 @@
 --   since the epoch), kind, cuda_graph, config_hash (hash() of the config_id: the latest start of the row's
 --   deployment and engine at or before it, else of its deployment, else 'default:<engine>' or
 --   'default:unknown'), and one column per step quantity (DOUBLE; NULL where the row does not carry it):
---   decode_batch_size (#running-req of decode lines, else running of periodic lines when the file has no
---   decode lines), running_requests, prefill_batch_tokens (new tokens of prefill lines), step_tokens (batch
+--   running_requests, prefill_batch_tokens (new tokens of prefill lines), step_tokens (batch
 --   tokens, else new tokens (prefill) or running (decode)), state_usage, kv_usage, waiting_requests,
 --   preemptions (0 on a periodic line without `Preemptions:`, which vLLM 0.15+ prints only when there were
 --   some). The same values as the test oracle tests/oracle/threshold_step_values.sql, one row per line
 --   instead of one per line and feature: attribution.thresholds.steps compares them with each start's
---   thresholds.
+--   thresholds. decode_batch_size is not a column: steps.decode_batch_sizes derives it from running_requests
+--   and kind (the one statement of its rule, which a window cut from every line's rows applies too).
 with
 
 -- read where used (a column scan with the filters pushed down), not held: it has ten million rows a week
@@ -26,8 +26,8 @@ steps as not materialized (
 ),
 
 files as (
-    select file, has_decode, row_number() over (order by file) as file_id
-    from (select file, bool_or(kind = 'decode') as has_decode from steps group by file)
+    select file, row_number() over (order by file) as file_id
+    from (select distinct file from steps)
 ),
 
 -- each start holds from its first line to the next start of its deployment (and engine): a range join on
@@ -70,8 +70,6 @@ final as (
         a.kind,
         a.cuda_graph,
         a.config_hash,
-        case when a.kind = 'decode' then a.running
-             when a.kind = 'stats' and not fl.has_decode then a.running end::double as decode_batch_size,
         a.running::double as running_requests,
         case when a.kind = 'prefill' then a.new_tokens end::double as prefill_batch_tokens,
         coalesce(a.batch_tokens, case a.kind when 'prefill' then a.new_tokens

@@ -9,7 +9,8 @@ import json
 import numpy as np
 import polars as pl
 import pytest
-from test_thresholds import SAMPLE, sample_store
+from conftest import REPO
+from test_thresholds import SAMPLE
 from typer.testing import CliRunner
 
 from attribution.analyses import select
@@ -234,14 +235,27 @@ def test_cohorts_and_cli(caused):
     assert isinstance(r.exception, UsageError) and "overlap" in str(r.exception)
 
 
-def test_sample_logs_story(tmp_path_factory):
+def golden_compare() -> dict:
+    """The answer of `attribution compare --cohort-by version --before 0.15.1 --after 0.20.1 --format json` on
+    sample_logs/ as tests/golden/commands/compare.json.out holds it: test_golden_commands pins the command's
+    output to that file (to 1e-9 relative), so what holds of the file holds of the command."""
+    text = (REPO / "tests" / "golden" / "commands" / "compare.json.out").read_text()
+    out = text[text.index("--- stdout\n") + len("--- stdout\n"):text.index("--- stderr\n")]
+    doc = json.loads(out)
+    assert text.startswith("exit 0\n") and doc["params"]["cohort_by"] == "version"
+    return doc
+
+
+def test_sample_logs_story():
     """sample_logs/: vLLM 0.15.1 -> 0.20.1 on the same pods. TTFT fell ~28x; the 95,000-token sparse-prefill
-    kernel fired on 9 requests and cannot explain it; the linear-attention layers sit on every request."""
+    kernel fired on 9 requests and cannot explain it; the linear-attention layers sit on every request. Checked
+    on the golden compare command's answer (golden_compare): that test computes it, this one checks it tells
+    sample_logs' ground truth (so a regenerated golden file that does not is caught here)."""
     truth = {c["engine_version"]: c for c in json.loads((SAMPLE / "ground_truth.json").read_text())["cohorts"]}
     before, after = truth["0.15.1"], truth["0.20.1"]
-    con = Store.open(sample_store(tmp_path_factory)).connect()
-    res = compare(select(con), by="version", metrics=("ttft_s", "e2e_s"), resamples=400)
-    s = {(r["metric"], r["percentile"]): r for r in res.tables["summary"].to_dicts()}
+    res = golden_compare()
+    assert (res["params"]["before"], res["params"]["after"]) == ("0.15.1", "0.20.1")
+    s = {(r["metric"], r["percentile"]): r for r in res["tables"]["summary"]}
     gateway = 0.006  # LiteLLM's clock adds 4 ms before and 2 ms after the engine (simulate/writers/litellm.py)
     for m in ("ttft_s", "e2e_s"):
         for p in ("p50", "p90", "p99"):
@@ -252,7 +266,7 @@ def test_sample_logs_story(tmp_path_factory):
             assert r["ratio_lo"] < r["ratio"] < r["ratio_hi"]
     assert (s[("ttft_s", "p50")]["n_before"], s[("ttft_s", "p50")]["n_after"]) == (before["requests"],
                                                                                    after["requests"])
-    att = {(r["feature"], r["metric"]): r for r in res.tables["attribution"].to_dicts()}
+    att = {(r["feature"], r["metric"]): r for r in res["tables"]["attribution"]}
     sparse = att[("writeup.sparse_prefill_95k", "ttft_s")]
     assert (sparse["crossed_before"], sparse["crossed_after"]) == (before["kv_len_over_threshold"],
                                                                    after["kv_len_over_threshold"])
@@ -261,6 +275,6 @@ def test_sample_logs_story(tmp_path_factory):
     assert att[("hybrid.linear_attention_prefill", "ttft_s")]["verdict"] == "not separable"
     assert att[("vllm.max_num_seqs", "ttft_s")]["verdict"] == "cannot explain"  # at the cap only before
     assert {r["verdict"] for (f, m), r in att.items() if m == "ttft_s"} <= {"cannot explain", "not separable"}
-    cap = res.tables["capacity"]
-    assert cap["deployment"].to_list() == ["qwen35-vllm-0", "qwen35-vllm-1"]
-    assert (cap["capacity_ratio"] > 1).all()  # the same pods serve more after the upgrade
+    cap = res["tables"]["capacity"]
+    assert [r["deployment"] for r in cap] == ["qwen35-vllm-0", "qwen35-vllm-1"]
+    assert all(r["capacity_ratio"] > 1 for r in cap)  # the same pods serve more after the upgrade

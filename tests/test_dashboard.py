@@ -20,6 +20,7 @@ import attribution
 from attribution import analyses, dashboard, dashboard_launch
 from attribution.analyses.common import frames_connection
 from attribution.cli import app
+from attribution.config import load_settings
 from attribution.dashboard import Filters
 from attribution.db import fetch
 from attribution.ingest import ingest
@@ -220,6 +221,15 @@ def _caption(at: AppTest) -> str:
     return at.main.caption[0].value
 
 
+def library_once(monkeypatch, name: str) -> list:
+    """analyses.<name> computed once per question for one test (conftest.computed_once): the test asks the
+    library the page's question first, and the page gets that answer instead of computing it again. Returns
+    the questions asked (selection window, grouping and requests; the keywords): the test asserts the page's
+    was the test's."""
+    return computed_once(monkeypatch, analyses, name, lambda sel, **kw: (
+        repr(sel.window), str(sel.by), sel.requests, repr(sorted(kw.items()))))
+
+
 def test_overview_one_day(store, monkeypatch):
     day = (datetime(2026, 5, 5), datetime(2026, 5, 6))
     at = page("overview", store, monkeypatch, time_range=day)
@@ -234,8 +244,11 @@ def test_overview_one_day(store, monkeypatch):
 
 
 def test_lengths_equal_the_library_and_the_ground_truth(store, monkeypatch):
+    asked = library_once(monkeypatch, "lengths")
+    lib = analyses.lengths(analyses.select(Store.open(store).connect(), by="workload"), bins_per_decade=10,
+                           percentiles=load_settings().percentiles)
     at = page("lengths", store, monkeypatch, lengths_by="workload")
-    lib = analyses.lengths(analyses.select(Store.open(store).connect(), by="workload"))
+    assert len(asked) == 2 and len(set(asked)) == 1  # the page asked what the test asked
     got = shown(at)[_heading(lib.titles["stats"])]
     assert_frame_equal(got, lib.tables["stats"], check_dtypes=False)
     for w in TRUTH["workloads"]:
@@ -247,8 +260,11 @@ def test_lengths_equal_the_library_and_the_ground_truth(store, monkeypatch):
 
 
 def test_arrivals_equal_the_library(store, monkeypatch):
+    asked = library_once(monkeypatch, "arrivals")
+    lib = analyses.arrivals(analyses.select(Store.open(store).connect(), by="workload"), tz="Europe/Berlin",
+                            timeseries=True)
     at = page("arrivals", store, monkeypatch, arrivals_by="workload", arrivals_tz="Europe/Berlin")
-    lib = analyses.arrivals(analyses.select(Store.open(store).connect(), by="workload"), tz="Europe/Berlin")
+    assert len(asked) == 2 and len(set(asked)) == 1  # the page asked what the test asked
     got = shown(at)[_heading(lib.titles["rates"])]
     assert_frame_equal(got, lib.tables["rates"], check_dtypes=False)
     assert set(got["workload"]) == {w["key_alias"] for w in TRUTH["workloads"]} | {"key-agents-dev", "(all)"}
@@ -299,8 +315,13 @@ def test_concurrency_of_one_pod(store, monkeypatch):
 
 
 def test_latency_by_version_equals_the_library(store, monkeypatch):
+    asked = library_once(monkeypatch, "latency")
+    st_ = load_settings()  # (the page's question: the settings' SLO and percentiles)
+    lib = analyses.latency(analyses.select(Store.open(store).connect(), by="version"),
+                           slo=analyses.parse_slo(list(st_.slo) or None, st_.slo_preset),
+                           scores=analyses.score_presets(), percentiles=st_.percentiles)
     at = page("latency", store, monkeypatch, latency_by="version")
-    lib = analyses.latency(analyses.select(Store.open(store).connect(), by="version"))
+    assert len(asked) == 2 and len(set(asked)) == 1  # the page asked what the test asked
     got = shown(at)[_heading(lib.titles["percentiles"])]
     assert_frame_equal(got, lib.tables["percentiles"], check_dtypes=False)
     for c in [c for c in TRUTH["cohorts"] if c["engine"] == "vllm"]:
@@ -316,19 +337,26 @@ def test_latency_slo_preset_comes_from_the_presets_files(store, monkeypatch, tmp
     extra = tmp_path / "presets.toml"
     extra.write_text('[slo.strict]\ndescription = "tight"\nttft = 0.05\n')
     monkeypatch.setenv("ATTRIBUTION_PRESETS", str(extra))
-    at = page("latency", store, monkeypatch, latency_slo="", latency_preset="strict")
-    assert at.selectbox(key="latency_preset").options == ["settings", "chat", "strict"]
+    asked = library_once(monkeypatch, "latency")
     slo = analyses.parse_slo(None, "strict")
     lib = analyses.latency(analyses.select(Store.open(store).connect(), by="workload"), slo=slo,
-                           scores=analyses.score_presets())
+                           scores=analyses.score_presets(), percentiles=load_settings().percentiles)
+    at = page("latency", store, monkeypatch, latency_slo="", latency_preset="strict")
+    assert at.selectbox(key="latency_preset").options == ["settings", "chat", "strict"]
+    assert asked[0] in asked[1:]  # the page asked what the test asked (after its first run, of the settings' SLO)
     got = shown(at)[_heading(lib.titles["goodput"])]
     assert_frame_equal(got, lib.tables["goodput"], check_dtypes=False)
 
 
 def test_capacity_page_shows_the_gateway_spend_next_to_the_gpu_cost(store, monkeypatch):
     monkeypatch.setenv("ATTRIBUTION_GPU_HOUR_COST", "2.0")
+    asked = library_once(monkeypatch, "capacity")
+    st_ = load_settings()  # (the page's question: gpu_hour_cost 2.0 from the environment, the settings' GPUs)
+    assert st_.gpu_hour_cost == 2.0
+    lib = analyses.capacity(analyses.select(Store.open(store).connect(), by="all"), gpu_hour_cost=2.0,
+                            gpus_per_pod=st_.gpus_per_pod)
     at = page("capacity", store, monkeypatch, capacity_by="all")
-    lib = analyses.capacity(analyses.select(Store.open(store).connect(), by="all"), gpu_hour_cost=2.0)
+    assert len(asked) == 2 and len(set(asked)) == 1  # the page asked what the test asked
     got = shown(at)
     for name in ("capacity", "cost", "spend"):
         assert_frame_equal(got[_heading(lib.titles[name])], lib.tables[name], check_dtypes=False)
@@ -341,7 +369,6 @@ def test_changes_and_health_pages_equal_the_library(store, monkeypatch):
     """The pages show what `attribution changes` / `attribution health` print: the library's answer for the
     report's default window (the `window` setting back from the newest request). The page asks the library
     the test's question (same window and settings), so that answer is computed once (conftest.computed_once)."""
-    from attribution.config import load_settings
     from attribution.report import build
 
     asked = [computed_once(monkeypatch, build, "window_changes",
@@ -363,15 +390,18 @@ def test_changes_and_health_pages_equal_the_library(store, monkeypatch):
 
 
 def test_cache_page_equals_the_library(store, monkeypatch):
-    """The page shows what `attribution cache` prints for the report's default window, and both charts."""
-    from attribution.cache.analysis import Economics, cache
-    from attribution.config import load_settings
+    """The page shows what `attribution cache` prints for the report's default window, and both charts. The
+    page asks the library the test's question, so that answer is computed once (conftest.computed_once)."""
+    from attribution.cache import analysis
     from attribution.report.build import report_window
 
+    asked = computed_once(monkeypatch, analysis, "cache", lambda con, w, **kw: (repr(w), repr(sorted(kw.items()))))
     con = Store.open(store).connect()
     st_ = load_settings()
-    lib = cache(con, report_window(con, default=st_.window), econ=Economics.from_settings(st_))
+    lib = analysis.cache(con, report_window(con, default=st_.window), capacity_blocks=None,
+                         econ=analysis.Economics.from_settings(st_))
     at = page("cache", store, monkeypatch)
+    assert len(asked) == 2 and len(set(asked)) == 1  # the page asked what the test asked
     for table in ("measured", "savings"):
         assert_frame_equal(shown(at)[_heading(lib.titles[table])], lib.tables[table], check_dtypes=False)
     assert len(charts(at)) == 2

@@ -71,8 +71,8 @@ def test_window_increase_is_the_kernels_from_the_sample_before_the_window(tmp_pa
 
 def test_increase_rows_keep_each_series_labels_and_their_nulls(tmp_path):
     """One row per deployment, model, engine, metric, part and le, labels as stored: _sum and _count have no le
-    (not 0), a series without a model stays apart from one with a model (queries/metric_increase.sql numbers
-    the series by a NULL-free key and reads the labels back from it)."""
+    (not 0), a series without a model stays apart from one with a model (queries/int_metric_series.sql numbers
+    the series; queries/metric_increase.sql joins the samples to it on their labels, NULL matching NULL)."""
     cum0, cum1 = {1.0: 0, INF: 0}, {1.0: 2, INF: 3}
     rows = hist_rows(TTFT, 0, cum0, 0.0) + hist_rows(TTFT, 10, cum1, 4.0)
     rows += [{**r, "model": None, "value": 2 * r["value"]} for r in rows]

@@ -162,6 +162,7 @@ def test_every_query_of_the_analyses_transpiles(memsplit_con):
     sel.materialize("int_arrival_times", overall=True)  # arrival_profile_by_group's form reads it
     sel.materialize("concurrency_requests")  # int_concurrency_sweep's forms read it, the histogram's the sweep
     sel.materialize("int_concurrency_sweep", per_group=True)
+    queries.materialize(con, "int_metric_series", kind="histogram", until=None)  # metric_increase*'s forms read it
     for name in ("stg_requests", "stg_joined_requests", "stg_ingest_line_shapes", "int_analysis_requests",
                  "window_newest_request", "window_newest_log_line", "engine_responses",
                  "engine_request_rows_by_deployment", "analysis_requests_in_window", "int_request_length_counts",

@@ -593,7 +593,11 @@ def test_a_windows_step_rows_cut_from_every_lines_equal_its_read():
     for since, until in windows:
         got, want = steps._window_rows(whole, since, until, needed), steps._read_step_rows(con, since, until, needed)
         _same_rows(got, want)
-    # the window after a.log's decode lines counts its stats lines' running requests as decode batches
+    # the rule (steps.decode_batch_sizes, for both): every line's rows count a.log's decode lines, not its stats
+    # lines (a.log logs decode lines), and b.log's stats lines (it logs none) ...
+    every = steps._read_step_rows(con, None, None, needed)
+    assert int(every.values["decode_batch_size"][1].sum()) == 10 + 12
+    # ... and the window after a.log's decode lines counts its stats lines' running requests as decode batches
     after = steps._window_rows(whole, t0 + timedelta(minutes=30), None, needed)
     assert int(after.values["decode_batch_size"][1].sum()) == 10 + 7  # (and b.log's 7 lines: it has none)
 

@@ -90,10 +90,9 @@ def increases(con: duckdb.DuckDBPyConnection, window: Window, table: str = "hist
     if rows is None and name is not None:  # a dashboard's window of whole days: its days' rows summed
         rows = _from_days(con, window, table)
     if rows is None:  # (a previous command on the commit may have kept them: attribution.kept)
-        rows = kept.kept(con, "metric_increase", (queries.load("metric_increase").sql, table, window.since,
-                                                  window.until), SAMPLE_VIEWS,
-                         lambda: queries.run(con, "metric_increase", kind=table, since=window.since,
-                                             until=window.until))
+        rows = kept.kept(con, "metric_increase", (*_sql("metric_increase"), table, window.since, window.until),
+                         SAMPLE_VIEWS, lambda: _over_series(con, "metric_increase", kind=table, since=window.since,
+                                                            until=window.until))
         if name is not None and window.since is None and window.until is None:
             _day_rows(con, table)  # every sample was read for the whole store: its days' rows too, once
         if shared is not None:
@@ -108,8 +107,20 @@ def increases(con: duckdb.DuckDBPyConnection, window: Window, table: str = "hist
 
 def _day_rows(con: duckdb.DuckDBPyConnection, table: str) -> pl.DataFrame:
     """queries/metric_increase_days.sql's rows (each series' increase per UTC day), kept per store commit."""
-    return kept.kept(con, "metric_increase_days", (queries.load("metric_increase_days").sql, table), SAMPLE_VIEWS,
-                     lambda: queries.run(con, "metric_increase_days", kind=table))
+    return kept.kept(con, "metric_increase_days", (*_sql("metric_increase_days"), table), SAMPLE_VIEWS,
+                     lambda: _over_series(con, "metric_increase_days", kind=table))
+
+
+def _sql(name: str) -> tuple[str, str]:
+    """What the rows of queries/<name>.sql (metric_increase or metric_increase_days) depend on: its text and
+    that of int_metric_series, which it reads."""
+    return queries.load(name).sql, queries.load("int_metric_series").sql
+
+
+def _over_series(con: duckdb.DuckDBPyConnection, name: str, *, kind: str, **params: Any) -> pl.DataFrame:
+    """queries/<name>.sql's rows, its int_metric_series made first for the same samples ($kind, $until)."""
+    queries.materialize(con, "int_metric_series", kind=kind, until=params.get("until"))
+    return queries.run(con, name, kind=kind, **params)
 
 
 def _midnight(t: datetime | None) -> bool:
@@ -123,7 +134,7 @@ def _from_days(con: duckdb.DuckDBPyConnection, window: Window, table: str) -> pl
     a dashboard's first look, or the ingest's preparation of it)."""
     if (window.since is None and window.until is None) or not (_midnight(window.since) and _midnight(window.until)):
         return None
-    parts = (queries.load("metric_increase_days").sql, table)
+    parts = (*_sql("metric_increase_days"), table)
     if not kept.has(con, "metric_increase_days", parts, SAMPLE_VIEWS):
         return None
     con.register("metric_increase_days", _day_rows(con, table).to_arrow())

@@ -213,10 +213,9 @@ def _shared_rows(con: duckdb.DuckDBPyConnection, since: datetime | None, until: 
     if key is None:
         return None
     shared = _SHARED[con]
-    # decode_batch_size is cut from running_requests: a stats line carries it when its file has no decode
-    # line in the window (queries/threshold_step_rows.sql's has_decode), which every line's rows cannot say
-    wanted = [q for q in QUANTITIES if (q in needed and q != "decode_batch_size")
-              or (q == "running_requests" and "decode_batch_size" in needed)]
+    # decode_batch_size is derived from the window's running_requests (decode_batch_sizes): a stats line carries
+    # it when its file has no decode line in the window, which every line's rows cannot say
+    wanted = _read_quantities(needed)
     with shared.lock:
         whole = shared.rows.get(key)
         if whole is None or not set(wanted) <= whole.values.keys():
@@ -251,22 +250,38 @@ def _window_rows(whole: StepRows, since: datetime | None, until: datetime | None
     idx = slice(None) if keep.all() else np.flatnonzero(keep)
     file, kind = whole.file[idx], whole.kind[idx]
     values = {q: (whole.values[q][0][idx], whole.values[q][1][idx]) for q in needed if q != "decode_batch_size"}
-    if "decode_batch_size" in needed:
-        # a decode line's running requests, else a stats line's where its file logs no decode line in the window
-        decode, stats = (whole.kinds.index(k) if k in whole.kinds else -1 for k in ("decode", "stats"))
-        has_decode = np.zeros(int(file.max(initial=0)) + 1, bool)
-        has_decode[file[kind == decode]] = True
+    if "decode_batch_size" in needed:  # (the window's own: its files' decode lines in the window)
         running, present = whole.values["running_requests"]
-        present = present[idx] & ((kind == decode) | ((kind == stats) & ~has_decode[file]))
-        values["decode_batch_size"] = (np.where(present, running[idx], 0.0), present)
+        values["decode_batch_size"] = decode_batch_sizes(file, kind, whole.kinds, running[idx], present[idx])
     return StepRows(file=file, t=whole.t[idx], day=whole.day[idx], deployment=whole.deployment[idx],
                     deployments=whole.deployments, kind=kind, kinds=whole.kinds,
                     cuda_graph_off=whole.cuda_graph_off[idx], config=whole.config[idx], values=values)
 
 
+def decode_batch_sizes(file: np.ndarray, kind: np.ndarray, kinds: list[str | None], running: np.ndarray,
+                       present: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """decode_batch_size of each step row (its value, 0 where absent, and whether present) from the rows'
+    running requests: a decode line's, else a periodic (stats) line's where its file logs no decode line among
+    these rows (a window's: its file may log decode lines outside it). The rule's one statement, for the rows
+    read (queries/threshold_step_rows.sql) and those cut from every line's (`_window_rows`)."""
+    decode, stats = (kinds.index(k) if k in kinds else -1 for k in ("decode", "stats"))
+    has_decode = np.zeros(int(file.max(initial=0)) + 1, bool)
+    has_decode[file[kind == decode]] = True
+    present = present & ((kind == decode) | ((kind == stats) & ~has_decode[file]))
+    return np.where(present, running, 0.0), present
+
+
+def _read_quantities(needed: list[str]) -> list[str]:
+    """The quantities read (queries/threshold_step_rows.sql's columns) for those `needed`: decode_batch_size
+    is derived from running_requests (decode_batch_sizes), which is read for it."""
+    return [q for q in QUANTITIES if (q in needed and q != "decode_batch_size")
+            or (q == "running_requests" and "decode_batch_size" in needed)]
+
+
 def _read_step_rows(con: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None,
                     needed: list[str]) -> StepRows:
-    cols = ["file_id", "line", "deployment", "t", "kind", "cuda_graph", "config_hash", *needed]
+    read = _read_quantities(needed)
+    cols = ["file_id", "line", "deployment", "t", "kind", "cuda_graph", "config_hash", *read]
     df = queries.run_columns(con, "threshold_step_rows", cols, since=since, until=until)
     file = df["file_id"].to_numpy().astype(np.int32)
     t = df["t"].to_numpy()
@@ -279,16 +294,18 @@ def _read_step_rows(con: duckdb.DuckDBPyConnection, since: datetime | None, unti
     off = (df["cuda_graph"] == False).fill_null(False).to_numpy()[order]  # noqa: E712
     config = df["config_hash"].to_numpy()[order]
     df = df.drop("deployment", "kind", "cuda_graph", "config_hash")
-    values = {}
-    for name in needed:
+    got = {}
+    for name in read:
         v = df[name].cast(pl.Float64).to_numpy()  # NULL -> NaN
         df = df.drop(name)
         v = v[order] if isinstance(order, np.ndarray) else v.copy()  # (writable: zeroed below)
         present = ~np.isnan(v)
         v[~present] = 0.0
-        values[name] = (v, present)
-    t = t[order]
-    return StepRows(file=file[order], t=t, day=_day(t), deployment=dep[order], deployments=deps, kind=kind[order],
+        got[name] = (v, present)
+    t, file, kind = t[order], file[order], kind[order]
+    values = {q: decode_batch_sizes(file, kind, kinds, *got["running_requests"]) if q == "decode_batch_size"
+              else got[q] for q in needed}
+    return StepRows(file=file, t=t, day=_day(t), deployment=dep[order], deployments=deps, kind=kind,
                     kinds=kinds, cuda_graph_off=off, config=config, values=values)
 
 
