@@ -30,6 +30,25 @@ def _moved(exc: duckdb.IOException) -> bool:
     return any(m in text for m in _MOVED) and any(d in text for d in ("/data/", "/*/", "/_trash/"))
 
 
+_LIMITS: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, int] = weakref.WeakKeyDictionary()
+
+
+def shed_cache(con: duckdb.DuckDBPyConnection) -> None:
+    """Let DuckDB evict the blocks its buffer pool keeps of `con`'s database files (the report's selections, the
+    join cache) before Python works on rows it fetched: they are read again from the file when a query needs them,
+    where they sat beside the sweep's arrays (at 6M requests ~450 MB of the report's peak; bench/scale/README.md,
+    mem36). Only on a connection whose memory bound_memory capped (its cap is set again)."""
+    limit = _LIMITS.get(con)
+    if limit is None:
+        return
+    try:  # (what it cannot evict it keeps)
+        con.execute("set memory_limit = '32MB'")
+    except duckdb.Error:
+        pass
+    finally:
+        con.execute("set memory_limit = $limit", {"limit": f"{limit}MB"})
+
+
 def bound_memory(con: duckdb.DuckDBPyConnection, default_mb: int, scratch: Path | None = None) -> Path:
     """Cap DuckDB's working memory on `con` at $ATTRIBUTION_DUCKDB_MEMORY_MB, else `default_mb` (each caller's
     default: the commands, the report, the ingest's join, the page preparation, the dashboard), and let it
@@ -40,6 +59,7 @@ def bound_memory(con: duckdb.DuckDBPyConnection, default_mb: int, scratch: Path 
         weakref.finalize(con, shutil.rmtree, scratch, True)
     limit = env_int("ATTRIBUTION_DUCKDB_MEMORY_MB", default_mb) or default_mb
     con.execute("set memory_limit = $limit", {"limit": f"{limit}MB"})
+    _LIMITS[con] = limit
     con.execute("set temp_directory = $dir", {"dir": str(scratch)})
     return scratch
 
