@@ -163,7 +163,7 @@ def _run_analyses(store: Store, settings: Settings, *, since: Any, until: Any, w
         window = report_window(probe, since=since, until=until, week=week, default=settings.window)
         con = store.connect(snapshot, days=report_days(store, snapshot, window))
         connect_settings(con, settings)  # the config's workload names replace the store's own mapping here
-        scratch = bound_memory(con, MEMORY_MB)
+        scratch = bound_memory(con, MEMORY_MB, shed=True)  # (cached blocks shed before a sweep: db.shed_cache)
         # the selections in a database file beside the spill (compressed, read back as the cap requires): a
         # temporary table of a 6M window's requests held the whole cap (bench/scale/README.md, mem35)
         selections_on_disk(con, scratch)
