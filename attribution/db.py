@@ -30,16 +30,40 @@ def _moved(exc: duckdb.IOException) -> bool:
     return any(m in text for m in _MOVED) and any(d in text for d in ("/data/", "/*/", "/_trash/"))
 
 
-def bound_memory(con: duckdb.DuckDBPyConnection, default_mb: int, scratch: Path | None = None) -> Path:
+_LIMITS: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, int] = weakref.WeakKeyDictionary()
+
+
+def shed_cache(con: duckdb.DuckDBPyConnection) -> None:
+    """Let DuckDB evict the blocks its buffer pool keeps of `con`'s database files (the report's selections, the
+    join cache) before Python works on rows it fetched: they are read again from the file when a query needs them,
+    where they sat beside the sweep's arrays (at 6M requests ~450 MB of the report's peak; bench/scale/README.md,
+    mem36). Only on a connection bound_memory capped with `shed` (its cap is set again)."""
+    limit = _LIMITS.get(con)
+    if limit is None:
+        return
+    try:  # (what it cannot evict it keeps)
+        con.execute("set memory_limit = '32MB'")
+    except duckdb.Error:
+        pass
+    finally:
+        con.execute("set memory_limit = $limit", {"limit": f"{limit}MB"})
+
+
+def bound_memory(con: duckdb.DuckDBPyConnection, default_mb: int, scratch: Path | None = None, *,
+                 shed: bool = False) -> Path:
     """Cap DuckDB's working memory on `con` at $ATTRIBUTION_DUCKDB_MEMORY_MB, else `default_mb` (each caller's
     default: the commands, the report, the ingest's join, the page preparation, the dashboard), and let it
     spill beyond to `scratch`, else a private directory removed with the connection; the spill directory.
-    DuckDB's own default, 80% of the machine, grows with the store (9.4 GB for a 6M-request report)."""
+    DuckDB's own default, 80% of the machine, grows with the store (9.4 GB for a 6M-request report). With `shed`
+    (the report: one pass over each answer) shed_cache lets go of DuckDB's cached blocks on `con`; a dashboard
+    keeps them for the next page."""
     if scratch is None:
         scratch = Path(tempfile.mkdtemp(prefix="attribution-spill-"))
         weakref.finalize(con, shutil.rmtree, scratch, True)
     limit = env_int("ATTRIBUTION_DUCKDB_MEMORY_MB", default_mb) or default_mb
     con.execute("set memory_limit = $limit", {"limit": f"{limit}MB"})
+    if shed:
+        _LIMITS[con] = limit
     con.execute("set temp_directory = $dir", {"dir": str(scratch)})
     return scratch
 

@@ -179,3 +179,31 @@ def test_selections_on_disk_are_tables_of_a_file_with_the_same_rows_in_the_same_
     assert tables(on_disk) == [(database, False)]
     assert fetch(on_disk, "select count(*) from int_analysis_requests").item() == \
         fetch(in_memory, "select count(*) from int_analysis_requests").item()
+
+
+def test_a_kept_window_grouped_otherwise_is_a_view_over_its_table_with_the_same_rows_in_the_same_order(
+        sample_store, tmp_path):
+    store = Store.open(sample_store)
+    in_memory, on_disk = store.connect(), store.connect()
+    selections_on_disk(on_disk, tmp_path)
+    keep_selections(on_disk, 1)
+    read = "select * from int_analysis_requests"
+
+    def tables() -> int:
+        return fetch(on_disk, "select count(*) from duckdb_tables() "
+                              "where table_name like 'int_analysis_requests_%'").item()
+
+    def views() -> int:
+        return fetch(on_disk, "select count(*) from duckdb_views() "
+                              "where view_name like 'int_analysis_requests_%'").item()
+
+    for by in ("workload", "all", "model", "version", "label", "deployment", "workload"):
+        got, want = select(on_disk, by=by), select(in_memory, by=by)
+        assert got.requests == want.requests
+        assert fetch(on_disk, read).equals(fetch(in_memory, read)), by
+        assert tables() == 1
+    assert views() == 5  # one table made, five views over it
+    select(on_disk, by="day")  # (its group needs a time the table does not keep): a table of its own, which
+    select(in_memory, by="day")  # replaces the other and the views over it
+    assert fetch(on_disk, read).equals(fetch(in_memory, read))
+    assert (tables(), views()) == (1, 0)

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from attribution.analyses.arrival_fits import group_gaps
+from attribution.analyses.arrival_fits import selection_gaps
 from attribution.analyses.common import Window, select
 from attribution.choices import GroupBy
 
@@ -92,8 +92,7 @@ def window_gaps(con: Any, window: Window, by: GroupBy) -> dict[str, np.ndarray]:
     """Each group's gaps (time order) in `window` on `con` (this replaces the connection's selection)."""
     sel = select(con, since=window, by=by)
     sel.materialize("int_arrival_times", overall=False)
-    gaps = sel.run("arrival_gaps_by_group")
-    return dict(group_gaps(gaps))
+    return dict(selection_gaps(sel))
 
 
 def burstiness_change(con: Any, now: Window, before: Window, by: GroupBy, rule: ChangeRule = ChangeRule()

@@ -1,6 +1,6 @@
 """Inter-arrival distribution fits: exponential, Gamma and Weibull by maximum likelihood (location fixed at 0),
 each with its Kolmogorov-Smirnov distance to the gaps, as the BurstGPT paper reports them. NumPy and SciPy over
-one group's gaps; the gaps come from queries/arrival_gaps_by_group.sql."""
+one group's gaps; the gaps come from queries/arrival_gaps_of_group.sql (arrival_gaps_by_group.sql on Spark)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+
+from attribution import queries
 
 MIN_GAPS = 20  # fewer positive gaps than this: no fit (a KS distance on a handful of points says little)
 MAX_GAPS = 20_000  # a larger group is fitted on a seeded random sample of this many gaps (fits take ~1 s/100k)
@@ -26,6 +28,18 @@ def group_gaps(gaps: pl.DataFrame) -> Iterator[tuple[str, np.ndarray]]:
     for name, n in zip(grp["value"].to_list(), grp["len"].to_list(), strict=True):
         yield name, gaps["gap_s"].slice(start, n).to_numpy()
         start += n
+
+
+def selection_gaps(sel: Any) -> Iterator[tuple[str, np.ndarray]]:
+    """Each group's gaps (time order) of the selection's int_arrival_times, one group fetched at a time in
+    arrival_gaps_by_group's order of groups: at 6M requests the rows of every group with their names (12M with the
+    `(all)` group) and DuckDB's sort of them added ~1.3 GB to the report's peak (bench/scale/README.md, mem36). On
+    Spark, one query for every group (each query is a job there)."""
+    if queries.spark_connection(sel.con) is not None:
+        yield from group_gaps(sel.run("arrival_gaps_by_group"))
+        return
+    for grp in sel.run("arrival_gap_groups")["grp"].to_list():
+        yield grp, sel.run("arrival_gaps_of_group", grp=grp)["gap_s"].to_numpy()
 
 
 def sample(gaps: np.ndarray, limit: int = MAX_GAPS, seed: int = 0) -> np.ndarray:

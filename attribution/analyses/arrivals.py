@@ -5,11 +5,13 @@ queries/arrival_*.sql and int_arrival_*.sql; the fits are NumPy/SciPy (analyses.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+import numpy as np
 import polars as pl
 
-from attribution.analyses.arrival_fits import MAX_GAPS, MIN_GAPS, fit_gaps, group_gaps, sample
+from attribution.analyses.arrival_fits import MAX_GAPS, MIN_GAPS, fit_gaps, sample, selection_gaps
 from attribution.analyses.common import Analysis, Selection, base_params, name_groups
 from attribution.choices import GroupBy
 from attribution.errors import UsageError
@@ -67,7 +69,7 @@ def arrivals(sel: Selection, *, tz: str = "UTC", timeseries: bool = False, bucke
     turns = sel.run("arrival_turns_by_group", overall=overall)
     tables = {
         "rates": rates,
-        "fits": _fits(sel.run("arrival_gaps_by_group")),
+        "fits": _fits(selection_gaps(sel)),
         "diurnal": profile.filter(pl.col("profile") == "hour").drop("profile").rename({"slot": "hour"}),
         "weekday": profile.filter(pl.col("profile") == "weekday").drop("profile").rename({"slot": "isodow"}),
         "turns": turns,
@@ -104,10 +106,10 @@ _FIT_SCHEMA = {"grp": pl.Utf8, "distribution": pl.Utf8, "gaps": pl.Int64, "fitte
                "best": pl.Boolean}
 
 
-def _fits(gaps: pl.DataFrame) -> pl.DataFrame:
+def _fits(gaps: Iterator[tuple[str, np.ndarray]]) -> pl.DataFrame:
     """The three fits of each group's positive gaps (a loop over groups, each fit vectorised)."""
     rows = []
-    for grp, every in group_gaps(gaps):
+    for grp, every in gaps:
         x = every[every > 0]
         if not x.size:
             continue

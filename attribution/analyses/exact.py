@@ -16,6 +16,7 @@ import polars as pl
 from attribution import queries
 from attribution.analyses import sweep, sweep_sql
 from attribution.analyses.common import Selection, percentile_list
+from attribution.db import shed_cache
 
 
 @dataclass
@@ -99,6 +100,7 @@ def exact_frames(sel: Selection, *, per_group: bool, timeseries: bool, bucket_s:
     kv = timeseries or metrics is None or "kv_tokens" in metrics
     ps = tuple(percentile_list(percentiles))
     df = sweep.interval_requests(sel.con, sel.window.since, sel.window.until, per_group, kv)
+    shed_cache(sel.con)
     b = sweep.bounds(df, sel.window.since, sel.window.until)
     if timeseries and bucket_s is None:
         bucket_s = sweep.pick_bucket_s(sweep.requests_span_s(df, b))

@@ -121,20 +121,23 @@ def exact_in_system(
     for (p_since, p_until), group in periods.items():
         try:
             lo, hi = sweep.epoch_us(p_since), sweep.epoch_us(p_until)
-            df = everything.filter(
-                pl.lit(True) if lo is None else pl.col("t_end") > lo,
-                pl.lit(True) if hi is None else pl.col("t_arrival") < hi,
-            )
-            arriving = df.filter(
-                pl.lit(True) if lo is None else pl.col("t_arrival") >= lo,
-                pl.lit(True) if hi is None else pl.col("t_arrival") < hi,
-            )
-            if not arriving.height:  # no deployment is `exact` in that window: the analysis sweeps nothing
+            touching = [c for c in (None if lo is None else pl.col("t_end") > lo,
+                                    None if hi is None else pl.col("t_arrival") < hi) if c is not None]
+            arriving = [c for c in (None if lo is None else pl.col("t_arrival") >= lo,
+                                    None if hi is None else pl.col("t_arrival") < hi) if c is not None]
+            # the bounds from every row touching the period, its starts' deployments swept: only their rows are
+            # copied (each period's rows of every deployment were copied, and again those arriving in it, to count)
+            near = everything.lazy().filter(*touching) if touching else everything.lazy()
+            edge = near.select(t_end=pl.col("t_end").max(), t_arrival=pl.col("t_arrival").min(),
+                               arriving=pl.all_horizontal(arriving).sum() if arriving else pl.len()).collect()
+            if not edge["arriving"].item():  # no deployment is `exact` in that window: the analysis sweeps nothing
                 continue
+            b = sweep.bounds(edge.select("t_end", "t_arrival"), p_since, p_until)  # (over one row: the same)
+            mine: set[str | None] = {c.deployment for c in group}
+            df = everything.filter(*touching, pl.col("deployment").is_in([d for d in mine if d is not None])
+                                   | (pl.col("deployment").is_null() & (None in mine)))
             # in_system only: no live KV tokens, one deployment's step function at a time
-            b = sweep.bounds(df, p_since, p_until)
-            got = sweep.stats_frame([r for _, s in sweep.iter_segments(df, b, False, {c.deployment for c in group},
-                                                                       kv=False)
+            got = sweep.stats_frame([r for _, s in sweep.iter_segments(df, b, False, mine, kv=False)
                                      for r in sweep.stat_rows(s, metrics=("in_system",))[0]])
         except Exception as exc:  # noqa: BLE001 - a cross-check must not sink the answer
             notes.append(f"exact concurrency sweep failed ({exc}); demand comes from the step lines only")

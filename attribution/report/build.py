@@ -52,8 +52,10 @@ from attribution.thresholds.steps import keep_step_rows
 Progress = Callable[[str], None]
 # DuckDB's working memory for the report's connection (attribution.db.bound_memory; $ATTRIBUTION_DUCKDB_MEMORY_MB):
 # beyond it DuckDB spills instead of growing (its default, 80% of the machine, made a 6M-request report 9.4 GB).
-# 1 GB spilled about 20 GB at 6M requests and made the report slower: 2 GB.
-MEMORY_MB = 2048
+# 1 GB spilled about 20 GB at 6M requests and made the report slower while the selections were temporary tables
+# (2 GB then); with them in a database file (selections_on_disk) 1 GB leaves the Python steps room under 2 GB:
+# at 6M the thresholds' peak 2,267 -> 1,590 MB, +7 CPU s of spill (bench/scale/README.md, mem36).
+MEMORY_MB = 1024
 
 
 @dataclass
@@ -162,7 +164,7 @@ def _run_analyses(store: Store, settings: Settings, *, since: Any, until: Any, w
         window = report_window(probe, since=since, until=until, week=week, default=settings.window)
         con = store.connect(snapshot, days=report_days(store, snapshot, window))
         connect_settings(con, settings)  # the config's workload names replace the store's own mapping here
-        scratch = bound_memory(con, MEMORY_MB)
+        scratch = bound_memory(con, MEMORY_MB, shed=True)  # (cached blocks shed before a sweep: db.shed_cache)
         # the selections in a database file beside the spill (compressed, read back as the cap requires): a
         # temporary table of a 6M window's requests held the whole cap (bench/scale/README.md, mem35)
         selections_on_disk(con, scratch)
