@@ -47,9 +47,29 @@ def truth() -> tuple[dict, dict, dict]:
 
 
 @pytest.fixture(scope="module")
-def answer(sample_store):
-    # the whole sample store: the SGLang pod is told apart from the vLLM pods by engine="sglang"
-    return memsplit(Store.open(sample_store).connect(), engine="sglang")  # the model the log names
+def answer_and_tables(sample_store):
+    """memsplit of the SGLang pod, and the int_memsplit temporary tables of its connection when it called
+    exact_in_system (test_memsplit_drops_its_step_tables_before_the_exact_sweep): one computation for both."""
+    from attribution.memsplit import assemble
+
+    con = Store.open(sample_store).connect()
+    seen: list[set[str]] = []
+
+    def temp_tables() -> set[str]:
+        return {n for (n,) in con.execute("select table_name from duckdb_tables() where temporary").fetchall()
+                if n.startswith("int_memsplit")}
+
+    exact = assemble.exact_in_system
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(assemble, "exact_in_system", lambda c, s: (seen.append(temp_tables()), exact(c, s))[1])
+        # the whole sample store: the SGLang pod is told apart from the vLLM pods by engine="sglang"
+        res = memsplit(con, engine="sglang")  # the model the log names
+    return res, seen
+
+
+@pytest.fixture(scope="module")
+def answer(answer_and_tables):
+    return answer_and_tables[0]
 
 
 def test_pools_are_sglang_default_split_of_the_scenario(answer, truth):
@@ -149,11 +169,13 @@ def test_exact_in_system_equals_the_concurrency_analysis_of_each_period(sample_s
     assert len({(c.period_since, c.period_until) for c in splits}) > 2
     got, notes = exact_in_system(con, splits)
     assert not notes
-    want = []
+    want, of_period = [], {}
     for c in splits:
-        sel = analyses.select(con, since=c.period_since, until=c.period_until, by="all")
-        pods = analyses.concurrency(sel, per_group=False, estimate=False).tables["pods"]
-        r = pods.filter((pl.col("metric") == "in_system") & (pl.col("source") == "exact")
+        period = (c.period_since, c.period_until)  # (the pods of a period share its one analysis, every pod's)
+        if period not in of_period:
+            sel = analyses.select(con, since=c.period_since, until=c.period_until, by="all")
+            of_period[period] = analyses.concurrency(sel, per_group=False, estimate=False).tables["pods"]
+        r = of_period[period].filter((pl.col("metric") == "in_system") & (pl.col("source") == "exact")
                         & (pl.col("deployment") == c.deployment))
         if r.height:
             want.append({"start_id": c.start_id, "in_system_peak_exact": r["peak"][0],
@@ -162,21 +184,11 @@ def test_exact_in_system_equals_the_concurrency_analysis_of_each_period(sample_s
     assert got.sort("start_id").to_dicts() == sorted(want, key=lambda r: r["start_id"])
 
 
-def test_memsplit_drops_its_step_tables_before_the_exact_sweep(sample_store, monkeypatch):
+def test_memsplit_drops_its_step_tables_before_the_exact_sweep(answer_and_tables):
     # the step tables (int_memsplit_step_lines, _lines, _episodes, _starts: ~600 MB at 1M requests) are read by
     # the step frames only: dropped before exact_in_system reads the window's requests beside them; the what-if's
-    # arrivals still read int_memsplit_periods after it
-    from attribution.memsplit import assemble
-
-    con = Store.open(sample_store).connect()
-    seen: list[set[str]] = []
-
-    def temp_tables() -> set[str]:
-        return {n for (n,) in con.execute("select table_name from duckdb_tables() where temporary").fetchall()
-                if n.startswith("int_memsplit")}
-
-    exact = assemble.exact_in_system
-    monkeypatch.setattr(assemble, "exact_in_system", lambda c, s: (seen.append(temp_tables()), exact(c, s))[1])
-    res = memsplit(con, engine="sglang")
+    # arrivals still read int_memsplit_periods after it (the temporary tables as exact_in_system was called, in
+    # the module's one memsplit of the SGLang pod: answer_and_tables)
+    res, seen = answer_and_tables
     assert seen == [{"int_memsplit_periods"}]
     assert res.tables["whatif"].height and res.tables["demand"]["in_system_p99_exact"].is_not_null().any()
