@@ -154,15 +154,21 @@ def run(con: duckdb.DuckDBPyConnection, name: str, **params: Any) -> pl.DataFram
     return run_columns(con, name, None, **params)
 
 
-def run_columns(con: duckdb.DuckDBPyConnection, name: str, select_columns: list[str] | None, **params: Any
-                ) -> pl.DataFrame:
-    """`run`, returning only `select_columns` (all when None): on Spark only those come back to the driver."""
+def run_columns(con: duckdb.DuckDBPyConnection, name: str, select_columns: list[str] | None, *,
+                where: tuple[str, dict[str, Any]] | None = None, **params: Any) -> pl.DataFrame:
+    """`run`, returning only `select_columns` (all when None): on Spark only those come back to the driver.
+    `where`: a condition on the rows with its own parameters (DuckDB only), the rows kept in their order."""
     q = _load(con, name)
     bound = _bound(q, params)
     if (spark := _spark(con)) is not None:
+        if where is not None:
+            raise QueryBug(f"queries/{name}.sql: a row condition is not run on Spark (a bug: please report it)")
         rows: pl.DataFrame = spark.fetch(q, bound, select_columns)
         return rows
     sql = f"select {', '.join(select_columns)} from ({q.sql})" if select_columns else q.sql
+    if where is not None:
+        sql = f"select {', '.join(select_columns or ['*'])} from ({q.sql}) where {where[0]}"
+        bound = {**(bound or {}), **where[1]}
     with _file_errors(name):
         return fetch(con, sql, bound)
 

@@ -371,6 +371,12 @@ def _streamed_matches(sel, parts, per_group: bool, ps: list[float], bucket_us: i
     df = sweep.interval_requests(sel.con, sel.window.since, sel.window.until)
     b = sweep.bounds(df, sel.window.since, sel.window.until)
     assert sweep.requests_span_s(df, b) == sweep.span_s(parts)
+    # what exact_frames reads one deployment at a time: the same bounds, deployments in the same order, their rows
+    since, until = sel.window.since, sel.window.until
+    assert sweep.request_bounds(sel.con, since, until) == b
+    assert sweep.request_deployments(sel.con, since, until) == [d for d, _ in sweep.deployment_parts(df)]
+    for d, part in sweep.deployment_parts(df):
+        assert sweep.deployment_requests(sel.con, since, until, d, df.columns).equals(part)
     stats, ts, _ = exact.exact_frames(sel, per_group=per_group, timeseries=True, bucket_s=bucket_us // 1_000_000,
                                       percentiles=ps)
     assert stats.drop("source").equals(sweep.stats(parts, tuple(ps)))

@@ -6,7 +6,7 @@ reduced one deployment at a time, so only one deployment's step function is held
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,15 +76,37 @@ def selection_held(sel: Selection, per_group: bool) -> list[Held]:
     memo = _SHARED.get(id(sel))
     if memo is not None and _key(sel, per_group) in memo:
         return memo[_key(sel, per_group)]
-    df = sweep.interval_requests(sel.con, sel.window.since, sel.window.until, per_group, kv=False)
-    b = sweep.bounds(df, sel.window.since, sel.window.until)
     kept: tuple[list[Held], list[Held]] = ([], [])  # sweep.segments' order: deployments, then groups
-    for whole, s in sweep.iter_segments(df, b, per_group, kv=False):
+    if queries.spark_connection(sel.con) is not None:  # (every row in one fetch there)
+        df = sweep.interval_requests(sel.con, sel.window.since, sel.window.until, per_group, kv=False)
+        b = sweep.bounds(df, sel.window.since, sel.window.until)
+        swept = sweep.iter_segments(df, b, per_group, kv=False)
+    else:
+        b, parts = _request_parts(sel)
+        swept = sweep.part_segments(parts(sweep.interval_columns(per_group, False)), b, per_group, kv=False)
+    for whole, s in swept:
         kept[not whole].append(Held.of(s))
     held = kept[0] + kept[1]
     if memo is not None:
         memo[_key(sel, per_group)] = held
     return held
+
+
+def _request_parts(sel: Selection) -> tuple[Any, Callable[[list[str]], Iterator[tuple[str | None, pl.DataFrame]]]]:
+    """The sweep's bounds over the rows of `sel` it reads (sweep.interval_requests), and those rows' given columns
+    one deployment at a time, in order of first appearance: at 6M requests no frame of every deployment's rows
+    sits beside the sweep's arrays. DuckDB's cached blocks are shed after each fetch (shed_cache)."""
+    con, since, until = sel.con, sel.window.since, sel.window.until
+    b = sweep.request_bounds(con, since, until)
+    deployments = sweep.request_deployments(con, since, until)
+
+    def parts(columns: list[str]) -> Iterator[tuple[str | None, pl.DataFrame]]:
+        for dep in deployments:
+            part = sweep.deployment_requests(con, since, until, dep, columns)
+            shed_cache(con)
+            yield dep, part
+            del part  # (before the next is fetched)
+    return b, parts
 
 
 def exact_frames(sel: Selection, *, per_group: bool, timeseries: bool, bucket_s: int | None,
@@ -99,18 +121,16 @@ def exact_frames(sel: Selection, *, per_group: bool, timeseries: bool, bucket_s:
                                       percentiles=percentile_list(percentiles))
     kv = timeseries or metrics is None or "kv_tokens" in metrics
     ps = tuple(percentile_list(percentiles))
-    df = sweep.interval_requests(sel.con, sel.window.since, sel.window.until, per_group, kv)
-    shed_cache(sel.con)
-    b = sweep.bounds(df, sel.window.since, sel.window.until)
+    b, parts = _request_parts(sel)
     if timeseries and bucket_s is None:
-        bucket_s = sweep.pick_bucket_s(sweep.requests_span_s(df, b))
+        bucket_s = sweep.pick_bucket_s(sweep.parts_span_s(parts(sweep.TIME_COLUMNS), b))
     memo = _SHARED.get(id(sel))
     held: tuple[list[Held], list[Held]] | None = ([], []) if memo is not None and _key(sel, per_group) not in memo \
         else None
     # sweep.stats' order: every deployment's metric rows, every group's, then their seen_at_arrival rows
     rows: dict[str, list[dict[str, Any]]] = {"whole": [], "groups": [], "whole_seen": [], "groups_seen": []}
     series = []
-    for whole, s in sweep.iter_segments(df, b, per_group, kv=kv):
+    for whole, s in sweep.part_segments(parts(sweep.interval_columns(per_group, kv)), b, per_group, kv=kv):
         r, seen = sweep.stat_rows(s, ps, metrics)
         rows["whole" if whole else "groups"].extend(r)
         rows["whole_seen" if whole else "groups_seen"].extend(seen)

@@ -13,7 +13,7 @@ value falls on the rounding boundary.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from fractions import Fraction
@@ -205,10 +205,42 @@ def interval_requests(con: duckdb.DuckDBPyConnection, since: datetime | None, un
     """The rows of int_analysis_requests the sweep of [since, until) reads: those with an interval touching it;
     without `per_group` no grp column, without `kv` no token counts (the sweep would not read them: at 6M
     requests the group labels alone are ~100 MB)."""
-    columns = ["deployment", *(["grp"] if per_group else []), "t_arrival", "t_admit", "t_first", "t_end",
-               *(["prompt_tokens", "output_tokens"] if kv else [])]
+    columns = interval_columns(per_group, kv)
     return queries.run_columns(con, "concurrency_requests", None if per_group and kv else columns, since=since,
                                until=until)
+
+
+def interval_columns(per_group: bool, kv: bool) -> list[str]:
+    """The columns of interval_requests' rows (without `per_group` no grp, without `kv` no token counts)."""
+    return ["deployment", *(["grp"] if per_group else []), "t_arrival", "t_admit", "t_first", "t_end",
+            *(["prompt_tokens", "output_tokens"] if kv else [])]
+
+
+TIME_COLUMNS = ["t_arrival", "t_admit", "t_first", "t_end"]  # what requests_span_s reads
+
+
+def request_bounds(con: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None) -> _Bounds:
+    """`bounds` of interval_requests' rows from one aggregate query, without fetching them."""
+    n, max_end, first = queries.run_columns(
+        con, "concurrency_requests", ["count(*) as n", "max(t_end) as max_end", "min(t_arrival) as first"],
+        since=since, until=until).row(0)
+    lo, until_us = epoch_us(since), epoch_us(until)
+    his = [x for x in (until_us, as_int(max_end) if n else None) if x is not None]
+    return _Bounds(lo, min(his) if his else None, as_int(first) if n else None)
+
+
+def request_deployments(con: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None
+                        ) -> list[str | None]:
+    """The deployments of interval_requests' rows in order of first appearance (deployment_parts' order)."""
+    deps = queries.run_columns(con, "concurrency_requests", ["deployment"], since=since, until=until)["deployment"]
+    return deps.unique(maintain_order=True).to_list()
+
+
+def deployment_requests(con: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None,
+                        deployment: str | None, columns: list[str]) -> pl.DataFrame:
+    """`columns` of one deployment's interval_requests rows, in their order there (deployment_parts' part)."""
+    return queries.run_columns(con, "concurrency_requests", columns, since=since, until=until,
+                               where=("deployment is not distinct from $deployment", {"deployment": deployment}))
 
 
 def sweep_requests(df: pl.DataFrame, since: datetime | None, until: datetime | None, per_group: bool,
@@ -246,27 +278,39 @@ def iter_segments(df: pl.DataFrame, b: _Bounds, per_group: bool, deployments: se
     window's (at 6M requests those were 4 GB)."""
     if not df.height:
         return
-    for dep, part in deployment_parts(df):
-        if deployments is not None and dep not in deployments:
-            continue
+    yield from part_segments(((dep, part) for dep, part in deployment_parts(df)
+                              if deployments is None or dep in deployments), b, per_group, kv)
+
+
+def part_segments(parts: Iterable[tuple[str | None, pl.DataFrame]], b: _Bounds, per_group: bool, kv: bool = True
+                  ) -> Iterator[tuple[bool, Segments]]:
+    """iter_segments of each deployment's rows, one (deployment, rows) of `parts` at a time (a caller that fetches
+    them one deployment at a time holds no frame of every deployment's rows)."""
+    for dep, part in parts:
         e = _events(part, b, kv, per_group)
         yield True, _sweep(e, b, dep, None)
-        if not per_group:
-            continue
-        names = part["grp"].unique(maintain_order=True)
-        code = part["grp"].replace_strict(names, pl.int_range(names.len(), eager=True),
-                                          return_dtype=pl.Int64).to_numpy()[e.request]
-        e.request = None  # (the groups' subsets do not need it)
-        for i, g in enumerate(names.to_list()):
-            yield False, _sweep(e.subset(code == i), b, dep, g)
+        if per_group:
+            names = part["grp"].unique(maintain_order=True)
+            code = part["grp"].replace_strict(names, pl.int_range(names.len(), eager=True),
+                                              return_dtype=pl.Int64).to_numpy()[e.request]
+            e.request = None  # (the groups' subsets do not need it)
+            for i, g in enumerate(names.to_list()):
+                yield False, _sweep(e.subset(code == i), b, dep, g)
+            del code
+        del e, part  # (before the next deployment's rows are fetched)
 
 
 def requests_span_s(df: pl.DataFrame, b: _Bounds) -> float:
     """span_s of the sweep of `df` without sweeping it: per deployment, from its first event to its last (after
     the clip to the bounds), or to the end bound when more requests arrived than ended before it (the last
     state is then still busy). Lets a caller pick a series' bucket before it sweeps deployment by deployment."""
+    return parts_span_s(deployment_parts(df), b)
+
+
+def parts_span_s(parts: Iterable[tuple[str | None, pl.DataFrame]], b: _Bounds) -> float:
+    """requests_span_s of each deployment's rows (their TIME_COLUMNS), one (deployment, rows) at a time."""
     best = 0.0
-    for _, part in deployment_parts(df):
+    for _, part in parts:
         ta, te = part["t_arrival"].to_numpy(), part["t_end"].to_numpy()
         tadm, known = _column(part, "t_admit")
         tfirst, has_first = _column(part, "t_first")
