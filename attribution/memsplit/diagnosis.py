@@ -112,29 +112,32 @@ def exact_in_system(
     since = min(s for s, _ in periods)
     until = None if any(u is None for u in ends) else max(ends)
     try:
-        analyses.select(con, since=since, until=until, by="all")
+        sel = analyses.select(con, since=since, until=until, by="all")
+        everything = sweep.interval_requests(con, sel.window.since, sel.window.until, False, kv=False)
     except Exception as exc:  # noqa: BLE001 - a cross-check must not sink the answer
         return pl.DataFrame(schema=schema), [
             f"exact concurrency sweep failed ({exc}); demand comes from the step lines only"
         ]
     for (p_since, p_until), group in periods.items():
         try:
-            # the bounds from every row touching the period (one aggregate query), its starts' deployments swept,
-            # their rows fetched one deployment at a time: no frame of every row of the periods is held (at 6M
-            # requests it set the report's peak)
             lo, hi = sweep.epoch_us(p_since), sweep.epoch_us(p_until)
-            arriving = queries.run_columns(
-                con, "concurrency_requests", ["count(*) as n"], since=p_since, until=p_until,
-                where=("($lo::bigint is null or t_arrival >= $lo) and ($hi::bigint is null or t_arrival < $hi)",
-                       {"lo": lo, "hi": hi}))["n"].item()
-            if not arriving:  # no deployment is `exact` in that window: the analysis sweeps nothing
+            touching = [c for c in (None if lo is None else pl.col("t_end") > lo,
+                                    None if hi is None else pl.col("t_arrival") < hi) if c is not None]
+            arriving = [c for c in (None if lo is None else pl.col("t_arrival") >= lo,
+                                    None if hi is None else pl.col("t_arrival") < hi) if c is not None]
+            # the bounds from every row touching the period, its starts' deployments swept: only their rows are
+            # copied (each period's rows of every deployment were copied, and again those arriving in it, to count)
+            near = everything.lazy().filter(*touching) if touching else everything.lazy()
+            edge = near.select(t_end=pl.col("t_end").max(), t_arrival=pl.col("t_arrival").min(),
+                               arriving=pl.all_horizontal(arriving).sum() if arriving else pl.len()).collect()
+            if not edge["arriving"].item():  # no deployment is `exact` in that window: the analysis sweeps nothing
                 continue
-            b = sweep.request_bounds(con, p_since, p_until)
-            mine = {c.deployment for c in group if c.deployment is not None}
-            parts = ((d, sweep.deployment_requests(con, p_since, p_until, d, sweep.interval_columns(False, False)))
-                     for d in sorted(mine))
+            b = sweep.bounds(edge.select("t_end", "t_arrival"), p_since, p_until)  # (over one row: the same)
+            mine: set[str | None] = {c.deployment for c in group}
+            df = everything.filter(*touching, pl.col("deployment").is_in([d for d in mine if d is not None])
+                                   | (pl.col("deployment").is_null() & (None in mine)))
             # in_system only: no live KV tokens, one deployment's step function at a time
-            got = sweep.stats_frame([r for _, s in sweep.part_segments(parts, b, False, kv=False)
+            got = sweep.stats_frame([r for _, s in sweep.iter_segments(df, b, False, mine, kv=False)
                                      for r in sweep.stat_rows(s, metrics=("in_system",))[0]])
         except Exception as exc:  # noqa: BLE001 - a cross-check must not sink the answer
             notes.append(f"exact concurrency sweep failed ({exc}); demand comes from the step lines only")
