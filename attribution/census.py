@@ -44,63 +44,62 @@ UNITS_SCHEMA: dict[str, PolarsType] = {"line": pl.Int64, "span": pl.Int64, "text
 # Short identifier-like keys of JSON/dict text are kept (`{"model": <str>}`), so JSON shapes stay readable.
 _KEY = "\x02"
 _ANSI = r"\x1b\[[0-9;?]*[A-Za-z]"
-_QUOTES = [
-    (_ANSI, ""),  # ANSI colours: the same line with or without them has one shape
-    (r'"([A-Za-z_][A-Za-z0-9_.\-]{0,63})"(\s*:)', _KEY + "${1}" + _KEY + "${2}"),
-    (r"'([A-Za-z_][A-Za-z0-9_.\-]{0,63})'(\s*:)", _KEY + "${1}" + _KEY + "${2}"),
-    (r'"(?:[^"\\]|\\.)*"', "<str>"),
-    (r"(^|[^A-Za-z0-9])'(?:[^'\\]|\\.)*'", "${1}<str>"),  # not an apostrophe (vLLM's, don't)
-    (r"""([:=(\[,]\s*)["'].*$""", "${1}<str>"),
+# Each mask: (pattern, replacement, gate). The gate is what a line must hold for the mask to match at all,
+# checked on the (colour-free) text of a chunk's unparsed lines before the mask is built: a mask none of whose
+# literals that text holds is not applied (the same text out; Polars compiles fewer patterns). Each literal is in
+# the line before any mask runs (no mask's replacement writes it, nor joins text into it). A case-insensitive
+# pattern's literals are compared lower-cased and trusted only when every line is ASCII (Unicode case folding:
+# `K` matches `k`). None: always applied.
+Mask = tuple[str, str, tuple[str, ...] | None]
+_QUOTES: list[Mask] = [
+    (_ANSI, "", ("\x1b",)),  # ANSI colours: the same line with or without them has one shape
+    (r'"([A-Za-z_][A-Za-z0-9_.\-]{0,63})"(\s*:)', _KEY + "${1}" + _KEY + "${2}", ('"',)),
+    (r"'([A-Za-z_][A-Za-z0-9_.\-]{0,63})'(\s*:)", _KEY + "${1}" + _KEY + "${2}", ("'",)),
+    (r'"(?:[^"\\]|\\.)*"', "<str>", ('"',)),
+    (r"(^|[^A-Za-z0-9])'(?:[^'\\]|\\.)*'", "${1}<str>", ("'",)),  # not an apostrophe (vLLM's, don't)
+    (r"""([:=(\[,]\s*)["'].*$""", "${1}<str>", ('"', "'")),
     # The value of a key-like field, whatever it looks like (a raw key need not start with sk-).
     (r"""(?i)\b((?:api[_-]?key|x-api-key|access[_-]?token|auth[_-]?token|token|secret|password|passwd|authorization)"""
-     r"""["']?\s*[=:]\s*)(?:bearer\s+)?[^\s,;'"})\]]+""", "${1}<secret>"),
+     r"""["']?\s*[=:]\s*)(?:bearer\s+)?[^\s,;'"})\]]+""", "${1}<secret>",
+     ("key", "token", "secret", "passw", "authorization")),
     # Token ids are text too (a prompt or an answer, encoded): lists of numbers go, cut-off ones included.
-    (r"(_ids\W{0,3}\s*[:=]\s*)\[[^\]]*(?:\]|$)", "${1}[<ids>]"),
-    (r"\[\s*-?\d+(?:\s*,\s*-?\d+)*\s*(?:,\s*\.\.\.)?\]", "[<ids>]"),
+    (r"(_ids\W{0,3}\s*[:=]\s*)\[[^\]]*(?:\]|$)", "${1}[<ids>]", ("_ids",)),
+    (r"\[\s*-?\d+(?:\s*,\s*-?\d+)*\s*(?:,\s*\.\.\.)?\]", "[<ids>]", ("[",)),
 ]
-_IDS = [
-    (r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b", "<uuid>"),
-    (r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b", "<ip>"),
-    (r"\b0[xX][0-9a-fA-F]+\b", "<hex>"),
-    (r"\b\d+(?:\.\d+)?[eE][-+]?\d+\b", "<n>"),  # 1.5e3 is a number, not hex
+_SECRET: Mask = (SECRET_RE, "<secret>", ("sk-", "bearer"))
+_IDS: list[Mask] = [
+    (r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b", "<uuid>", ("-",)),
+    (r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b", "<ip>", (".",)),
+    (r"\b0[xX][0-9a-fA-F]+\b", "<hex>", ("0x", "0X")),
+    (r"\b\d+(?:\.\d+)?[eE][-+]?\d+\b", "<n>", None),  # 1.5e3 is a number, not hex
     # hex words holding both a digit and a letter (hashes, request ids); pure words and numbers are not hex
-    (r"\b(?:[0-9a-fA-F]*[0-9][0-9a-fA-F]*[a-fA-F]|[0-9a-fA-F]*[a-fA-F][0-9a-fA-F]*[0-9])[0-9a-fA-F]*\b", "<hex>"),
-    (r"\|[\s\u2588-\u258f]*\|", "|<bar>|"),  # tqdm progress bars
-    (r"\d+(?:[.,]\d+)*(?:[eE][-+]?\d+)?", "<n>"),
-    (r"<n>(?:,\s*<n>){2,}", "<n>, ..."),  # token id lists and the like: one shape whatever their length
+    (r"\b(?:[0-9a-fA-F]*[0-9][0-9a-fA-F]*[a-fA-F]|[0-9a-fA-F]*[a-fA-F][0-9a-fA-F]*[0-9])[0-9a-fA-F]*\b", "<hex>", None),
+    (r"\|[\s\u2588-\u258f]*\|", "|<bar>|", ("|",)),  # tqdm progress bars
+    (r"\d+(?:[.,]\d+)*(?:[eE][-+]?\d+)?", "<n>", None),
+    (r"<n>(?:,\s*<n>){2,}", "<n>, ...", (",",)),  # token id lists and the like: one shape whatever their length
 ]
-
-
-
-# What a mask needs in the text to match at all, checked on the (colour-free) text of a chunk's unparsed lines
-# before the mask is built: a mask whose literals none of them hold is not applied (the same text out; Polars
-# compiles fewer patterns). Each needed literal is in the line before any mask runs (no mask's replacement
-# writes it, nor joins text into it); `ASCII_ONLY` literals (case-insensitive patterns) are trusted only when
-# every line is ASCII (Unicode case folding: `K` matches `k`). None: always applied.
-_GATES: dict[str, tuple[str, ...] | None] = {
-    _ANSI: ("\x1b",),
-    _QUOTES[1][0]: ('"',), _QUOTES[2][0]: ("'",), _QUOTES[3][0]: ('"',), _QUOTES[4][0]: ("'",),
-    _QUOTES[5][0]: ('"', "'"),
-    _QUOTES[6][0]: ("key", "token", "secret", "passw", "authorization"),
-    _QUOTES[7][0]: ("_ids",), _QUOTES[8][0]: ("[",),
-    SECRET_RE: ("sk-", "bearer"),
-    _IDS[0][0]: ("-",), _IDS[1][0]: (".",), _IDS[2][0]: ("0x", "0X"), _IDS[5][0]: ("|",), _IDS[7][0]: (",",),
-}
-_ASCII_ONLY = {_QUOTES[6][0], SECRET_RE}
 GATE_MAX_CHARS = 1 << 20  # the text of more unparsed lines than this is not searched: every mask and rule applied
 
 
-def _needed(pattern: str, present: str | None) -> bool:
+def _masked(text: pl.Expr, masks: list[Mask], present: str | None) -> pl.Expr:
+    """`text` with each of `masks` applied in order, but those whose gate `present` (a superset of the lines'
+    text; None: unknown) does not pass."""
+    for pattern, repl, gate in masks:
+        if _needed(pattern, gate, present):
+            text = text.str.replace_all(pattern, repl)
+    return text
+
+
+def _needed(pattern: str, gate: tuple[str, ...] | None, present: str | None) -> bool:
     """Whether a mask can match text of which `present` is a superset (None: unknown, so yes)."""
-    lits = _GATES.get(pattern)
-    if present is None or lits is None:
+    if present is None or gate is None:
         return True
-    if pattern in _ASCII_ONLY:
+    if pattern.startswith("(?i)"):
         if not present.isascii():
             return True
         low = present.lower()
-        return any(lit in low for lit in lits)
-    return any(lit in present for lit in lits)
+        return any(lit in low for lit in gate)
+    return any(lit in present for lit in gate)
 
 
 def present_text(texts: pl.Series) -> str | None:
@@ -112,22 +111,14 @@ def present_text(texts: pl.Series) -> str | None:
 
 def quote_masked(text: pl.Expr, present: str | None = None) -> pl.Expr:
     """Quoted strings (and token id lists, key-like values) masked. `present`: a text holding every line's
-    text once its colours are removed, and their colour codes (see `_GATES`); None: every mask applied."""
-    for pattern, repl in _QUOTES:
-        if _needed(pattern, present):
-            text = text.str.replace_all(pattern, repl)
-    return text.str.replace_all(_KEY, '"', literal=True)
+    text once its colours are removed, and their colour codes (see the masks' gates); None: every mask applied."""
+    return _masked(text, _QUOTES, present).str.replace_all(_KEY, '"', literal=True)
 
 
 def shape_expr(text: pl.Expr, present: str | None = None) -> pl.Expr:
     """The shape of a line: quoted strings, UUIDs, IPs, hex ids and numbers masked; at most SHAPE_CHARS.
     `present`: as for `quote_masked`."""
-    text = quote_masked(text, present)
-    if _needed(SECRET_RE, present):
-        text = text.str.replace_all(SECRET_RE, "<secret>")
-    for pattern, repl in _IDS:
-        if _needed(pattern, present):
-            text = text.str.replace_all(pattern, repl)
+    text = _masked(quote_masked(text, present), [_SECRET, *_IDS], present)
     return text.str.strip_chars_end().str.slice(0, SHAPE_CHARS)
 
 
