@@ -272,7 +272,8 @@ def _text(sql: str, relations: tuple[tuple[str, tuple[tuple[str, str], ...]], ..
                    quote_identifiers=True, validate_qualify_columns=False, identify=True)
     if tree.find(exp.Length):  # len(): size() of a list, length() of a string, told apart by type
         tree = annotate_types(tree, schema=schema, dialect="duckdb")
-    tree = _subscripts(tree).transform(_rewrite).transform(_by_name)
+    # (the tree is this function's own copy: rewritten in place, not copied again at each pass)
+    tree = _subscripts(tree).transform(_rewrite, copy=False).transform(_by_name, copy=False)
     return tree.sql("spark", comments=False)
 
 
