@@ -428,6 +428,27 @@ def test_the_window_sweep_on_spark_is_the_numpy_sweep(spark_session):
         assert_same_sweep(want, got)
 
 
+def test_a_frame_registered_again_with_the_same_rows_keeps_its_view(spark_session):
+    """SparkConnection.register: the same rows again under a name leave its view (and the answers kept over it)
+    as they are; other rows, or the same rows after another definition of the name, make it anew."""
+    from attribution.spark.connection import SparkConnection
+
+    con = SparkConnection(spark_session)
+    one, other = pl.DataFrame({"a": [1, 2], "b": ["x", None]}), pl.DataFrame({"a": [1, 3], "b": ["x", None]})
+    con.register("t_registered", one)
+    first = con.defined("t_registered")
+    con.register("t_registered", pl.DataFrame({"a": [1, 2], "b": ["x", None]}))
+    assert con.defined("t_registered") == first
+    con.register("t_registered", other)
+    assert con.defined("t_registered") != first and con.rows("t_registered").equals(other)
+    con.register("t_registered", one)
+    again = con.defined("t_registered")
+    con.view("t_registered", spark_session.sql("select 5 as a, 'y' as b"))
+    con.register("t_registered", one)
+    assert con.defined("t_registered") not in (first, again) and con.rows("t_registered").equals(one)
+    con.drop("t_registered")
+
+
 def test_quantile_cont_on_spark_is_duckdbs_and_sparks_own_percentile(spark_session):
     """quantile_cont on Spark (each group's values collected and sorted once: attribution.spark.transpile's
     _quantile) gives DuckDB's quantiles and exactly the doubles of Spark's `percentile`, which it replaces: a
@@ -558,7 +579,9 @@ def test_the_report_on_spark_computes_each_answer_once(reports):
     """The Spark report's analyses ask some queries again over the same views and parameters (the engine starts:
     thresholds, compare, changes; the window's scrape intervals: concurrency, thresholds, memsplit; the window
     anchor twice; a selection's concurrency requests: the sweep materializes them, capacity's estimates fetch
-    them): the connection keeps each answer (SparkConnection.fetch), so Spark computes each once."""
+    them; the thresholds' requests, which the changes' compare reads after registering the same engine starts
+    again: SparkConnection.register keeps a view of the same rows as it is): the connection keeps each answer
+    (SparkConnection.fetch), so Spark computes each once."""
     from collections import Counter
 
     computed = reports["computed"]
@@ -567,6 +590,7 @@ def test_the_report_on_spark_computes_each_answer_once(reports):
     names = Counter(name for name, _ in computed)
     assert names["engine_starts"] == names["scrape_intervals_by_deployment"] == names["window_newest_request"] == 1
     assert names["concurrency_requests"] == 2  # (the window's, then the memory split's period)
+    assert names["int_threshold_requests"] == 1
     assert all(key is not None for name, key in computed if name != "<inline>")
 
 

@@ -47,6 +47,7 @@ class SparkConnection:
         # most KEEP_ANSWER_ROWS rows each), and the table each materialized answer went to (its definition then)
         self._answers: OrderedDict[tuple[Any, ...], pl.DataFrame] = OrderedDict()
         self._tables: dict[tuple[Any, ...], tuple[str, int]] = {}
+        self._registered: dict[str, pa.Table] = {}  # view -> the rows `register` made it of (its definition now)
 
     # -- relations
     def schema(self, name: str) -> dict[str, str]:
@@ -64,6 +65,7 @@ class SparkConnection:
 
     def view(self, name: str, df: DataFrame) -> None:
         df.createOrReplaceTempView(name)
+        self._registered.pop(name, None)
         self._schemas.pop(name, None)
         self._defined[name] = next(_DEFINITIONS)
         self._keep.pop(name, None)
@@ -109,7 +111,13 @@ class SparkConnection:
         """A Polars frame or Arrow table as the view `name` (small frames: the engine starts and settings, the
         file census, the workload map), as DuckDB's `register`."""
         table = frame.to_arrow() if isinstance(frame, pl.DataFrame) else frame
+        if (same := self._registered.get(name)) is not None and same.equals(table):
+            # the same rows (and columns) under the name already: its definition stands, and with it the answers
+            # kept over it (the report's thresholds and then its changes register the same engine starts and
+            # settings: their int_threshold_requests, a job over the window's requests, is made once)
+            return
         self.view(name, self.spark.createDataFrame(table))
+        self._registered[name] = table
 
     # -- queries
     def sql(self, q: Query, params: dict[str, Any] | None) -> DataFrame:
@@ -186,6 +194,7 @@ class SparkConnection:
         self.spark.catalog.dropTempView(name)
         self._schemas.pop(name, None)
         self._defined.pop(name, None)
+        self._registered.pop(name, None)
 
 
 _DEFINITIONS = itertools.count(1)
