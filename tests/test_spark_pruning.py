@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import SPARK_ARGS, run_cli
+from conftest import SPARK_ARGS, SPARK_CONF, run_cli
 from test_pruning import ANALYSES, INSIDE, MIDNIGHT, RELATIVE
 from test_spark import _close, assert_same
 
@@ -85,12 +85,23 @@ def test_spark_reads_only_the_windows_partitions_by_a_partition_filter(pruned_da
         ).executedPlan().toString()
 
 
+# Spark's own defaults for compiling the queries (whole-stage code generation, Janino, falling back to
+# interpreted expressions): on the sample store's ~100k requests (its join and Prometheus histograms) compiled code
+# pays back; on the tests' small stores it does not (conftest.SPARK_CONF turns it off for the session)
+COMPILED = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
+
+
 def test_the_lengths_command_on_spark_with_a_window_is_duckdbs(sample_store, spark_session, capsys):
     args = ["lengths", "--store", str(sample_store), "--since", MIDNIGHT[0], "--until", MIDNIGHT[1],
             "--format", "json"]
     code, duck, err = run_cli(capsys, *args)
     assert code == 0, err
-    code, spark, err = run_cli(capsys, *args, "--engine", "spark", *SPARK_ARGS)
+    try:  # (the command's --spark-conf is set on the session: the tests' own settings back after it)
+        code, spark, err = run_cli(capsys, *args, "--engine", "spark", *SPARK_ARGS,
+                                   *(f"--spark-conf={k}={v}" for k, v in COMPILED.items()))
+    finally:
+        for key in COMPILED:
+            spark_session.conf.set(key, SPARK_CONF[key])
     assert code == 0, err
     # (numbers equal to 1e-9 relative: Spark and DuckDB may sum in another order)
     assert '"lengths"' in duck and _close(json.loads(spark), json.loads(duck))
