@@ -286,4 +286,8 @@ def conform(table: str, df: pl.DataFrame) -> pl.DataFrame:
 
 
 def empty(table: str) -> pl.DataFrame:
-    return pl.DataFrame(schema=TABLES[table])
+    """A table with no rows (a new frame each call; building one from the schema costs ~0.1 ms a table)."""
+    return _EMPTY[table].clear()
+
+
+_EMPTY = {name: pl.DataFrame(schema=schema) for name, schema in TABLES.items()}
