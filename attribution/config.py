@@ -9,11 +9,13 @@ are read through `env`, `env_int` and `env_float`, and a bad value is a usage er
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -103,11 +105,18 @@ def find_config(cwd: Path | None = None, env: Mapping[str, str] | None = None) -
 
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        return tomllib.loads(path.read_text())
+        return copy.deepcopy(_parsed(path.read_text()))  # (a copy: callers may change what they are given)
     except FileNotFoundError:
         raise UsageError(f"{path}: no such config file") from None
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise UsageError(f"{path}: not a readable TOML file ({exc})") from None
+
+
+@lru_cache(maxsize=32)
+def _parsed(text: str) -> dict[str, Any]:
+    """A TOML text parsed, once per process for a given text: every ingest and command resolves the settings,
+    which parses the project's pyproject.toml (~2 ms); reading the file is what tells a changed one."""
+    return tomllib.loads(text)
 
 
 def read_config(path: Path) -> dict[str, Any]:

@@ -123,10 +123,11 @@ def _domain_errors(table: str, df: pl.DataFrame, ts_hi: pl.Expr | None) -> tuple
     ts_hi = ts_max() if ts_hi is None else ts_hi
     if "flags" in df.columns and isinstance(df.schema["flags"], pl.List):
         df = _unique_flags(df)
-    fixes, reasons, names = _checks(table, tuple(df.schema.items()), ts_hi)
+    fixes, reasons, names = _checks(table, tuple(df.schema.items()))
     if not names or df.height == 0:
         return df, _EMPTY_ERRORS
-    whys = df.select([r.alias(f"_why_{i}") for i, r in enumerate(reasons)])
+    bounded = df.with_columns(ts_hi.alias(_TS_HI))  # (the checks read the bound from this column)
+    whys = bounded.select([r.alias(f"_why_{i}") for i, r in enumerate(reasons)])
     bad_cols = [i for i, c in enumerate(whys.columns) if whys[c].null_count() < df.height]
     if not bad_cols:
         return df, _EMPTY_ERRORS
@@ -134,22 +135,26 @@ def _domain_errors(table: str, df: pl.DataFrame, ts_hi: pl.Expr | None) -> tuple
     for i in bad_cols:
         why_i = whys[whys.columns[i]]
         errors.append(_error_rows(df, names[i], why_i.is_not_null(), why_i))
-    fixed = df.with_columns([fixes[i] for i in bad_cols])
+    fixed = bounded.with_columns([fixes[i] for i in bad_cols]).drop(_TS_HI)
     return fixed, pl.concat(errors).sort("line", nulls_last=True)
 
 
-# The checks of a table's columns as parsed, kept per (table, parsed schema, upper time bound): building the
-# expressions costs ~0.1-0.2 ms a column in Python, which a small chunk (a wrapped log's) pays on every chunk.
+# The checks of a table's columns as parsed, kept per (table, parsed schema): building the expressions costs
+# ~0.1-0.2 ms a column in Python, which a small chunk (a wrapped log's) pays on every chunk, and a process
+# parsing many small files (the tests) on every file. The upper time bound changes with every ingest's clock,
+# so the checks read it from a column (_TS_HI) the frame is given while they run, not from a literal.
 _CHECKS: dict[tuple[object, ...], tuple[list[pl.Expr], list[pl.Expr], list[str]]] = {}
+_TS_HI = "__ts_hi"
 
 
-def _checks(table: str, parsed: tuple[tuple[str, PolarsType], ...], ts_hi: pl.Expr
+def _checks(table: str, parsed: tuple[tuple[str, PolarsType], ...]
             ) -> tuple[list[pl.Expr], list[pl.Expr], list[str]]:
     """For each column of `parsed` (name, type as parsed) with a domain: the value fixed (null when out of
-    the domain), the reason it is out (else null), the name."""
-    key = (table, parsed, str(ts_hi))  # (the bound's text holds its value)
+    the domain), the reason it is out (else null), the name. A time's bound is the column _TS_HI."""
+    key = (table, parsed)
     if (hit := _CHECKS.get(key)) is not None:
         return hit
+    ts_hi = pl.col(_TS_HI)  # (no list column has a time domain: inside list.eval this would name the element)
     schema = TABLES[table]
     fixes: list[pl.Expr] = []
     reasons: list[pl.Expr] = []
@@ -174,7 +179,7 @@ def _checks(table: str, parsed: tuple[tuple[str, PolarsType], ...], ts_hi: pl.Ex
             fixes.append(v.alias(name))
             reasons.append(why)
         names.append(name)
-    if len(_CHECKS) >= 256:  # (bounded: a long-lived process ingests many times, with a new bound each)
+    if len(_CHECKS) >= 256:  # (bounded: a long-lived process parses many schemas)
         _CHECKS.clear()
     _CHECKS[key] = fixes, reasons, names
     return fixes, reasons, names

@@ -6,7 +6,7 @@ public views users query (`requests`, `engine_steps`, `engine_config`, `access_l
 from __future__ import annotations
 
 import tomllib
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +21,8 @@ from attribution.labels import define_macros
 from attribution.schema import TABLES, empty
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from attribution.schema import PolarsType
     from attribution.store import Snapshot, Store
 
@@ -139,7 +141,7 @@ def connect(store: Store, snapshot: Snapshot, *, days: Days | dict[str, Days] | 
                    "hive_partitioning = false)")
             reading_store(partial(con.execute, sql))
         else:
-            con.register(f"_{raw}_empty", empty(table).to_arrow())
+            con.register(f"_{raw}_empty", _empty_arrow(table))
             con.execute(f"create view {raw} as select * from _{raw}_empty")
     for table in TABLES:
         if table in STAGED:
@@ -160,6 +162,11 @@ def connect(store: Store, snapshot: Snapshot, *, days: Days | dict[str, Days] | 
     if not store.remote:  # (small results of this commit kept for the next command: attribution.kept)
         kept.register(con, store.root, snapshot.version)
     return con
+
+
+@cache
+def _empty_arrow(table: str) -> pa.Table:
+    return empty(table).to_arrow()  # (an Arrow table is immutable: one per process, registered on every connection)
 
 
 def _pruned(days: Days | dict[str, Days] | None, table: str) -> bool:

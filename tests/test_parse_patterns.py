@@ -113,7 +113,35 @@ def test_a_chunk_without_startup_lines_builds_two_patterns_for_the_facts(monkeyp
     built.clear()
     facts, _ = vllm_config.extract_facts(recs.with_columns(msg=pl.lit("Available KV cache memory: 3.5 GiB")))
     assert facts["available_kv_bytes"].to_list() == [int(3.5 * (1 << 30))] * 3
-    assert len(built) > 15  # (the specs' patterns, now that a line has a mark)
+    # the pre-filters, the regex marks, and the one marked spec's pattern: not the other specs' (28 in all)
+    assert r"^Available KV cache memory: ([\d.]+) ?GiB" in built and len(built) == 7, built
+
+
+def test_startup_facts_are_the_same_with_every_spec_built(monkeypatch):
+    """A chunk builds only the startup specs (and banner patterns) some line of it is marked for: the facts and
+    errors are those of building every one, on the real logs' startup chunks and the startup case files."""
+    heads = _recorded_heads(monkeypatch)
+    cases = sorted((ROOT / "tests" / "cases" / "vllm_log").glob("*.log"))
+    seen: list[pl.DataFrame] = []
+    real = vllm_config.extract_facts
+    monkeypatch.setattr(vllm_config, "extract_facts", lambda recs: (seen.append(recs), real(recs))[1])
+    for f in cases:
+        parse_path(f, year=2025, tz="UTC")
+    monkeypatch.setattr(vllm_config, "extract_facts", real)
+    # and marked lines that do not parse (errors), beside a banner line and an engine-init line
+    msgs = ["Available KV cache memory: lots", "Model loading took 3.2 GB", "\u2584\u2584 version 0.20.1",
+            "Initializing a V1 LLM engine (v0.9.0) with config: model='m', served_model_name=s, "]
+    bad = pl.DataFrame({"idx": range(4), "line": range(1, 5), "ts": [None] * 4, "msg": msgs},
+                       schema_overrides={"idx": pl.UInt32, "line": pl.Int64, "ts": pl.Float64})
+    seen.append(bad)
+    routed = [real(h) for h in [*heads, *seen]]
+    monkeypatch.setattr(vllm_config, "_present", lambda cand: ((True,) * len(vllm_config._SPECS), True))
+    every = [real(h) for h in [*heads, *seen]]
+    n_facts = n_errors = 0
+    for (fa, ea), (fb, eb) in zip(routed, every, strict=True):
+        assert fa.equals(fb) and ea.equals(eb)
+        n_facts, n_errors = n_facts + fa.height, n_errors + ea.height
+    assert n_facts > 40 and n_errors > 0
 
 
 # -- the census' masks and skip rules left out of a chunk whose lines cannot match them ----------------------

@@ -331,3 +331,28 @@ def test_every_wrapped_unit_lists_its_census_records(tmp_path):
         seen += res.records.height
     assert seen == 0  # a small file: its identity's format is decided at the end
     assert src.finish(ctx).records["span"].sum() == 6
+
+
+def test_a_chunk_gives_the_same_lines_split_in_python_or_read_by_the_csv_reader(monkeypatch):
+    """lines_frame splits a small chunk in Python and reads a large one with Polars' CSV reader (falling back
+    to the split where the reader would not give the lines byte for byte): the same lines either way, on
+    every fixture and real log and on edge bytes (CR, BOM, \\x01, NUL, invalid UTF-8, empty lines, no end)."""
+    from conftest import shared
+
+    from attribution.ingest import framing
+
+    files = [*sorted(FIX.rglob("*.log")), *sorted(shared("traces", "real_logs").glob("*.log"))]
+    edges = [b"a\r\nb\n", b"\xef\xbb\xbfx\ny\n", b"a\x01b\nc\n", b"a\x00b\n", b"\xff\xfe bad\nok\n", b"\n\n\n",
+             b"no end", b"x\r", b"a\n\nb\n"]
+    datas = [f.read_bytes() for f in files] + edges
+    assert max(len(d) for d in datas) > 50_000
+    for data in datas:
+        chunk = reader.Chunk(data=data, first_line=7, n_lines=data.count(b"\n") + (not data.endswith(b"\n")),
+                             start=0, end=len(data), tail=not data.endswith(b"\n"))
+        for errors in ("replace", BYTE_ESCAPE):
+            monkeypatch.setattr(framing, "SPLIT_MAX_BYTES", 1 << 40)
+            split = lines_frame(chunk, errors)
+            monkeypatch.setattr(framing, "SPLIT_MAX_BYTES", -1)
+            read = lines_frame(chunk, errors)
+            assert split.equals(read), data[:60]
+            assert split.height == chunk.n_lines

@@ -6,15 +6,22 @@ import polars as pl
 
 from attribution import reader
 
+# Below this many bytes a chunk's lines are split in Python: the CSV reader's fixed cost (~0.3 ms a call) is
+# more than the split's (0.02 ms for 10 kB, 0.3 ms for 200 kB of a real log), and small chunks are many.
+SPLIT_MAX_BYTES = 1 << 17
+
 
 def lines_frame(chunk: reader.Chunk, errors: str = "replace") -> pl.DataFrame:
     data = chunk.data
-    lines = _csv_lines(data, chunk.n_lines)
+    lines = _csv_lines(data, chunk.n_lines) if len(data) > SPLIT_MAX_BYTES else None
     if lines is None:
         text = data.decode("utf-8", errors=errors)
         if text.endswith("\n"):
             text = text[:-1]
-        lines = pl.Series("text", [text], dtype=pl.Utf8).str.split("\n").explode()
+        if len(data) <= SPLIT_MAX_BYTES:
+            lines = pl.Series("text", text.split("\n"), dtype=pl.Utf8)
+        else:
+            lines = pl.Series("text", [text], dtype=pl.Utf8).str.split("\n").explode()
     return pl.DataFrame(
         {"line": pl.int_range(chunk.first_line, chunk.first_line + lines.len(), eager=True, dtype=pl.Int64),
          "text": lines}

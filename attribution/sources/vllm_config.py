@@ -219,6 +219,11 @@ _ARGS_SCHEMA: dict[str, PolarsType] = {
 }
 
 
+_CAST: dict[str, PolarsType] = {"s": pl.Utf8, "c": pl.Int64, "i": pl.Int64, "f": pl.Float64, "p": pl.Float64}
+_BLOCK_CHAR = re.compile(_BLOCK)
+_INIT_SPEC = next(i for i, (_, regex, _) in enumerate(_SPECS) if regex == INIT_RE)  # (the engine-init line's)
+
+
 def _cast(expr: pl.Expr, how: str) -> pl.Expr:
     if how == "c":
         return expr.str.replace_all(",", "", literal=True).cast(pl.Int64, strict=False)
@@ -229,6 +234,14 @@ def _cast(expr: pl.Expr, how: str) -> pl.Expr:
     if how == "p":
         return expr.cast(pl.Float64, strict=False) / 100
     return expr
+
+
+def _present(cand: pl.DataFrame) -> tuple[tuple[bool, ...], bool]:
+    """Which specs some line of `cand` is marked for (in _SPECS' order), and whether a line can be a banner
+    line. Only those are built (a spec no line has gives nulls and no error): a chunk's startup lines hold a
+    few of the 15 specs, and each spec built is a regex Polars compiles (see _marked) and expressions to make."""
+    specs = cand.select(_marked(m).any().alias(str(i)) for i, (m, _, _) in enumerate(_SPECS)).row(0)
+    return specs, any(_BLOCK_CHAR.search(m) for m in cand["msg"].to_list())  # (a banner line has a block)
 
 
 def extract_facts(recs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -243,29 +256,35 @@ def extract_facts(recs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     if cand.height == 0:
         return pl.DataFrame(), pl.DataFrame()
     msg = pl.col("msg")
+    present, banner = _present(cand)
     cols: dict[str, pl.Expr] = {}
     errs: list[pl.Expr] = []
-    for mark, regex, outs in _SPECS:
+    for (mark, regex, outs), here in zip(_SPECS, present, strict=True):
         marked = _marked(mark)
         for i, (name, how) in enumerate(outs, start=1):
-            val = pl.when(marked).then(_cast(msg.str.extract(regex, i), how))
+            val = pl.when(marked).then(_cast(msg.str.extract(regex, i), how)) if here else pl.lit(None, _CAST[how])
             cols[name] = val if name not in cols else pl.coalesce(cols[name], val)
-        errs.append(
-            pl.when(marked & ~msg.str.contains(regex)).then(pl.lit(f"unparseable startup line: {mark}"))
-        )
+        if here:
+            errs.append(
+                pl.when(marked & ~msg.str.contains(regex)).then(pl.lit(f"unparseable startup line: {mark}"))
+            )
     facts = cand.with_columns(
         **cols,
-        _v_banner=msg.str.extract(BANNER_VERSION_RE, 1),
-        _m_banner=msg.str.extract(BANNER_MODEL_RE, 1),
+        _v_banner=msg.str.extract(BANNER_VERSION_RE, 1) if banner else pl.lit(None, pl.Utf8),
+        _m_banner=msg.str.extract(BANNER_MODEL_RE, 1) if banner else pl.lit(None, pl.Utf8),
         _is_args=msg.str.starts_with("non-default args:") | msg.str.starts_with("args: Namespace("),
-        _err=pl.coalesce(errs),
+        _err=pl.coalesce(errs) if errs else pl.lit(None, pl.Utf8),
     )
-    init = msg.str.contains(INIT_RE)
+    # (INIT_RE implies the engine-init spec's mark: without a marked line, no line is an init line)
+    init = msg.str.contains(INIT_RE) if present[_INIT_SPEC] else pl.lit(False)
     facts = facts.with_columns(
         _m_init=pl.when(init).then(msg.str.extract(r"with config: model='([^']*)'", 1)),
         _s_init=pl.when(init).then(msg.str.extract(r", served_model_name=([^,]+), ", 1)),
         _tp_init=pl.when(init).then(msg.str.extract(r", tensor_parallel_size=(\d+), ", 1).cast(pl.Int64, strict=False)),
         _len_init=pl.when(init).then(msg.str.extract(r", max_seq_len=(\d+), ", 1).cast(pl.Int64, strict=False)),
+    ) if present[_INIT_SPEC] else facts.with_columns(
+        _m_init=pl.lit(None, pl.Utf8), _s_init=pl.lit(None, pl.Utf8),
+        _tp_init=pl.lit(None, pl.Int64), _len_init=pl.lit(None, pl.Int64),
     )
     args_rows = facts.filter("_is_args")
     parsed = pl.DataFrame(
@@ -291,12 +310,11 @@ def extract_facts(recs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         .then(RANK_API)
         .when(pl.col("_is_args"))
         .then(RANK_ARGS)
-        .when(msg.str.contains(INIT_RE))
+        .when(init)
         .then(RANK_INIT),
     )
-    errors = facts.filter(pl.col("_err").is_not_null()).select(
-        "line", reason="_err", sample=msg.str.replace(r"[{(].*$", "...")
-    )
+    errors = facts.filter(pl.col("_err").is_not_null())
+    errors = errors.select("line", reason="_err", sample=msg.str.replace(r"[{(].*$", "...") if errors.height else msg)
     useful = pl.any_horizontal(pl.col(c).is_not_null() for c in [*FACT_COLUMNS, "_blocks", "rank"])
     return facts.filter(pl.col("_err").is_null() & useful), errors
 

@@ -8,9 +8,11 @@ last timestamp, the current engine start and its context across chunks.
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import polars as pl
@@ -129,7 +131,7 @@ class VllmLog(Source):
         # Once the records exist, the access lines and then the request events and stats lines are parsed on
         # a second thread (Polars releases the GIL) while this one does the rest; results are added in a
         # fixed order. With a one-thread Polars pool (POLARS_MAX_THREADS=1), everything runs here.
-        with ThreadPoolExecutor(max_workers=1) if pl.thread_pool_size() > 1 else _Inline() as pool:
+        with _helper() if pl.thread_pool_size() > 1 else _Inline() as pool:
             access = pool.submit(_access, recs)
             heads = recs.filter(pl.col("msg").is_not_null())
             # Which known prefix a message starts with (one anchored pass, not a `starts_with` per test).
@@ -173,6 +175,19 @@ class VllmLog(Source):
             in_rows = pl.concat(row_lines).implode() if row_lines else pl.Series([[]], dtype=pl.List(pl.Int64))
             res.consumed = res.consumed.unique().sort().filter(~res.consumed.unique().sort().is_in(in_rows))
         return res
+
+
+_HELPER: tuple[int, ThreadPoolExecutor] | None = None
+
+
+@contextmanager
+def _helper() -> Iterator[ThreadPoolExecutor]:
+    """The second thread, kept for the process (per pid: a forked child gets its own): Polars keeps compiled
+    regexes per thread, so a thread started per chunk compiled every pattern of its tasks again on every chunk."""
+    global _HELPER
+    if _HELPER is None or _HELPER[0] != os.getpid():
+        _HELPER = (os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="vllm-log"))
+    yield _HELPER[1]
 
 
 class _Inline:
