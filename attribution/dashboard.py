@@ -262,8 +262,11 @@ class Commit:
         kept.share(self.con, cur)
         # every view of the commit reads its Prometheus samples whole: their increases over a window are shared
         share_samples(cur, (str(self.store.root), self.snapshot.version))
-        # and its step lines: a window's step rows are cut from every line's, read once per narrowing
-        share_step_rows(cur, self.step_rows)
+        # and its step lines: a window's step rows are cut from every line's, read once per narrowing (a
+        # narrowing to deployments alone cut from the commit's every line where those were read)
+        engine = {"deployment", "label", "version"} & flt.values().keys()
+        share_step_rows(cur, self.step_rows, every_line=not engine, deployments=tuple(
+            None if d == NONE else d for d in flt.deployments) if engine == {"deployment"} else None)
         if flt.values():
             with self.lock:
                 narrow(cur, flt)
