@@ -634,12 +634,14 @@ def test_a_dashboards_cursors_cut_their_step_rows_from_the_commits_lines(tmp_pat
         for since, until in ((None, None), (None, early), middle):
             _same_rows(steps.step_rows(v.con, since, until), steps._read_step_rows(v.con, since, until, needed))
     assert [id(r) for r in shared.rows.values()] == [id(whole)]  # (read once)
-    # a narrowing to deployments is cut from every line's too (its engine starts narrowed as well); one to an
-    # engine version reads its own lines
+    # a narrowing to deployments, or to engine versions, is cut from every line's too (its engine starts narrowed
+    # as well); one to a label reads its own lines
     deps = fetch(view.con, "select distinct deployment from engine_steps order by 1").to_series().to_list()
-    assert len(deps) > 1
+    versions = view.choices().versions
+    assert len(deps) > 1 and len(versions) > 2
     for flt in (Filters(deployments=(deps[0],)), Filters(deployments=tuple(deps[1:]), workloads=("key-agents-dev",)),
-                Filters(deployments=(deps[0], "(none)"))):
+                Filters(deployments=(deps[0], "(none)")), Filters(versions=versions[:1]),
+                Filters(versions=versions[1:], workloads=("key-agents-dev",))):
         one = View(store, flt)
         select(one.con, by="all")
         prepare(one.con, load_catalogue())
@@ -649,10 +651,11 @@ def test_a_dashboards_cursors_cut_their_step_rows_from_the_commits_lines(tmp_pat
             assert (0 if since else 1) <= cut.size < whole.size
             _same_rows(cut, steps._read_step_rows(one.con, since, until, own))
     assert [id(r) for r in shared.rows.values()] == [id(whole)]  # (not read again)
-    version = View(store, Filters(versions=(views[0].choices().versions[0],)))
-    select(version.con, by="all")
-    prepare(version.con, load_catalogue())
-    _same_rows(steps.step_rows(version.con), steps._read_step_rows(version.con, None, None, needed))
+    labelled = View(store, Filters(labels=view.choices().labels[:1]))
+    select(labelled.con, by="all")
+    prepare(labelled.con, load_catalogue())
+    own = [q for q in steps.QUANTITIES if q in set(steps.step_settings(labelled.con)["quantity"].to_list())]
+    _same_rows(steps.step_rows(labelled.con), steps._read_step_rows(labelled.con, None, None, own))
     assert all(r is not whole for r in shared.rows.values()) and len(shared.rows) == steps.SHARED_KEEP
     # more lines than the cap: a window is read alone, and the lines are not counted again
     counted = dict(shared.lines)
