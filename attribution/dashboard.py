@@ -262,11 +262,20 @@ class Commit:
         kept.share(self.con, cur)
         # every view of the commit reads its Prometheus samples whole: their increases over a window are shared
         share_samples(cur, (str(self.store.root), self.snapshot.version))
-        # and its step lines: a window's step rows are cut from every line's, read once per narrowing
-        share_step_rows(cur, self.step_rows)
+        # and its step lines: a window's step rows are cut from every line's, read once per narrowing (a
+        # narrowing to deployments alone cut from the commit's every line where those were read)
+        engine = {"deployment", "label", "version"} & flt.values().keys()
         if flt.values():
             with self.lock:
                 narrow(cur, flt)
+        periods = None
+        if engine == {"version"}:  # (the kept versions' periods, create_narrowed's: in microseconds)
+            periods = [(d, int(a), None if b is None else int(b)) for d, a, b in cur.execute(
+                "select deployment, epoch_us(started), case when ended = 'infinity'::timestamptz then null else "
+                f"epoch_us(ended) end from {filter_schema(flt)}.version_periods").fetchall()]
+        share_step_rows(cur, self.step_rows, every_line=not engine, deployments=tuple(
+            None if d == NONE else d for d in flt.deployments) if engine == {"deployment"} else None,
+            periods=periods)
         return cur
 
 

@@ -205,3 +205,59 @@ def test_the_join_takes_one_thread_per_row_group_of_requests(tmp_path, monkeypat
     assert summaries.after_commit(store.root).skipped == "" and seen == [1]
     monkeypatch.setattr(joincache, "use", real)
     _same(_answers(store.root), _from_the_store(store.root, monkeypatch))
+
+
+def test_the_commits_preparation_makes_the_histograms_increases_no_filter_change_does(tmp_path, monkeypatch):
+    """On a store of many Prometheus histogram samples (here: samples alone, no requests; the threshold lowered)
+    the commit's preparation makes the whole store's increases and each series' per-day rows, whatever pages it
+    prepares (none here) and however few requests the store holds; a later reader (another process: nothing in
+    memory) answers the open window and any window of whole days from them without reading a sample, the same
+    rows as the samples' (the open window bit-equal). Below the threshold, or turned off, nothing is made."""
+    from datetime import timedelta
+
+    from test_metrics_histograms import T0, _day_store_rows, write
+
+    from attribution import kept
+    from attribution.analyses.common import Window
+    from attribution.config import load_settings
+    from attribution.histograms import analysis
+    from attribution.summaries import first_look
+
+    def made(root: Path) -> list[str]:
+        return sorted(p.name.split("-")[0] for p in joincache.cache_dir(root).glob("metric_increase*.arrow"))
+
+    def fresh() -> None:  # a new process: no commit connection, no increases kept in memory
+        dashboard._COMMITS.clear()
+        analysis._KEPT.clear()
+
+    hist, counter = _day_store_rows(range(0, 5))
+    for case in ("off", "few", "many"):
+        store = write(tmp_path / case, metric_histograms=hist, metric_counters=counter)
+        samples = len(hist)
+        monkeypatch.setenv("ATTRIBUTION_PREPARE_PAGES", "0")
+        monkeypatch.setenv("ATTRIBUTION_PREPARE_INCREASES", "0" if case == "off" else "1")
+        monkeypatch.setenv("ATTRIBUTION_PREPARE_SAMPLES_MIN", str(samples + 1 if case == "few" else samples))
+        monkeypatch.setenv("ATTRIBUTION_PREPARE_PAGES_DETACH", "0")
+        fresh()
+        built = summaries.after_commit(store.root)
+        assert built.skipped == "" and built.pages == ()
+        assert made(store.root) == ([] if case != "many" else ["metric_increase", "metric_increase_days"]), case
+    assert first_look.prepare(store.root, store.snapshot().version, load_settings()) == []  # (again: read back)
+    fresh()
+    real, ran = queries.run, []
+    monkeypatch.setattr(queries, "run", lambda c, name, **kw: ran.append(name) or real(c, name, **kw))
+    view = View(store.root, Filters(deployments=("pod-a",)))
+    plain = store.connect()
+    for a, b in [(None, None), (0, 2), (1, 4), (3, None), (None, 1)]:
+        w = Window(None if a is None else T0 + timedelta(days=a), None if b is None else T0 + timedelta(days=b))
+        ran.clear()
+        got = analysis.increases(view.con, w)
+        assert not {"metric_increase", "metric_increase_days"} & set(ran), (a, b, ran)
+        queries.materialize(plain, "int_metric_series", kind="histogram", until=w.until)
+        want = real(plain, "metric_increase", kind="histogram", since=w.since, until=w.until)
+        if a is None and b is None:
+            assert got.schema == want.schema and got.equals(want)
+        else:
+            assert got.drop("increase").equals(want.drop("increase"))
+            assert (got["increase"] - want["increase"]).abs().max() <= 1e-12 * want["increase"].abs().max()
+    assert kept.keeps(view.con)

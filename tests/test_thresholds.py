@@ -602,10 +602,11 @@ def test_a_windows_step_rows_cut_from_every_lines_equal_its_read():
     assert int(after.values["decode_batch_size"][1].sum()) == 10 + 7  # (and b.log's 7 lines: it has none)
 
 
-def test_a_dashboards_cursors_cut_their_step_rows_from_the_commits_lines(tmp_path_factory):
-    """On a dashboard's views of one commit, a window holding half the step lines or more reads every line once
-    (per engine_steps narrowing) and each window's rows, of any view whose filters leave the lines whole (a
-    workload), are cut from them: equal to the window's read. A window of fewer lines is read alone."""
+def test_a_dashboards_cursors_cut_their_step_rows_from_the_commits_lines(tmp_path_factory, monkeypatch):
+    """On a dashboard's views of one commit, the first window, however few step lines it holds, reads every line
+    once (per engine_steps narrowing) and each window's rows, of any view whose filters leave the lines whole (a
+    workload), are cut from them: equal to the window's read. Above SHARED_LINES_MAX lines a window is read
+    alone; the lines are counted once per narrowing."""
     from attribution.dashboard import Filters, View
     from attribution.db import fetch
     from attribution.thresholds import steps
@@ -622,10 +623,10 @@ def test_a_dashboards_cursors_cut_their_step_rows_from_the_commits_lines(tmp_pat
     first, last = fetch(view.con, "select min(ts), max(ts) from engine_steps").row(0)
     early = first + (last - first) / 20
     small = steps.step_rows(view.con, None, early)
-    assert not shared.rows and 0 < small.size
+    (whole,) = shared.rows.values()
+    assert 0 < small.size < whole.size / 4
     _same_rows(small, steps._read_step_rows(view.con, None, early, needed))
     big = steps.step_rows(view.con, early)
-    (whole,) = shared.rows.values()
     assert 0 < big.size < whole.size
     _same_rows(big, steps._read_step_rows(view.con, early, None, needed))
     middle = (first + (last - first) / 3, first + (last - first) * 2 / 3)
@@ -633,9 +634,34 @@ def test_a_dashboards_cursors_cut_their_step_rows_from_the_commits_lines(tmp_pat
         for since, until in ((None, None), (None, early), middle):
             _same_rows(steps.step_rows(v.con, since, until), steps._read_step_rows(v.con, since, until, needed))
     assert [id(r) for r in shared.rows.values()] == [id(whole)]  # (read once)
-    dep = fetch(view.con, "select min(deployment) from engine_steps").item()
-    one = View(store, Filters(deployments=(dep,)))
-    select(one.con, by="all")
-    prepare(one.con, load_catalogue())
-    _same_rows(steps.step_rows(one.con), steps._read_step_rows(one.con, None, None, needed))
+    # a narrowing to deployments, or to engine versions, is cut from every line's too (its engine starts narrowed
+    # as well); one to a label reads its own lines
+    deps = fetch(view.con, "select distinct deployment from engine_steps order by 1").to_series().to_list()
+    versions = view.choices().versions
+    assert len(deps) > 1 and len(versions) > 2
+    for flt in (Filters(deployments=(deps[0],)), Filters(deployments=tuple(deps[1:]), workloads=("key-agents-dev",)),
+                Filters(deployments=(deps[0], "(none)")), Filters(versions=versions[:1]),
+                Filters(versions=versions[1:], workloads=("key-agents-dev",))):
+        one = View(store, flt)
+        select(one.con, by="all")
+        prepare(one.con, load_catalogue())
+        own = [q for q in steps.QUANTITIES if q in set(steps.step_settings(one.con)["quantity"].to_list())]
+        for since, until in ((None, None), middle):
+            cut = steps.step_rows(one.con, since, until)
+            assert (0 if since else 1) <= cut.size < whole.size
+            _same_rows(cut, steps._read_step_rows(one.con, since, until, own))
+    assert [id(r) for r in shared.rows.values()] == [id(whole)]  # (not read again)
+    labelled = View(store, Filters(labels=view.choices().labels[:1]))
+    select(labelled.con, by="all")
+    prepare(labelled.con, load_catalogue())
+    own = [q for q in steps.QUANTITIES if q in set(steps.step_settings(labelled.con)["quantity"].to_list())]
+    _same_rows(steps.step_rows(labelled.con), steps._read_step_rows(labelled.con, None, None, own))
     assert all(r is not whole for r in shared.rows.values()) and len(shared.rows) == steps.SHARED_KEEP
+    # more lines than the cap: a window is read alone, and the lines are not counted again
+    counted = dict(shared.lines)
+    assert len(counted) == 2
+    monkeypatch.setattr(steps, "SHARED_LINES_MAX", 0)
+    shared.rows.clear()
+    alone = steps.step_rows(view.con, None, early)
+    assert not shared.rows and shared.lines == counted
+    _same_rows(alone, steps._read_step_rows(view.con, None, early, needed))

@@ -16,13 +16,16 @@ from pathlib import Path
 
 import duckdb
 
-from attribution import joincache
+from attribution import joincache, queries
 from attribution.config import Settings, connect_settings, env, env_on, load_settings
 from attribution.db import bound_memory, fetch
 from attribution.errors import AttributionError
 from attribution.store import Store
 
 PREPARE_PAGES_MIN = 200_000  # requests; a page of a smaller store computes within a second or two
+# Prometheus histogram samples: from about here the whole store's increases and their per-day rows take seconds
+# (4.6M samples: ~11 CPU s), which a page's first filter set without requests would otherwise pay
+PREPARE_SAMPLES_MIN = 500_000
 JOIN_MEMORY_MB = 1024  # DuckDB's working memory for the commit's join (db.bound_memory); it spills
 ROW_GROUP = joincache.ROW_GROUP  # rows of a DuckDB row group, the unit its scans split among threads
 
@@ -48,6 +51,26 @@ def prepare_pages_min() -> int:
     pages' first look (attribution.summaries.pages); below it a page computes within a second or two."""
     raw = (env("ATTRIBUTION_PREPARE_PAGES_MIN") or "").strip()
     return int(raw) if raw.isdigit() else PREPARE_PAGES_MIN
+
+
+def prepare_samples_min() -> int:
+    """$ATTRIBUTION_PREPARE_SAMPLES_MIN: the Prometheus histogram samples from which a commit's preparation makes
+    the whole store's increases and their per-day rows (attribution.summaries.first_look), whatever the requests."""
+    raw = (env("ATTRIBUTION_PREPARE_SAMPLES_MIN") or "").strip()
+    return int(raw) if raw.isdigit() else PREPARE_SAMPLES_MIN
+
+
+def increases_enabled() -> bool:
+    """$ATTRIBUTION_PREPARE_INCREASES=0 (off/no/false) leaves the histograms' increases to the first page that
+    reads them (as before: the overview's first look, or a filter change)."""
+    return env_on("ATTRIBUTION_PREPARE_INCREASES")
+
+
+def histogram_samples(con: duckdb.DuckDBPyConnection) -> int:
+    """The Prometheus histogram samples `con`'s store holds (0 on a connection without them)."""
+    if not queries.has_relation(con, "metric_histograms"):
+        return 0
+    return int(fetch(con, "select count(*) from metric_histograms").item())
 
 
 def join_threads(con: duckdb.DuckDBPyConnection) -> int:
@@ -86,7 +109,10 @@ def after_commit(root: str | Path, settings: Settings | None = None) -> Built:
             connect_settings(con, settings)
             done = joincache.use(con)
             cached = joincache.choices(con) if done else None
-            big = cached is not None and int(cached["requests"].sum()) >= prepare_pages_min()
+            # pages for a store of many requests; the histograms' increases for one of many samples (a store of
+            # Prometheus samples alone too: its pages answer from them)
+            big = cached is not None and (int(cached["requests"].sum()) >= prepare_pages_min() or (
+                increases_enabled() and histogram_samples(con) >= prepare_samples_min()))
         finally:
             con.close()
         kept: tuple[str, ...] = ()

@@ -52,7 +52,13 @@ _WHOLE: weakref.WeakSet[duckdb.DuckDBPyConnection] = weakref.WeakSet()  # keep_s
 # Connections sharing the step rows of every line of their commit (share_step_rows: a dashboard's cursors), and
 # where they keep them; a window's rows are cut from those (_window_rows) instead of read.
 _SHARED: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, SharedStepRows] = weakref.WeakKeyDictionary()
+_EVERY: weakref.WeakSet[duckdb.DuckDBPyConnection] = weakref.WeakSet()  # share_step_rows(every_line=True)
+_DEPLOYMENTS: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, tuple[str | None, ...]] = \
+    weakref.WeakKeyDictionary()  # share_step_rows(deployments=...)
+_PERIODS: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, list[tuple[str, int, int | None]]] = \
+    weakref.WeakKeyDictionary()  # share_step_rows(periods=...)
 SHARED_LINES_MAX = 4_000_000  # above: every line held (~90 B each) costs more memory than a server can spare
+SHARED_COUNTS = 64  # narrowings whose line count is kept per commit
 SHARED_KEEP = 1  # sets of lines kept per commit (one engine_steps narrowing: ~220 MB at 2.5M lines)
 
 
@@ -134,14 +140,30 @@ class SharedStepRows:
 
     rows: OrderedDict[tuple, StepRows] = field(default_factory=OrderedDict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    lines: dict[tuple, int] = field(default_factory=dict)  # the step lines of each narrowing, counted once
+    every: tuple | None = None  # the key of the commit's every line (its engine_steps not narrowed), once read
 
 
-def share_step_rows(con: duckdb.DuckDBPyConnection, shared: SharedStepRows) -> None:
+def share_step_rows(con: duckdb.DuckDBPyConnection, shared: SharedStepRows, *, every_line: bool = False,
+                    deployments: tuple[str | None, ...] | None = None,
+                    periods: list[tuple[str, int, int | None]] | None = None) -> None:
     """Declare that `con` (a dashboard view's cursor on a store commit) shares `shared` with the other cursors of
     its commit: step_rows on it reads every line once per engine_steps view and engine starts (a workload
     filter leaves both as they are) and cuts each window's rows from them, where the store has at most
-    SHARED_LINES_MAX lines and the first window to read them holds half of them at least."""
+    SHARED_LINES_MAX lines. `every_line`: `con`'s engine_steps and engine starts are the commit's own (not
+    narrowed). `deployments`: they are narrowed to these deployments alone (None: a line without one), so its
+    rows are also cut from every line's where a cursor of `every_line` read them: a line's engine start is one
+    of its own deployment's, the same among the narrowed starts. `periods`: they are narrowed to these periods
+    alone (deployment, from its engine start, until the deployment's next one, in microseconds since the epoch;
+    None: open), each from an engine start that the narrowed starts keep: cut alike where every line of a period
+    was assigned that period's start among every start (then it is among the narrowed ones too)."""
     _SHARED[con] = shared
+    if periods is not None:
+        _PERIODS[con] = periods
+    if every_line:
+        _EVERY.add(con)
+    if deployments is not None:
+        _DEPLOYMENTS[con] = deployments
 
 
 def step_rows(con: duckdb.DuckDBPyConnection, since: datetime | None = None, until: datetime | None = None
@@ -208,7 +230,7 @@ def _kept_key(con: duckdb.DuckDBPyConnection, since: datetime | None, until: dat
 def _shared_rows(con: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None,
                  needed: list[str]) -> StepRows | None:
     """The window's rows cut from every line's (read once per engine_steps view and engine starts on the
-    commit), or None where they are not (no cached join, too many lines, a window of few of them)."""
+    commit), or None where they are not (no cached join, too many lines)."""
     key = _kept_key(con, None, None)
     if key is None:
         return None
@@ -217,17 +239,37 @@ def _shared_rows(con: duckdb.DuckDBPyConnection, since: datetime | None, until: 
     # it when its file has no decode line in the window, which every line's rows cannot say
     wanted = _read_quantities(needed)
     with shared.lock:
+        every = shared.rows.get(shared.every) if shared.every is not None else None
+        if con in _DEPLOYMENTS and every is not None and set(wanted) <= every.values.keys():
+            assert shared.every is not None
+            shared.rows.move_to_end(shared.every)
+            return _window_rows(every, since, until, needed, _DEPLOYMENTS[con])
+        if con in _PERIODS and every is not None and set(wanted) <= every.values.keys() and (
+                (keep := _in_periods(con, every, _PERIODS[con])) is not None):
+            assert shared.every is not None
+            shared.rows.move_to_end(shared.every)
+            return _window_rows(every, since, until, needed, keep=keep)
         whole = shared.rows.get(key)
         if whole is None or not set(wanted) <= whole.values.keys():
             if whole is None:
-                # every line is read when the window holds half of them at least (at most twice its own read),
-                # and kept while the store has few enough; else the window's alone, as on any connection
-                lines, in_window = queries.run(con, "threshold_step_lines_count", since=since, until=until).row(0)
-                if lines > SHARED_LINES_MAX or 2 * in_window < lines:
+                # every line is read whatever the window, and kept while the store has few enough (counted once
+                # per narrowing); else the window's alone, as on any connection. A window's own read costs
+                # nearly every line's: threshold_step_rows.sql scans the engine_steps view (the log lines and
+                # the deduplicated scrapes) whole whatever the window (1M-request store of 2.4M lines: one
+                # day's 14,621 lines 4.2 CPU s, every line 5.2 s), so the rows of every line, cut for each
+                # later window (0.01-0.2 s), cost less from the second window on
+                if key not in shared.lines:
+                    if len(shared.lines) >= SHARED_COUNTS:
+                        shared.lines.clear()
+                    shared.lines[key] = int(queries.run(con, "threshold_step_lines_count", since=None,
+                                                        until=None).row(0)[0])
+                if shared.lines[key] > SHARED_LINES_MAX:
                     return None
             if whole is not None:  # (a catalogue evaluating other quantities: read with the ones kept)
                 wanted = [q for q in QUANTITIES if q in wanted or q in whole.values]
             whole = shared.rows[key] = _read_step_rows(con, None, None, wanted)
+            if con in _EVERY:
+                shared.every = key
             while len(shared.rows) > SHARED_KEEP:
                 shared.rows.popitem(last=False)
         shared.rows.move_to_end(key)
@@ -239,10 +281,37 @@ def _micros(t: datetime) -> int:
     return ((t if t.tzinfo else t.replace(tzinfo=UTC)) - EPOCH) // timedelta(microseconds=1)
 
 
-def _window_rows(whole: StepRows, since: datetime | None, until: datetime | None, needed: list[str]) -> StepRows:
-    """The rows of [since, until) of every line's rows `whole`: the rows the window's read gives (its file
-    numbers aside, which only tell files apart), in the same order."""
-    keep = np.ones(whole.size, bool)
+def _in_periods(con: duckdb.DuckDBPyConnection, whole: StepRows, periods: list[tuple[str, int, int | None]]
+                ) -> np.ndarray | None:
+    """The rows of `whole` in `periods` (share_step_rows), or None where a period's start is not one registered
+    start of its deployment at that instant, or a line of it was assigned another start (read them instead)."""
+    starts: dict[tuple[str, int], list[int]] = {}
+    for dep, ts, h in con.execute("select deployment, epoch_us(ts), hash(config_id) from thr_starts").fetchall():
+        starts.setdefault((dep, ts), []).append(h)
+    codes = {d: i for i, d in enumerate(whole.deployments) if d is not None}
+    keep = np.zeros(whole.size, bool)
+    for dep, started, ended in periods:
+        if len(hashes := starts.get((dep, started), [])) != 1:
+            return None
+        if dep not in codes:
+            continue
+        mask = (whole.deployment == codes[dep]) & (whole.t >= started)
+        if ended is not None:
+            mask &= whole.t < ended
+        if not np.all(whole.config[mask] == np.uint64(hashes[0])):
+            return None
+        keep |= mask
+    return keep
+
+
+def _window_rows(whole: StepRows, since: datetime | None, until: datetime | None, needed: list[str],
+                 deployments: tuple[str | None, ...] | None = None, keep: np.ndarray | None = None) -> StepRows:
+    """The rows of [since, until) of every line's rows `whole` (of `deployments` only, or the rows `keep`, when
+    given): the rows the window's read gives (its file numbers aside, which only tell files apart), in the same
+    order."""
+    keep = np.ones(whole.size, bool) if keep is None else keep.copy()
+    if deployments is not None:
+        keep &= np.isin(whole.deployment, [i for i, d in enumerate(whole.deployments) if d in deployments])
     if since is not None:
         keep &= whole.t >= _micros(since)
     if until is not None:
