@@ -37,6 +37,7 @@ from attribution.db import fetch, frame, reading_store
 from attribution.errors import AttributionError, UsageError
 
 _PARAM_RE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+_COLUMN_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _BLOCK_RE = re.compile(r"--\s*@(duckdb|spark|end)\s*$")
 ENGINES = ("duckdb", "spark")
 # DuckDB errors that say nothing about the SQL: they pass through as they are
@@ -156,19 +157,23 @@ def run(con: duckdb.DuckDBPyConnection, name: str, **params: Any) -> pl.DataFram
 
 def run_columns(con: duckdb.DuckDBPyConnection, name: str, select_columns: list[str] | None, *,
                 where: tuple[str, dict[str, Any]] | None = None, **params: Any) -> pl.DataFrame:
-    """`run`, returning only `select_columns` (all when None): on Spark only those come back to the driver.
-    `where`: a condition on the rows with its own parameters (DuckDB only), the rows kept in their order."""
+    """`run`, returning only `select_columns` (all when None; DuckDB expressions such as `count(*) as n` too):
+    on Spark only those come back to the driver. `where`: a condition on the rows in DuckDB SQL with its own
+    `$parameters` (Spark runs it transpiled, as a query file), the rows kept in their order."""
     q = _load(con, name)
     bound = _bound(q, params)
+    if where is not None:
+        q = Query(q.name, f"select {', '.join(select_columns or ['*'])} from ({q.sql}) where {where[0]}\n",
+                  q.doc, (*q.params, *where[1]))
+        bound, select_columns = {**(bound or {}), **where[1]}, None
     if (spark := _spark(con)) is not None:
-        if where is not None:
-            raise QueryBug(f"queries/{name}.sql: a row condition is not run on Spark (a bug: please report it)")
+        if select_columns and not all(_COLUMN_RE.fullmatch(c) for c in select_columns):
+            # expressions: the query around the file's, transpiled as it is (a plain column list is a projection)
+            q, select_columns = Query(q.name, f"select {', '.join(select_columns)} from ({q.sql})\n", q.doc,
+                                      q.params), None
         rows: pl.DataFrame = spark.fetch(q, bound, select_columns)
         return rows
     sql = f"select {', '.join(select_columns)} from ({q.sql})" if select_columns else q.sql
-    if where is not None:
-        sql = f"select {', '.join(select_columns or ['*'])} from ({q.sql}) where {where[0]}"
-        bound = {**(bound or {}), **where[1]}
     with _file_errors(name):
         return fetch(con, sql, bound)
 

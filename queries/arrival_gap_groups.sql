@@ -1,7 +1,8 @@
 -- Question: which groups have gaps between arrivals, in the order arrival_gaps_by_group gives them?
--- Grain: one row per group of int_arrival_times with at least one gap.
+-- Grain: one row per group of int_arrival_times with at least one gap (attribution.analyses.arrival_fits
+--   fetches each one's rows of arrival_gaps_by_group in turn; tests/test_arrivals.py checks the two orders agree).
 -- Parameters: none.
--- Columns: grp, gaps (rows with a gap, ties' zeros included).
+-- Columns: grp.
 with
 
 times as (
@@ -9,7 +10,7 @@ times as (
 ),
 
 final as (
-    select grp, count(*) as gaps from times where gap_s is not null group by grp
+    select distinct grp from times where gap_s is not null
 )
 
 select * from final

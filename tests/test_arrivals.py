@@ -14,7 +14,14 @@ import pytest
 from conftest import run_cli, shared
 
 from attribution.analyses import arrivals, select
-from attribution.analyses.arrival_fits import MIN_GAPS, fit_gaps, group_gaps, sample, weibull_mle
+from attribution.analyses.arrival_fits import (
+    MIN_GAPS,
+    fit_gaps,
+    group_gaps,
+    sample,
+    selection_gaps,
+    weibull_mle,
+)
 from attribution.analyses.common import frames_connection
 from attribution.errors import UsageError
 from attribution.ingest import ingest
@@ -372,3 +379,18 @@ def test_group_gaps_are_each_groups_rows_in_order_and_a_split_group_is_refused()
     assert list(group_gaps(gaps.clear())) == []
     with pytest.raises(ValueError, match="must come together"):
         list(group_gaps(gaps.vstack(gaps.head(1))))
+
+
+def test_each_groups_gaps_fetched_alone_are_the_one_querys_rows_in_its_order():
+    """selection_gaps fetches one group's rows of arrival_gaps_by_group at a time (a row condition on its query), in
+    arrival_gap_groups' order of groups: the same groups, gaps and order as the one query's rows (Spark's path; the
+    two files each state the order of groups, '(all)' and '(none)' last), ties and a one-request group included."""
+    offsets = [0.0, 1.0, 1.0, 2.5, 3.0, 3.0, 4.0, 7.5, 9.0, 9.0, 12.0]
+    workload = ["b", "a", None, "b", "a", "b", None, "a", "c", "b", None]
+    sel = select(frames_connection(_requests(offsets, workload=workload)), by="workload")
+    sel.materialize("int_arrival_times", overall=True)
+    want = [(g, x.tolist()) for g, x in group_gaps(sel.run("arrival_gaps_by_group"))]
+    got = [(g, x.tolist()) for g, x in selection_gaps(sel)]
+    assert got == want
+    assert [g for g, _ in got] == ["a", "b", "(none)", "(all)"]  # (c's one arrival has no gap)
+    assert dict(got)["b"] == [2.5, 0.5, 6.0]

@@ -374,6 +374,8 @@ def _streamed_matches(sel, parts, per_group: bool, ps: list[float], bucket_us: i
     # what exact_frames reads one deployment at a time: the same bounds, deployments in the same order, their rows
     since, until = sel.window.since, sel.window.until
     assert sweep.request_bounds(sel.con, since, until) == b
+    deployments = [d for d, _ in sweep.deployment_parts(df)]
+    assert sweep.deployment_span_s(sel.con, since, until, deployments, b) == sweep.span_s(parts)
     assert sweep.request_deployments(sel.con, since, until) == [d for d, _ in sweep.deployment_parts(df)]
     for d, part in sweep.deployment_parts(df):
         assert sweep.deployment_requests(sel.con, since, until, d, df.columns).equals(part)

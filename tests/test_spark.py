@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import re
 import sys
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import polars as pl
@@ -399,6 +399,39 @@ def test_the_analysis_on_spark_is_duckdbs(both, reports, name):
     for table in want.tables:
         assert_same(got.tables[table], want.tables[table], f"{name}.{table}")
     assert got.notes == want.notes
+
+
+def test_a_row_condition_and_aggregate_columns_on_spark_are_duckdbs(both):
+    """queries.run_columns' `where` (a DuckDB condition with its own parameters, NULL ones too) and expression
+    columns run on Spark as the file's query inside another, transpiled: the sweep's one-deployment fetches
+    (NULL deployment included), its aggregate bounds and memsplit's arrival count give DuckDB's rows."""
+    from attribution.analyses import sweep
+
+    duck, spark = both
+    analyses.select(duck, by="all")
+    analyses.select(spark, by="all")
+    first, last = queries.inline(duck, "select min(t_arrival), max(t_end) from int_analysis_requests").row(0)
+    mid = datetime.fromtimestamp((first + last) / 2e6, UTC)
+    for since, until in ((None, None), (mid, None), (None, mid)):
+        deployments = sweep.request_deployments(duck, since, until)
+        every = sweep.interval_requests(spark, since, until, False, kv=False)  # (Spark's order: DuckDB's may differ)
+        assert deployments and set(every["deployment"]) == set(deployments)
+        assert len(deployments) > 1 or since or until  # (the whole store: every deployment)
+        for dep in [*deployments, None]:
+            got = sweep.deployment_requests(spark, since, until, dep, sweep.TIME_COLUMNS)
+            assert_same(got, every.filter(pl.col("deployment").eq_missing(dep)).select(sweep.TIME_COLUMNS), str(dep))
+            assert_same(got.sort(sweep.TIME_COLUMNS),
+                        sweep.deployment_requests(duck, since, until, dep, sweep.TIME_COLUMNS).sort(sweep.TIME_COLUMNS),
+                        str(dep))
+        assert sweep.request_bounds(spark, since, until) == sweep.request_bounds(duck, since, until)
+        lo, hi = sweep.epoch_us(mid), None
+        counts = [queries.run_columns(con, "concurrency_requests", ["count(*) as n", "min(t_end) as first_end"],
+                                      since=since, until=until,
+                                      where=("($lo::bigint is null or t_arrival >= $lo) and "
+                                             "($hi::bigint is null or t_arrival < $hi)", {"lo": lo, "hi": hi}))
+                  for con in (duck, spark)]
+        assert counts[0]["n"].item() > 0 or since is None
+        assert counts[1].rows() == counts[0].rows()
 
 
 def test_the_window_sweep_on_spark_is_the_numpy_sweep(spark_session):

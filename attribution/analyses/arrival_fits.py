@@ -1,6 +1,6 @@
 """Inter-arrival distribution fits: exponential, Gamma and Weibull by maximum likelihood (location fixed at 0),
 each with its Kolmogorov-Smirnov distance to the gaps, as the BurstGPT paper reports them. NumPy and SciPy over
-one group's gaps; the gaps come from queries/arrival_gaps_of_group.sql (arrival_gaps_by_group.sql on Spark)."""
+one group's gaps; the gaps come from queries/arrival_gaps_by_group.sql (one group's rows at a time but on Spark)."""
 
 from __future__ import annotations
 
@@ -31,15 +31,16 @@ def group_gaps(gaps: pl.DataFrame) -> Iterator[tuple[str, np.ndarray]]:
 
 
 def selection_gaps(sel: Any) -> Iterator[tuple[str, np.ndarray]]:
-    """Each group's gaps (time order) of the selection's int_arrival_times, one group fetched at a time in
-    arrival_gaps_by_group's order of groups: at 6M requests the rows of every group with their names (12M with the
+    """Each group's gaps (time order) of the selection's int_arrival_times, one group's rows of
+    arrival_gaps_by_group fetched at a time in its order of groups (arrival_gap_groups): at 6M requests the rows of every group with their names (12M with the
     `(all)` group) and DuckDB's sort of them added ~1.3 GB to the report's peak (bench/scale/README.md, mem36). On
     Spark, one query for every group (each query is a job there)."""
     if queries.spark_connection(sel.con) is not None:
         yield from group_gaps(sel.run("arrival_gaps_by_group"))
         return
     for grp in sel.run("arrival_gap_groups")["grp"].to_list():
-        yield grp, sel.run("arrival_gaps_of_group", grp=grp)["gap_s"].to_numpy()
+        yield grp, queries.run_columns(sel.con, "arrival_gaps_by_group", ["gap_s"],
+                                       where=("grp = $grp", {"grp": grp}))["gap_s"].to_numpy()
 
 
 def sample(gaps: np.ndarray, limit: int = MAX_GAPS, seed: int = 0) -> np.ndarray:

@@ -82,7 +82,7 @@ def selection_held(sel: Selection, per_group: bool) -> list[Held]:
         b = sweep.bounds(df, sel.window.since, sel.window.until)
         swept = sweep.iter_segments(df, b, per_group, kv=False)
     else:
-        b, parts = _request_parts(sel)
+        b, _, parts = _request_parts(sel)
         swept = sweep.part_segments(parts(sweep.interval_columns(per_group, False)), b, per_group, kv=False)
     for whole, s in swept:
         kept[not whole].append(Held.of(s))
@@ -92,9 +92,10 @@ def selection_held(sel: Selection, per_group: bool) -> list[Held]:
     return held
 
 
-def _request_parts(sel: Selection) -> tuple[Any, Callable[[list[str]], Iterator[tuple[str | None, pl.DataFrame]]]]:
-    """The sweep's bounds over the rows of `sel` it reads (sweep.interval_requests), and those rows' given columns
-    one deployment at a time, in order of first appearance: at 6M requests no frame of every deployment's rows
+def _request_parts(sel: Selection) -> tuple[Any, list[str | None],
+                                            Callable[[list[str]], Iterator[tuple[str | None, pl.DataFrame]]]]:
+    """The sweep's bounds over the rows of `sel` it reads (sweep.interval_requests), their deployments in order of
+    first appearance, and those rows' given columns one deployment at a time in that order: at 6M requests no frame of every deployment's rows
     sits beside the sweep's arrays. DuckDB's cached blocks are shed after each fetch (shed_cache)."""
     con, since, until = sel.con, sel.window.since, sel.window.until
     b = sweep.request_bounds(con, since, until)
@@ -106,7 +107,7 @@ def _request_parts(sel: Selection) -> tuple[Any, Callable[[list[str]], Iterator[
             shed_cache(con)
             yield dep, part
             del part  # (before the next is fetched)
-    return b, parts
+    return b, deployments, parts
 
 
 def exact_frames(sel: Selection, *, per_group: bool, timeseries: bool, bucket_s: int | None,
@@ -121,9 +122,10 @@ def exact_frames(sel: Selection, *, per_group: bool, timeseries: bool, bucket_s:
                                       percentiles=percentile_list(percentiles))
     kv = timeseries or metrics is None or "kv_tokens" in metrics
     ps = tuple(percentile_list(percentiles))
-    b, parts = _request_parts(sel)
-    if timeseries and bucket_s is None:
-        bucket_s = sweep.pick_bucket_s(sweep.parts_span_s(parts(sweep.TIME_COLUMNS), b))
+    b, deployments, parts = _request_parts(sel)
+    if timeseries and bucket_s is None:  # (the span from aggregate queries: the rows are fetched once, to sweep)
+        bucket_s = sweep.pick_bucket_s(sweep.deployment_span_s(sel.con, sel.window.since, sel.window.until,
+                                                               deployments, b))
     memo = _SHARED.get(id(sel))
     held: tuple[list[Held], list[Held]] | None = ([], []) if memo is not None and _key(sel, per_group) not in memo \
         else None

@@ -7,6 +7,7 @@ demand where requests have per-request intervals.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -90,9 +91,9 @@ def exact_in_system(
     con: duckdb.DuckDBPyConnection, splits: list[CurrentSplit]
 ) -> tuple[pl.DataFrame, list[str]]:
     """Requests in the system (arrival to end) per start from the concurrency analysis' exact sweep over
-    per-request intervals: peak and p99. The requests of every period are read once; each distinct period
-    is swept as the concurrency analysis of that window sweeps it (bounds from all of its requests; no
-    sweep when no request with an interval arrives in it), for the deployments of its starts only."""
+    per-request intervals: peak and p99. Each distinct period is swept as the concurrency analysis of that
+    window sweeps it (bounds from all of its requests; no sweep when no request with an interval arrives in
+    it), for the deployments of its starts only (_period_parts)."""
     schema = {"start_id": pl.Int64, "in_system_peak_exact": pl.Float64, "in_system_p99_exact": pl.Float64}
     try:
         from attribution import analyses
@@ -113,31 +114,21 @@ def exact_in_system(
     until = None if any(u is None for u in ends) else max(ends)
     try:
         sel = analyses.select(con, since=since, until=until, by="all")
-        everything = sweep.interval_requests(con, sel.window.since, sel.window.until, False, kv=False)
+        # on Spark every row of the periods in one fetch (each query more is a job; the driver holds them)
+        everything = (sweep.interval_requests(con, sel.window.since, sel.window.until, False, kv=False)
+                      if queries.spark_connection(con) is not None else None)
     except Exception as exc:  # noqa: BLE001 - a cross-check must not sink the answer
         return pl.DataFrame(schema=schema), [
             f"exact concurrency sweep failed ({exc}); demand comes from the step lines only"
         ]
     for (p_since, p_until), group in periods.items():
         try:
-            lo, hi = sweep.epoch_us(p_since), sweep.epoch_us(p_until)
-            touching = [c for c in (None if lo is None else pl.col("t_end") > lo,
-                                    None if hi is None else pl.col("t_arrival") < hi) if c is not None]
-            arriving = [c for c in (None if lo is None else pl.col("t_arrival") >= lo,
-                                    None if hi is None else pl.col("t_arrival") < hi) if c is not None]
-            # the bounds from every row touching the period, its starts' deployments swept: only their rows are
-            # copied (each period's rows of every deployment were copied, and again those arriving in it, to count)
-            near = everything.lazy().filter(*touching) if touching else everything.lazy()
-            edge = near.select(t_end=pl.col("t_end").max(), t_arrival=pl.col("t_arrival").min(),
-                               arriving=pl.all_horizontal(arriving).sum() if arriving else pl.len()).collect()
-            if not edge["arriving"].item():  # no deployment is `exact` in that window: the analysis sweeps nothing
+            found = _period_parts(con, everything, p_since, p_until, {c.deployment for c in group})
+            if found is None:  # no deployment is `exact` in that window: the analysis sweeps nothing
                 continue
-            b = sweep.bounds(edge.select("t_end", "t_arrival"), p_since, p_until)  # (over one row: the same)
-            mine: set[str | None] = {c.deployment for c in group}
-            df = everything.filter(*touching, pl.col("deployment").is_in([d for d in mine if d is not None])
-                                   | (pl.col("deployment").is_null() & (None in mine)))
+            b, parts = found
             # in_system only: no live KV tokens, one deployment's step function at a time
-            got = sweep.stats_frame([r for _, s in sweep.iter_segments(df, b, False, mine, kv=False)
+            got = sweep.stats_frame([r for _, s in sweep.part_segments(parts, b, False, kv=False)
                                      for r in sweep.stat_rows(s, metrics=("in_system",))[0]])
         except Exception as exc:  # noqa: BLE001 - a cross-check must not sink the answer
             notes.append(f"exact concurrency sweep failed ({exc}); demand comes from the step lines only")
@@ -153,6 +144,41 @@ def exact_in_system(
                     }
                 )
     return pl.DataFrame(rows, schema=schema), notes
+
+
+def _period_parts(con: duckdb.DuckDBPyConnection, everything: pl.DataFrame | None, since: datetime | None,
+                  until: datetime | None, deployments: set[str | None]
+                  ) -> tuple[Any, Iterator[tuple[str | None, pl.DataFrame]]] | None:
+    """The sweep's bounds over the requests with an interval touching [since, until) (sweep.interval_requests),
+    and the rows of `deployments` among them one deployment at a time; None when none arrives in it. From
+    `everything` (the rows of every period, Spark's one fetch), else by queries: the count and bounds by aggregate
+    queries, each deployment's rows fetched as it is swept (at 6M requests a frame of every row of the periods
+    set the report's peak)."""
+    from attribution.analyses import sweep
+
+    lo, hi = sweep.epoch_us(since), sweep.epoch_us(until)
+    mine = sorted(d for d in deployments if d is not None)  # (a start without a deployment matches no row)
+    if everything is None:
+        arriving = queries.run_columns(
+            con, "concurrency_requests", ["count(*) as n"], since=since, until=until,
+            where=("($lo::bigint is null or t_arrival >= $lo) and ($hi::bigint is null or t_arrival < $hi)",
+                   {"lo": lo, "hi": hi}))["n"].item()
+        if not arriving:
+            return None
+        columns = sweep.interval_columns(False, False)
+        return sweep.request_bounds(con, since, until), (
+            (d, sweep.deployment_requests(con, since, until, d, columns)) for d in mine)
+    touching = [c for c in (None if lo is None else pl.col("t_end") > lo,
+                            None if hi is None else pl.col("t_arrival") < hi) if c is not None]
+    arriving_in = [c for c in (None if lo is None else pl.col("t_arrival") >= lo,
+                               None if hi is None else pl.col("t_arrival") < hi) if c is not None]
+    near = everything.lazy().filter(*touching) if touching else everything.lazy()
+    edge = near.select(t_end=pl.col("t_end").max(), t_arrival=pl.col("t_arrival").min(),
+                       arriving=pl.all_horizontal(arriving_in).sum() if arriving_in else pl.len()).collect()
+    if not edge["arriving"].item():
+        return None
+    b = sweep.bounds(edge.select("t_end", "t_arrival"), since, until)  # (over one row: the same)
+    return b, ((d, near.filter(pl.col("deployment") == d).collect()) for d in mine)
 
 
 def limit_of(c: CurrentSplit, b: dict[str, Any] | None) -> str:
