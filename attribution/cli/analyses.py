@@ -92,12 +92,18 @@ def show_data(result: Analysis, fmt: Format, table: str | None) -> bool:
 
 
 def show(result: Analysis, fmt: Format, table: str | None = None, hide: tuple[str, ...] = ()) -> None:
-    """Write `result`: every table (but `hide`) and the notes as Rich tables, one table as CSV, all as JSON."""
+    """Write `result`: every table (but `hide`; an empty one as a line saying so) and the notes as Rich tables, one
+    table as CSV, all as JSON."""
     if show_data(result, fmt, table):
         return
     for name, df in result.tables.items():
-        if name not in hide:
-            render.out.print(table_of(df, result.titles.get(name, name)))
+        if name in hide:
+            continue
+        title = result.titles.get(name, name)
+        if df.height:
+            render.out.print(table_of(df, title))
+        else:  # a header over no rows reads as a broken table; the notes say why it is empty
+            render.out.print(f"{escape(title)}: no rows", highlight=False)
     _notes(result, render.out)
 
 
