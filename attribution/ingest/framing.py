@@ -13,15 +13,14 @@ SPLIT_MAX_BYTES = 1 << 17
 
 def lines_frame(chunk: reader.Chunk, errors: str = "replace") -> pl.DataFrame:
     data = chunk.data
-    lines = _csv_lines(data, chunk.n_lines) if len(data) > SPLIT_MAX_BYTES else None
+    small = len(data) <= SPLIT_MAX_BYTES
+    lines = None if small else _csv_lines(data, chunk.n_lines)
     if lines is None:
         text = data.decode("utf-8", errors=errors)
         if text.endswith("\n"):
             text = text[:-1]
-        if len(data) <= SPLIT_MAX_BYTES:
-            lines = pl.Series("text", text.split("\n"), dtype=pl.Utf8)
-        else:
-            lines = pl.Series("text", [text], dtype=pl.Utf8).str.split("\n").explode()
+        lines = pl.Series("text", text.split("\n"), dtype=pl.Utf8) if small else \
+            pl.Series("text", [text], dtype=pl.Utf8).str.split("\n").explode()
     return pl.DataFrame(
         {"line": pl.int_range(chunk.first_line, chunk.first_line + lines.len(), eager=True, dtype=pl.Int64),
          "text": lines}

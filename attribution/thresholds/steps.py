@@ -51,12 +51,7 @@ _UNKEPT: weakref.WeakSet[duckdb.DuckDBPyConnection] = weakref.WeakSet()  # keep_
 _WHOLE: weakref.WeakSet[duckdb.DuckDBPyConnection] = weakref.WeakSet()  # keep_step_rows(con, False, whole=True)
 # Connections sharing the step rows of every line of their commit (share_step_rows: a dashboard's cursors), and
 # where they keep them; a window's rows are cut from those (_window_rows) instead of read.
-_SHARED: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, SharedStepRows] = weakref.WeakKeyDictionary()
-_EVERY: weakref.WeakSet[duckdb.DuckDBPyConnection] = weakref.WeakSet()  # share_step_rows(every_line=True)
-_DEPLOYMENTS: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, tuple[str | None, ...]] = \
-    weakref.WeakKeyDictionary()  # share_step_rows(deployments=...)
-_PERIODS: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, list[tuple[str, int, int | None]]] = \
-    weakref.WeakKeyDictionary()  # share_step_rows(periods=...)
+_SHARED: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, _Sharing] = weakref.WeakKeyDictionary()
 SHARED_LINES_MAX = 4_000_000  # above: every line held (~90 B each) costs more memory than a server can spare
 SHARED_COUNTS = 64  # narrowings whose line count is kept per commit
 SHARED_KEEP = 1  # sets of lines kept per commit (one engine_steps narrowing: ~220 MB at 2.5M lines)
@@ -157,13 +152,18 @@ def share_step_rows(con: duckdb.DuckDBPyConnection, shared: SharedStepRows, *, e
     alone (deployment, from its engine start, until the deployment's next one, in microseconds since the epoch;
     None: open), each from an engine start that the narrowed starts keep: cut alike where every line of a period
     was assigned that period's start among every start (then it is among the narrowed ones too)."""
-    _SHARED[con] = shared
-    if periods is not None:
-        _PERIODS[con] = periods
-    if every_line:
-        _EVERY.add(con)
-    if deployments is not None:
-        _DEPLOYMENTS[con] = deployments
+    _SHARED[con] = _Sharing(shared, every_line, deployments, periods)
+
+
+@dataclass(frozen=True)
+class _Sharing:
+    """What share_step_rows was told of one cursor: the commit's shared rows and how its engine_steps and engine
+    starts are narrowed (its arguments)."""
+
+    shared: SharedStepRows
+    every_line: bool
+    deployments: tuple[str | None, ...] | None
+    periods: list[tuple[str, int, int | None]] | None
 
 
 def step_rows(con: duckdb.DuckDBPyConnection, since: datetime | None = None, until: datetime | None = None
@@ -234,21 +234,21 @@ def _shared_rows(con: duckdb.DuckDBPyConnection, since: datetime | None, until: 
     key = _kept_key(con, None, None)
     if key is None:
         return None
-    shared = _SHARED[con]
+    sharing = _SHARED[con]
+    shared = sharing.shared
     # decode_batch_size is derived from the window's running_requests (decode_batch_sizes): a stats line carries
     # it when its file has no decode line in the window, which every line's rows cannot say
     wanted = _read_quantities(needed)
     with shared.lock:
         every = shared.rows.get(shared.every) if shared.every is not None else None
-        if con in _DEPLOYMENTS and every is not None and set(wanted) <= every.values.keys():
-            assert shared.every is not None
-            shared.rows.move_to_end(shared.every)
-            return _window_rows(every, since, until, needed, _DEPLOYMENTS[con])
-        if con in _PERIODS and every is not None and set(wanted) <= every.values.keys() and (
-                (keep := _in_periods(con, every, _PERIODS[con])) is not None):
-            assert shared.every is not None
-            shared.rows.move_to_end(shared.every)
-            return _window_rows(every, since, until, needed, keep=keep)
+        if every is not None and set(wanted) <= every.values.keys():  # a narrowing cut from every line's rows
+            keep = None
+            if sharing.deployments is None and sharing.periods is not None:
+                keep = _in_periods(con, every, sharing.periods)
+            if sharing.deployments is not None or keep is not None:
+                assert shared.every is not None
+                shared.rows.move_to_end(shared.every)
+                return _window_rows(every, since, until, needed, sharing.deployments, keep=keep)
         whole = shared.rows.get(key)
         if whole is None or not set(wanted) <= whole.values.keys():
             if whole is None:
@@ -268,7 +268,7 @@ def _shared_rows(con: duckdb.DuckDBPyConnection, since: datetime | None, until: 
             if whole is not None:  # (a catalogue evaluating other quantities: read with the ones kept)
                 wanted = [q for q in QUANTITIES if q in wanted or q in whole.values]
             whole = shared.rows[key] = _read_step_rows(con, None, None, wanted)
-            if con in _EVERY:
+            if sharing.every_line:
                 shared.every = key
             while len(shared.rows) > SHARED_KEEP:
                 shared.rows.popitem(last=False)
