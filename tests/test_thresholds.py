@@ -665,3 +665,52 @@ def test_a_dashboards_cursors_cut_their_step_rows_from_the_commits_lines(tmp_pat
     alone = steps.step_rows(view.con, None, early)
     assert not shared.rows and shared.lines == counted
     _same_rows(alone, steps._read_step_rows(view.con, None, early, needed))
+
+
+def test_a_commits_every_line_rows_are_kept_on_disk_for_the_next_process(tmp_path_factory, monkeypatch):
+    """The step rows of every line a dashboard cursor of the commit's own lines reads are kept for the commit
+    (attribution.kept): the next process's first window (its preparation read them) loads them, neither
+    counting nor reading a line, and cuts the same rows; above SHARED_LINES_MAX a window is read alone still."""
+    import numpy as np
+
+    from attribution.dashboard import Filters, View
+    from attribution.db import fetch
+    from attribution.joincache import cache_dir
+    from attribution.thresholds import steps
+    from attribution.thresholds.crossings import prepare
+
+    store = sample_store_at(tmp_path_factory.getbasetemp())
+    view = View(store, Filters())
+    select(view.con, by="all")
+    prepare(view.con, load_catalogue())
+    needed = [q for q in steps.QUANTITIES if q in set(steps.step_settings(view.con)["quantity"].to_list())]
+    first, last = fetch(view.con, "select min(ts), max(ts) from engine_steps").row(0)
+    early = first + (last - first) / 20
+    made = steps.SharedStepRows()  # (a process of its own: the preparation's)
+    steps.share_step_rows(view.con, made, every_line=True)
+    steps.step_rows(view.con)
+    assert list(cache_dir(Path(store)).glob("threshold_step_rows-*.arrow"))
+    (every,) = made.rows.values()
+    reads = []
+    real_read, real_run = steps._read_step_rows, steps.queries.run
+    monkeypatch.setattr(steps, "_read_step_rows", lambda *a: reads.append(a) or real_read(*a))
+    monkeypatch.setattr(steps.queries, "run", lambda con, name, **kw: reads.append(name) or real_run(con, name, **kw))
+    later = steps.SharedStepRows()  # (the next process: a reader's first filter change)
+    steps.share_step_rows(view.con, later, every_line=True)
+    got = {w: steps.step_rows(view.con, *w) for w in ((None, early), (early, None), (None, None))}
+    assert [r for r in reads if r != "threshold_step_settings"] == [] and later.lines == made.lines
+    (loaded,) = later.rows.values()
+    _same_rows(loaded, every)
+    assert (loaded.deployments, loaded.kinds) == (every.deployments, every.kinds)
+    for f in ("file", "t", "day", "deployment", "kind", "cuda_graph_off", "config"):
+        a, b = getattr(loaded, f), getattr(every, f)
+        assert a.dtype == b.dtype and np.array_equal(a, b) and a.flags.writeable, f
+    monkeypatch.setattr(steps, "_read_step_rows", real_read)
+    monkeypatch.setattr(steps.queries, "run", real_run)
+    for (since, until), rows in got.items():
+        _same_rows(rows, steps._read_step_rows(view.con, since, until, needed))
+    monkeypatch.setattr(steps, "SHARED_LINES_MAX", 0)
+    capped = steps.SharedStepRows()
+    steps.share_step_rows(view.con, capped, every_line=True)
+    _same_rows(steps.step_rows(view.con, None, early), steps._read_step_rows(view.con, None, early, needed))
+    assert not capped.rows

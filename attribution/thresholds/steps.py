@@ -23,7 +23,7 @@ import duckdb
 import numpy as np
 import polars as pl
 
-from attribution import joincache, queries
+from attribution import joincache, kept, queries
 
 if TYPE_CHECKING:
     from attribution.schema import PolarsType
@@ -251,6 +251,7 @@ def _shared_rows(con: duckdb.DuckDBPyConnection, since: datetime | None, until: 
                 return _window_rows(every, since, until, needed, sharing.deployments, keep=keep)
         whole = shared.rows.get(key)
         if whole is None or not set(wanted) <= whole.values.keys():
+            made = None
             if whole is None:
                 # every line is read whatever the window, and kept while the store has few enough (counted once
                 # per narrowing); else the window's alone, as on any connection. A window's own read costs
@@ -261,19 +262,81 @@ def _shared_rows(con: duckdb.DuckDBPyConnection, since: datetime | None, until: 
                 if key not in shared.lines:
                     if len(shared.lines) >= SHARED_COUNTS:
                         shared.lines.clear()
-                    shared.lines[key] = int(queries.run(con, "threshold_step_lines_count", since=None,
-                                                        until=None).row(0)[0])
+                    # (the commit's every line kept on disk by a command before, its preparation: no count)
+                    made = _every_line_rows(con, key, wanted, read=False) if sharing.every_line else None
+                    shared.lines[key] = made.size if made is not None else int(queries.run(
+                        con, "threshold_step_lines_count", since=None, until=None).row(0)[0])
                 if shared.lines[key] > SHARED_LINES_MAX:
                     return None
             if whole is not None:  # (a catalogue evaluating other quantities: read with the ones kept)
                 wanted = [q for q in QUANTITIES if q in wanted or q in whole.values]
-            whole = shared.rows[key] = _read_step_rows(con, None, None, wanted)
+            if made is None:
+                made = (_every_line_rows(con, key, wanted, read=True) if sharing.every_line
+                        else _read_step_rows(con, None, None, wanted))
+            assert made is not None
+            whole = shared.rows[key] = made
             if sharing.every_line:
                 shared.every = key
             while len(shared.rows) > SHARED_KEEP:
                 shared.rows.popitem(last=False)
         shared.rows.move_to_end(key)
     return _window_rows(whole, since, until, needed)
+
+
+EVERY_LINE_VIEWS = ("engine_steps", "raw_engine_steps")  # what every line's rows read (with thr_starts)
+
+
+def _every_line_rows(con: duckdb.DuckDBPyConnection, key: tuple, wanted: list[str], *, read: bool
+                     ) -> StepRows | None:
+    """Every line's rows of the commit (the read quantities `wanted`, the engine starts of `key`), kept on disk
+    for it as its other per-commit rows are (attribution.kept: ~60-90 B a line; a newer commit's replace them):
+    read back where a command (the commit's preparation, or a dashboard's first change) read them before, else
+    read (when `read`; None when not) and kept."""
+    parts = (queries.load("threshold_step_rows").sql, key[3], tuple(wanted))
+    if not read and not kept.has(con, "threshold_step_rows", parts, EVERY_LINE_VIEWS):
+        return None
+    made: list[StepRows] = []
+
+    def compute() -> pl.DataFrame:
+        made.append(_read_step_rows(con, None, None, wanted))
+        return _rows_frame(made[0])
+
+    frame = kept.kept(con, "threshold_step_rows", parts, EVERY_LINE_VIEWS, compute)
+    return made[0] if made else _frame_rows(frame, wanted)
+
+
+def _rows_frame(rows: StepRows) -> pl.DataFrame:
+    """`rows` as a frame (_frame_rows gives them back): deployments and kinds as Enums of their lists."""
+    def named(name: str, codes: np.ndarray, values: list[str | None]) -> pl.Series:
+        cats = [v for v in values if v is not None]
+        idx = pl.Series(codes).cast(pl.UInt32)
+        return pl.Series(name, cats, dtype=pl.Enum(cats)).gather(pl.select(pl.when(idx < len(cats)).then(idx))
+                                                                 .to_series())
+
+    cols = [pl.Series("file", rows.file), pl.Series("t", rows.t), named("deployment", rows.deployment,
+            rows.deployments), named("kind", rows.kind, rows.kinds),
+            pl.Series("cuda_graph_off", rows.cuda_graph_off), pl.Series("config", rows.config)]
+    for q, (v, present) in rows.values.items():
+        cols += [pl.Series(f"value_{q}", v), pl.Series(f"present_{q}", present)]
+    return pl.DataFrame(cols)
+
+
+def _frame_rows(frame: pl.DataFrame, wanted: list[str]) -> StepRows:
+    """The StepRows `_rows_frame` made `frame` of (writable arrays of their own, not the file's)."""
+    def array(name: str) -> np.ndarray:
+        return np.array(frame[name].to_numpy(), copy=True)
+
+    def codes(name: str) -> tuple[np.ndarray, list[str | None]]:
+        values: list[str | None] = [*frame[name].dtype.categories.to_list(), None]  # type: ignore[attr-defined]
+        code = frame[name].to_physical().fill_null(len(values) - 1).to_numpy()
+        return code.astype(np.int16 if len(values) - 1 < 32_000 else np.int64), values
+
+    t = array("t")
+    dep, deps = codes("deployment")
+    kind, kinds = codes("kind")
+    return StepRows(file=array("file"), t=t, day=_day(t), deployment=dep, deployments=deps, kind=kind,
+                    kinds=kinds, cuda_graph_off=array("cuda_graph_off"), config=array("config"),
+                    values={q: (array(f"value_{q}"), array(f"present_{q}")) for q in wanted})
 
 
 def _micros(t: datetime) -> int:
