@@ -270,9 +270,8 @@ class Commit:
                 narrow(cur, flt)
         periods = None
         if engine == {"version"}:  # (the kept versions' periods, create_narrowed's: in microseconds)
-            periods = [(d, int(a), None if b is None else int(b)) for d, a, b in cur.execute(
-                "select deployment, epoch_us(started), case when ended = 'infinity'::timestamptz then null else "
-                f"epoch_us(ended) end from {filter_schema(flt)}.version_periods").fetchall()]
+            periods = [(d, int(a), None if b is None else int(b))
+                       for d, a, b in queries.run(cur, "dashboard_version_periods").iter_rows()]
         share_step_rows(cur, self.step_rows, every_line=not engine, deployments=tuple(
             None if d == NONE else d for d in flt.deployments) if engine == {"deployment"} else None,
             periods=periods)

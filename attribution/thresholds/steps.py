@@ -349,7 +349,7 @@ def _in_periods(con: duckdb.DuckDBPyConnection, whole: StepRows, periods: list[t
     """The rows of `whole` in `periods` (share_step_rows), or None where a period's start is not one registered
     start of its deployment at that instant, or a line of it was assigned another start (read them instead)."""
     starts: dict[tuple[str, int], list[int]] = {}
-    for dep, ts, h in con.execute("select deployment, epoch_us(ts), hash(config_id) from thr_starts").fetchall():
+    for dep, ts, h in queries.run(con, "threshold_start_hashes").iter_rows():
         starts.setdefault((dep, ts), []).append(h)
     codes = {d: i for i, d in enumerate(whole.deployments) if d is not None}
     keep = np.zeros(whole.size, bool)
