@@ -26,6 +26,7 @@ import polars as pl
 from attribution import analyses, joincache, kept, queries, thresholds
 from attribution.analyses import Analysis, GroupBy, Selection, Window
 from attribution.analyses.common import REQUEST_LINES, Empty, post_calls
+from attribution.analyses.concurrency import scrape_intervals
 from attribution.columns import is_p_value, p_value_text
 from attribution.compare import CohortBy, compare
 from attribution.config import Settings, connect_settings, load_settings, workload_map
@@ -251,7 +252,17 @@ class Commit:
         joincache.use(con, fallback_dir=scratch)
         self.con = con
         self.lock = threading.Lock()
-        self.step_rows = SharedStepRows()
+        self.step_rows = SharedStepRows(scrapes=self._scrapes)
+
+    def _scrapes(self) -> bool:
+        """Whether the commit's engine_steps hold a Prometheus scrape row (any: the open window's scrape
+        intervals, which the first look's thresholds keep for the commit, have a row for each deployment with
+        one, even without a time)."""
+        cur = self.cursor()
+        try:
+            return scrape_intervals(cur, None, None).height > 0
+        finally:
+            cur.close()
 
     def cursor(self, flt: Filters = Filters()) -> duckdb.DuckDBPyConnection:
         """A connection of its own to the commit's database, narrowed to `flt`."""

@@ -714,3 +714,65 @@ def test_a_commits_every_line_rows_are_kept_on_disk_for_the_next_process(tmp_pat
     steps.share_step_rows(view.con, capped, every_line=True)
     _same_rows(steps.step_rows(view.con, None, early), steps._read_step_rows(view.con, None, early, needed))
     assert not capped.rows
+
+
+def _scrape_store(root: Path, gauges: bool) -> Path:
+    """A vLLM pod's stats lines (00:00-00:01, 2026-12-01) and Prometheus snapshots every 60 s to 00:10, each with
+    a latency histogram, and (`gauges`) its running/KV gauges: engine_steps scrape rows where the log has no line
+    within 120 s (tests/test_prometheus_scrapes.py)."""
+    t0 = 1796083200
+    pod = root / "pod-a"
+    pod.mkdir(parents=True)
+    (pod / "vllm.log").write_text("".join(
+        f"INFO 12-01 00:{s // 60:02d}:{s % 60:02d} [loggers.py:118] Engine 000: Avg prompt throughput: 10.0 tokens/s, "
+        "Avg generation throughput: 20.0 tokens/s, Running: 4 reqs, Waiting: 0 reqs, GPU KV cache usage: 10.0%, "
+        "Prefix cache hit rate: 0.0%\n" for s in range(0, 61, 10)))
+    for i in range(11):
+        text = ("# TYPE vllm:e2e_request_latency_seconds histogram\n"
+                f'vllm:e2e_request_latency_seconds_bucket{{le="1.0",model_name="m"}} {i}\n'
+                f'vllm:e2e_request_latency_seconds_bucket{{le="+Inf",model_name="m"}} {2 * i}\n'
+                f'vllm:e2e_request_latency_seconds_sum{{model_name="m"}} {3.0 * i}\n'
+                f'vllm:e2e_request_latency_seconds_count{{model_name="m"}} {2 * i}\n')
+        if gauges:
+            text += ("# TYPE vllm:num_requests_running gauge\n"
+                     'vllm:num_requests_running{engine="0",model_name="m"} 50\n'
+                     "# TYPE vllm:kv_cache_usage_perc gauge\n"
+                     'vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.9\n')
+        (pod / f"metrics-{t0 + 60 * i}.prom").write_text(text)
+    ingest([str(pod)], root / "store", year=2026, tz="UTC", jobs=1)
+    return root / "store"
+
+
+def test_a_dashboards_thresholds_ask_scrape_intervals_only_where_its_commit_has_scrape_rows(tmp_path, monkeypatch):
+    """The thresholds page of a dashboard view asks a window's scrape intervals (a scan of every step line) only
+    where its commit's engine_steps hold a scrape row (asked once per commit): a store of Prometheus histograms
+    without gauges asks none and says nothing of scrapes; one with gauge scrapes says so under every filter set,
+    as the analysis on a plain connection does."""
+    from attribution.dashboard import Filters, View
+    from attribution.thresholds import crossings
+
+    asked = []
+    real = crossings.scrape_intervals
+    monkeypatch.setattr(crossings, "scrape_intervals", lambda con, since, until: asked.append((since, until))
+                        or real(con, since, until))
+    spec = ("busy: running_requests > 5",)
+    sets = [Filters(), Filters(since=datetime(2026, 12, 1, 0, 2), until=datetime(2026, 12, 1, 0, 9)),
+            Filters(deployments=("pod-a",))]
+    for gauges in (False, True):
+        store = _scrape_store(tmp_path / f"gauges-{gauges}", gauges)
+        con = Store.open(store).connect()
+        assert fetch_kinds(con) == ({"stats", "scrape"} if gauges else {"stats"})
+        asked.clear()
+        for flt in sets:
+            res = View(store, flt).thresholds(specs=spec)
+            said = [n for n in res.notes if "Prometheus scrapes" in n]
+            assert said == (["step rows of pod-a (every 60 s) are Prometheus scrapes, sampled at the scrape "
+                             "interval where the logs print no step lines: a crossing between two scrapes is "
+                             "missed"] if gauges else []), flt
+        assert len(asked) == (len(sets) if gauges else 0)
+    plain = thresholds(select(con, by="all"), load_catalogue(specs=list(spec)))
+    assert [n for n in plain.notes if "Prometheus scrapes" in n] == said
+
+
+def fetch_kinds(con) -> set[str]:
+    return {k for (k,) in con.execute("select distinct kind from engine_steps").fetchall()}

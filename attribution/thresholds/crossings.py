@@ -185,7 +185,8 @@ def thresholds(sel: Selection, catalogue: Catalogue | None = None, *, features: 
     quiet_steps = step_info.filter(~pl.col("feature").is_in(steps["feature"].unique().to_list())
                                    & pl.col("feature").is_in(summary.filter("evaluated")["feature"].to_list()))
     notes = _notes(con, settings, used, quiet_steps)
-    scrapes = scrape_intervals(con, sel.window.since, sel.window.until) if scrapes_stored(con) else None
+    scrapes = (scrape_intervals(con, sel.window.since, sel.window.until)
+               if scrapes_stored(con) and step_kernel.scrapes_possible(con) else None)
     if scrapes is not None and scrapes.height:  # Prometheus gauges stand in for step lines there (engine_steps kind `scrape`)
         every = [f"{d} (every {i:g} s)" if i is not None else d
                  for d, i in scrapes.select("deployment", "interval_s").rows()]

@@ -14,7 +14,7 @@ import itertools
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -137,6 +137,9 @@ class SharedStepRows:
     lock: threading.Lock = field(default_factory=threading.Lock)
     lines: dict[tuple, int] = field(default_factory=dict)  # the step lines of each narrowing, counted once
     every: tuple | None = None  # the key of the commit's every line (its engine_steps not narrowed), once read
+    # whether the commit's engine_steps (not narrowed) hold a Prometheus scrape row: asked once (scrapes_possible)
+    scrapes: Callable[[], bool] | None = None
+    scraped: bool | None = None
 
 
 def share_step_rows(con: duckdb.DuckDBPyConnection, shared: SharedStepRows, *, every_line: bool = False,
@@ -164,6 +167,23 @@ class _Sharing:
     every_line: bool
     deployments: tuple[str | None, ...] | None
     periods: list[tuple[str, int, int | None]] | None
+
+
+def scrapes_possible(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether any window of `con`'s engine_steps may hold a Prometheus scrape row: False only on a cursor
+    sharing its commit's rows (share_step_rows) whose commit's engine_steps, not narrowed, hold none at all (what
+    its `scrapes` says, asked once per commit): then no window and no narrowing of them holds one, and their
+    scrape intervals (queries/scrape_intervals_by_deployment.sql, a scan of every line per window: 0.9 CPU s at
+    2.4M lines) are none."""
+    sharing = _SHARED.get(con)
+    ask = sharing.shared.scrapes if sharing is not None else None
+    if sharing is None or ask is None:
+        return True
+    shared = sharing.shared
+    with shared.lock:
+        if shared.scraped is None:
+            shared.scraped = ask()
+        return shared.scraped
 
 
 def step_rows(con: duckdb.DuckDBPyConnection, since: datetime | None = None, until: datetime | None = None
