@@ -776,3 +776,33 @@ def test_a_dashboards_thresholds_ask_scrape_intervals_only_where_its_commit_has_
 
 def fetch_kinds(con) -> set[str]:
     return {k for (k,) in con.execute("select distinct kind from engine_steps").fetchall()}
+
+
+def test_a_dashboards_cursors_give_a_windows_rows_and_steps_table_again(tmp_path_factory):
+    """On a dashboard's views of one commit, a window asked again (another workload: the same lines) gets the
+    same rows and the same steps table, equal to the table computed afresh; other step settings or another
+    window get their own."""
+    from attribution.dashboard import Filters, View
+    from attribution.db import fetch
+    from attribution.thresholds import steps
+    from attribution.thresholds.crossings import prepare
+
+    store = sample_store_at(tmp_path_factory.getbasetemp())
+    views = [View(store, Filters()), View(store, Filters(workloads=("key-agents-dev",)))]
+    for v in views:
+        select(v.con, by="all")
+        prepare(v.con, load_catalogue())
+    first, last = fetch(views[0].con, "select min(ts), max(ts) from engine_steps").row(0)
+    window = (first + (last - first) / 3, first + (last - first) * 2 / 3)
+    rows = [steps.step_rows(v.con, *window) for v in views]
+    assert rows[0] is rows[1]
+    tables = [steps.steps_table(v.con, r, 30.0) for v, r in zip(views, rows, strict=True)]
+    assert tables[0] is tables[1] and tables[0].height
+    assert tables[0].equals(steps._steps_table(views[1].con, rows[1], 30.0))
+    assert steps.steps_table(views[1].con, rows[1], 10.0) is not tables[0]
+    other = steps.step_rows(views[1].con, window[0], None)
+    assert other is not rows[0] and steps.steps_table(views[1].con, other, 30.0) is not tables[0]
+    prepare(views[1].con, load_catalogue(specs=["busy: running_requests > 1"]))  # (other step settings)
+    again = steps.steps_table(views[1].con, steps.step_rows(views[1].con, *window), 30.0)
+    assert again is not tables[0]
+    assert again.equals(steps._steps_table(views[1].con, steps.step_rows(views[1].con, *window), 30.0))

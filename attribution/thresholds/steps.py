@@ -55,6 +55,7 @@ _SHARED: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, _Sharing] = weakre
 SHARED_LINES_MAX = 4_000_000  # above: every line held (~90 B each) costs more memory than a server can spare
 SHARED_COUNTS = 64  # narrowings whose line count is kept per commit
 SHARED_KEEP = 1  # sets of lines kept per commit (one engine_steps narrowing: ~220 MB at 2.5M lines)
+SHARED_CUTS = 2  # windows' rows (and their steps tables) kept per commit, given again for the same window
 
 
 @dataclass
@@ -140,6 +141,11 @@ class SharedStepRows:
     # whether the commit's engine_steps (not narrowed) hold a Prometheus scrape row: asked once (scrapes_possible)
     scrapes: Callable[[], bool] | None = None
     scraped: bool | None = None
+    # the last windows cut (SHARED_CUTS), the same rows given again for the same window of the same lines, and
+    # the steps tables of the last rows (SHARED_CUTS): a workload filter leaves a window's lines as they are
+    cuts: OrderedDict[tuple, StepRows] = field(default_factory=OrderedDict)
+    tables: OrderedDict[int, tuple[StepRows, pl.DataFrame, float, pl.DataFrame]] = field(
+        default_factory=OrderedDict)
 
 
 def share_step_rows(con: duckdb.DuckDBPyConnection, shared: SharedStepRows, *, every_line: bool = False,
@@ -268,7 +274,9 @@ def _shared_rows(con: duckdb.DuckDBPyConnection, since: datetime | None, until: 
             if sharing.deployments is not None or keep is not None:
                 assert shared.every is not None
                 shared.rows.move_to_end(shared.every)
-                return _window_rows(every, since, until, needed, sharing.deployments, keep=keep)
+                periods = tuple(sharing.periods) if keep is not None and sharing.periods is not None else None
+                return _cut(shared, (key, since, until, tuple(needed), sharing.deployments, periods),
+                            lambda: _window_rows(every, since, until, needed, sharing.deployments, keep=keep))
         whole = shared.rows.get(key)
         if whole is None or not set(wanted) <= whole.values.keys():
             made = None
@@ -295,12 +303,26 @@ def _shared_rows(con: duckdb.DuckDBPyConnection, since: datetime | None, until: 
                         else _read_step_rows(con, None, None, wanted))
             assert made is not None
             whole = shared.rows[key] = made
+            shared.cuts.clear()  # (cut from lines no longer kept, or fewer quantities)
             if sharing.every_line:
                 shared.every = key
             while len(shared.rows) > SHARED_KEEP:
                 shared.rows.popitem(last=False)
         shared.rows.move_to_end(key)
-    return _window_rows(whole, since, until, needed)
+        return _cut(shared, (key, since, until, tuple(needed), None, None),
+                    lambda: _window_rows(whole, since, until, needed))
+
+
+def _cut(shared: SharedStepRows, key: tuple, cut: Callable[[], StepRows]) -> StepRows:
+    """`cut()`, or the rows it gave for `key` (the cursor's lines, the window, the quantities, the narrowing)
+    since every line's were last read (the last SHARED_CUTS): steps_table gives their table again."""
+    rows = shared.cuts.get(key)
+    if rows is None:
+        rows = shared.cuts[key] = cut()
+        while len(shared.cuts) > SHARED_CUTS:
+            shared.cuts.popitem(last=False)
+    shared.cuts.move_to_end(key)
+    return rows
 
 
 EVERY_LINE_VIEWS = ("engine_steps", "raw_engine_steps")  # what every line's rows read (with thr_starts)
@@ -531,7 +553,28 @@ def _day_label(d: int) -> str:
 
 def steps_table(con: duckdb.DuckDBPyConnection, rows: StepRows, max_gap_s: float) -> pl.DataFrame:
     """Per step feature and deployment / day: rows, time and episodes over the threshold, over `rows` and the
-    connection's thr_settings (the columns of STEPS_SCHEMA)."""
+    connection's thr_settings (the columns of STEPS_SCHEMA). On a cursor sharing its commit's rows
+    (share_step_rows), the table of the same rows object (step_rows gives it again for the same window) with the
+    same step settings is given again (the last SHARED_CUTS)."""
+    sharing = _SHARED.get(con)
+    settings = step_settings(con)
+    if sharing is not None:
+        with sharing.shared.lock:
+            got = sharing.shared.tables.get(id(rows))
+        if got is not None and got[0] is rows and got[2] == max_gap_s and got[1].equals(settings):
+            return got[3]
+    out = _steps_table(con, rows, max_gap_s)
+    if sharing is not None:
+        with sharing.shared.lock:
+            tables = sharing.shared.tables
+            tables[id(rows)] = (rows, settings, max_gap_s, out)
+            tables.move_to_end(id(rows))
+            while len(tables) > SHARED_CUTS:
+                tables.popitem(last=False)
+    return out
+
+
+def _steps_table(con: duckdb.DuckDBPyConnection, rows: StepRows, max_gap_s: float) -> pl.DataFrame:
     shared: dict[tuple, _Lines] = {}
     frames = []
     for f in features(con, rows, by_lines=True):  # (the frame is sorted below: any feature order will do)
