@@ -189,3 +189,39 @@ def _spy(start, seen):
 def _same_as_computed(root: Path, name: str, kwargs: dict, got) -> bool:
     _equal(got, _computed(root, name, kwargs))
     return True
+
+
+def test_the_thresholds_preparation_keeps_every_step_line_for_a_readers_first_change(tmp_path, tmp_path_factory,
+                                                                                   monkeypatch):
+    """The commit's preparation of the thresholds page keeps every step line's rows (attribution.kept); a reader
+    (another process: no connection of the commit's open) answers its first filter change, a day, from them:
+    no step line counted or read, and the answer is the one computed without them."""
+    from conftest import sample_store_at
+
+    from attribution import dashboard
+    from attribution.joincache import cache_dir
+    from attribution.thresholds import steps
+
+    root = tmp_path / "sample"
+    shutil.copytree(sample_store_at(tmp_path_factory.getbasetemp()), root)
+    shutil.rmtree(cache_dir(root), ignore_errors=True)
+    monkeypatch.setenv("ATTRIBUTION_PREPARE_PAGES", "thresholds")
+    monkeypatch.setenv("ATTRIBUTION_PREPARE_PAGES_MIN", "0")
+    st = load_settings()
+    assert first_look.prepare(root, Store.open(root).snapshot().version, st) == ["thresholds"]
+    assert len(list(cache_dir(root).glob("threshold_step_rows-*.arrow"))) == 1
+    first = View(root, Filters()).choices().first
+    day = datetime(first.year, first.month, first.day, tzinfo=UTC) + timedelta(days=1)
+    flt = Filters(since=day, until=day + timedelta(days=1))
+    kwargs = pages.first_look(st)["thresholds"]
+    dashboard._COMMITS.clear()  # (a reader's process)
+    reads = []
+    real_run = steps.queries.run
+    with monkeypatch.context() as m:
+        m.setattr(steps, "_read_step_rows", lambda *a: pytest.fail("a step line read"))
+        m.setattr(steps.queries, "run", lambda con, name, **kw: reads.append(name) or real_run(con, name, **kw))
+        res = View(root, flt).answer("thresholds", **kwargs)
+    assert "threshold_step_lines_count" not in reads
+    dashboard._COMMITS.clear()
+    shutil.rmtree(cache_dir(root))  # (nothing kept: every line read again)
+    _equal(res, View(root, flt).answer("thresholds", **kwargs))
