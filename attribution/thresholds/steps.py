@@ -579,7 +579,10 @@ def _steps_table(con: duckdb.DuckDBPyConnection, rows: StepRows, max_gap_s: floa
     frames = []
     for f in features(con, rows, by_lines=True):  # (the frame is sorted below: any feature order will do)
         if f.lines not in shared:
+            last = next(iter(shared.values()), None)
             shared.clear()  # (features come grouped by their lines: no later one reads the previous lines)
+            if last is not None and np.array_equal(last.idx, f.idx):  # (another quantity on the same lines)
+                shared[f.lines] = last
         frames.append(_feature_steps(f, rows, max_gap_s, shared))
         del f
     out = pl.concat([pl.DataFrame(schema=STEPS_SCHEMA), *[f for f in frames if f.height]])
@@ -588,8 +591,10 @@ def _steps_table(con: duckdb.DuckDBPyConnection, rows: StepRows, max_gap_s: floa
 
 @dataclass
 class _Lines:
-    """What the features sharing one set of lines share: times, gaps, deployments, days, kinds."""
+    """What the features sharing one set of lines (of one quantity or more) share: times, gaps, deployments,
+    days, kinds; per level the counts over them and, per quantity, the maximum and estimated flags."""
 
+    idx: np.ndarray
     same_prev: np.ndarray
     t: np.ndarray
     dt: np.ndarray
@@ -597,7 +602,6 @@ class _Lines:
     day: np.ndarray
     day0: int
     kind: np.ndarray
-    estimated: np.ndarray
     off: np.ndarray
     per_level: dict[tuple[str, str], tuple] = field(default_factory=dict)
 
@@ -615,11 +619,7 @@ def _lines(f: Feature, rows: StepRows, max_gap_s: float) -> _Lines:
     np.minimum(dt, max_gap_s, out=dt)
     dt[:-1][~same_prev[1:]] = 0.0
     day = rows.day[f.idx]
-    kind = rows.kind[f.idx]
-    estimated = np.zeros(n, bool)
-    if f.quantity == "decode_batch_size" and "stats" in rows.kinds:
-        estimated = kind == rows.kinds.index("stats")
-    return _Lines(same_prev, t, dt, rows.deployment[f.idx], day, int(day.min()), kind, estimated,
+    return _Lines(f.idx, same_prev, t, dt, rows.deployment[f.idx], day, int(day.min()), rows.kind[f.idx],
                   rows.cuda_graph_off[f.idx])
 
 
@@ -650,8 +650,12 @@ def _feature_steps(f: Feature, rows: StepRows, max_gap_s: float, shared: dict[tu
                                        ("day", day - day0, ep_day - day0, int(day.max()) - day0 + 1)):
         # what does not depend on the threshold is the same for every feature on these lines
         if (level, "counts") not in ln.per_level:
-            ln.per_level[level, "counts"] = _per_group(key, size, dt, f.value, ln, kind, len(rows.kinds))
-        counts, groups, seconds, max_value, off_rows, est, present = ln.per_level[level, "counts"]
+            ln.per_level[level, "counts"] = _per_group(key, size, dt, ln, kind, len(rows.kinds))
+        counts, groups, seconds, off_rows, present, runs = ln.per_level[level, "counts"]
+        if (level, f.quantity) not in ln.per_level:
+            ln.per_level[level, f.quantity] = _per_quantity(key, size, f.value, runs, kind, rows.kinds,
+                                                            f.quantity)
+        max_value, est = ln.per_level[level, f.quantity]
         crossed_rows = np.bincount(key[ci], minlength=size)
         crossed_seconds = np.bincount(key[ci], weights=dt[ci], minlength=size)
         first = np.full(size, np.iinfo(np.int64).max)
@@ -683,18 +687,26 @@ def _feature_steps(f: Feature, rows: StepRows, max_gap_s: float, shared: dict[tu
     return pl.concat(out)
 
 
-def _per_group(key: np.ndarray, size: int, dt: np.ndarray, value: np.ndarray, ln: _Lines, kind: np.ndarray,
-               n_kinds: int) -> tuple:
+def _per_group(key: np.ndarray, size: int, dt: np.ndarray, ln: _Lines, kind: np.ndarray, n_kinds: int) -> tuple:
     counts = np.bincount(key, minlength=size)
     seconds = np.bincount(key, weights=dt, minlength=size)
-    # the lines are in file order, so a key holds for long runs: the maximum of each run, then of the runs
+    # the lines are in file order, so a key holds for long runs (_per_quantity: the maximum of each run)
     runs = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    off_rows = np.bincount(key[ln.off], minlength=size)
+    present = (np.bincount(key * n_kinds + kind, minlength=size * n_kinds) > 0).reshape(size, n_kinds)
+    return counts, np.flatnonzero(counts), seconds, off_rows, present, runs
+
+
+def _per_quantity(key: np.ndarray, size: int, value: np.ndarray, runs: np.ndarray, kind: np.ndarray,
+                  kinds: list[str | None], quantity: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per group of `key`: the quantity's maximum (of each run's, then of the runs), and whether a value is an
+    estimate (decode_batch_size on a stats line: the running requests of the periodic line)."""
     max_value = np.full(size, -np.inf)
     np.maximum.at(max_value, key[runs], np.maximum.reduceat(value, runs))
-    off_rows = np.bincount(key[ln.off], minlength=size)
-    est = np.bincount(key[ln.estimated], minlength=size) > 0
-    present = (np.bincount(key * n_kinds + kind, minlength=size * n_kinds) > 0).reshape(size, n_kinds)
-    return counts, np.flatnonzero(counts), seconds, max_value, off_rows, est, present
+    est = np.zeros(size, bool)
+    if quantity == "decode_batch_size" and "stats" in kinds:
+        est = np.bincount(key[kind == kinds.index("stats")], minlength=size) > 0
+    return max_value, est
 
 
 def _stamp(us: int) -> datetime:
