@@ -252,17 +252,8 @@ class Commit:
         joincache.use(con, fallback_dir=scratch)
         self.con = con
         self.lock = threading.Lock()
-        self.step_rows = SharedStepRows(scrapes=self._scrapes)
-
-    def _scrapes(self) -> bool:
-        """Whether the commit's engine_steps hold a Prometheus scrape row (any: the open window's scrape
-        intervals, which the first look's thresholds keep for the commit, have a row for each deployment with
-        one, even without a time)."""
-        cur = self.cursor()
-        try:
-            return scrape_intervals(cur, None, None).height > 0
-        finally:
-            cur.close()
+        # (a weak reference: the commit's connection closes when the last View of it goes, not at a GC cycle)
+        self.step_rows = SharedStepRows(scrapes=functools.partial(_scrapes, weakref.ref(self)))
 
     def cursor(self, flt: Filters = Filters()) -> duckdb.DuckDBPyConnection:
         """A connection of its own to the commit's database, narrowed to `flt`."""
@@ -287,6 +278,20 @@ class Commit:
             None if d == NONE else d for d in flt.deployments) if engine == {"deployment"} else None,
             periods=periods)
         return cur
+
+
+def _scrapes(ref: weakref.ref[Commit]) -> bool:
+    """Whether the commit's engine_steps hold a Prometheus scrape row (any: the open window's scrape intervals,
+    which the first look's thresholds keep for the commit, have a row for each deployment with one, even without
+    a time); True (ask each window) once the commit is gone."""
+    commit = ref()
+    if commit is None:
+        return True
+    cur = commit.cursor()
+    try:
+        return scrape_intervals(cur, None, None).height > 0
+    finally:
+        cur.close()
 
 
 _COMMITS: OrderedDict[tuple[Any, ...], Commit] = OrderedDict()
