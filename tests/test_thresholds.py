@@ -372,6 +372,32 @@ def test_arrivals_at_a_tied_instant_take_the_last_file_then_line():
         assert (ref == [(1,)]) is expect and (got.height == 1) is expect, over_in
 
 
+def test_step_rows_streamed_in_small_batches_are_those_read_in_one(tmp_path_factory, monkeypatch):
+    """_read_step_rows folds DuckDB's streamed batches into NumPy columns: batches of a few lines (deployments
+    and kinds coded per batch, then as one column) give every array and list that one batch gives."""
+    import numpy as np
+
+    from attribution.thresholds import steps
+    from attribution.thresholds.crossings import prepare
+
+    con = Store.open(sample_store(tmp_path_factory)).connect()
+    select(con, by="all")
+    prepare(con, load_catalogue())
+    steps.keep_step_rows(con, False)
+    monkeypatch.setattr(steps, "STEP_BATCH_ROWS", 10_000_000)
+    one = steps.step_rows(con)
+    monkeypatch.setattr(steps, "STEP_BATCH_ROWS", 97)
+    small = steps.step_rows(con)
+    assert small is not one and one.size > 97 * 20
+    assert (small.deployments, small.kinds) == (one.deployments, one.kinds) and len(one.deployments) > 2
+    for f in ("file", "t", "day", "deployment", "kind", "cuda_graph_off", "config"):
+        a, b = getattr(small, f), getattr(one, f)
+        assert a.dtype == b.dtype and np.array_equal(a, b), f
+    assert small.values.keys() == one.values.keys()
+    for q, (v, present) in one.values.items():
+        assert np.array_equal(small.values[q][0], v) and np.array_equal(small.values[q][1], present), q
+
+
 def test_step_rows_are_kept_for_the_same_window_starts_and_lines(tmp_path_factory):
     """The last step rows read on a store connection are given again only for the same window, engine starts
     and engine_steps view (the thresholds and compare pages of one dashboard view share them)."""
