@@ -23,18 +23,20 @@ Parameters a file does not name are ignored (an analysis passes its window bound
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 import polars as pl
 
 from attribution.db import fetch, frame, reading_store
 from attribution.errors import AttributionError, UsageError
+
+T = TypeVar("T")
 
 _PARAM_RE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 _COLUMN_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -176,6 +178,38 @@ def run_columns(con: duckdb.DuckDBPyConnection, name: str, select_columns: list[
     sql = f"select {', '.join(select_columns)} from ({q.sql})" if select_columns else q.sql
     with _file_errors(name):
         return fetch(con, sql, bound)
+
+
+def run_folded(con: duckdb.DuckDBPyConnection, name: str, select_columns: list[str], fold: Callable[[pl.DataFrame], T],
+               *, batch_rows: int = 1 << 18, **params: Any) -> list[T]:
+    """`run_columns`, each batch of at most `batch_rows` rows given to `fold` as DuckDB streams it, and what
+    `fold` made of each returned in order: the whole result is never held as DuckDB's result, an Arrow table
+    and a Polars frame at once, only what `fold` keeps of it (e.g. a few NumPy columns). On Spark the rows
+    come back to the driver whole (one batch)."""
+    if _spark(con) is not None:
+        return [fold(run_columns(con, name, select_columns, **params))]
+    q = _load(con, name)
+    bound = _bound(q, params)
+    sql = f"select {', '.join(select_columns)} from ({q.sql})"
+
+    def run() -> list[T]:
+        rel = con.sql(sql, params=bound) if bound is not None else con.sql(sql)
+        reader = rel.to_arrow_reader(batch_rows)
+        try:  # (a reader not read out holds the connection: closed whatever `fold` does)
+            folded = [fold(_batch_frame(batch)) for batch in reader]
+            if not folded:  # (no rows: one empty batch, so `fold` still gives the columns' types)
+                folded.append(fold(_batch_frame(reader.schema.empty_table())))
+            return folded
+        finally:
+            reader.close()
+    with _file_errors(name):
+        return reading_store(run)
+
+
+def _batch_frame(batch: Any) -> pl.DataFrame:
+    df = pl.from_arrow(batch)
+    assert isinstance(df, pl.DataFrame)  # (a record batch or table converts to a frame)
+    return df
 
 
 def materialize(con: duckdb.DuckDBPyConnection, name: str, table: str | None = None, *, database: str | None = None,

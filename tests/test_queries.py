@@ -5,6 +5,7 @@ error (exit 2); running out of memory passes through unchanged."""
 from __future__ import annotations
 
 import duckdb
+import polars as pl
 import pytest
 from conftest import run_cli
 
@@ -31,6 +32,19 @@ def test_a_query_file_runs_and_lands_in_a_temp_table_of_its_name(con):
     assert kept == [("ingest_errors_by_reason",)]
     queries.materialize(con, "ingest_errors_by_reason", "errs")
     assert con.execute("select sum(count) from errs").fetchone() == (3,)
+
+
+def test_a_query_folded_batch_by_batch_gives_its_rows_and_an_empty_one_its_columns(con):
+    """run_folded streams the rows in batches of at most `batch_rows` through `fold`; a query without rows
+    still gives `fold` one empty batch with the columns' types."""
+    cols = ["file", "first_line"]
+    whole = queries.run_columns(con, "ingest_errors_by_reason", cols, since=None)
+    parts = queries.run_folded(con, "ingest_errors_by_reason", cols, lambda df: df, batch_rows=1, since=None)
+    assert len(parts) == whole.height == 2 and all(p.height == 1 for p in parts)
+    assert pl.concat(parts).sort(cols).equals(whole.sort(cols))
+    con.execute("delete from ingest_errors")
+    empty = queries.run_folded(con, "ingest_errors_by_reason", cols, lambda df: df.schema, since=None)
+    assert empty == [whole.schema]
 
 
 def test_a_missing_query_file_is_a_bug_naming_it(con):

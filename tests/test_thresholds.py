@@ -372,6 +372,32 @@ def test_arrivals_at_a_tied_instant_take_the_last_file_then_line():
         assert (ref == [(1,)]) is expect and (got.height == 1) is expect, over_in
 
 
+def test_step_rows_streamed_in_small_batches_are_those_read_in_one(tmp_path_factory, monkeypatch):
+    """_read_step_rows folds DuckDB's streamed batches into NumPy columns: batches of a few lines (deployments
+    and kinds coded per batch, then as one column) give every array and list that one batch gives."""
+    import numpy as np
+
+    from attribution.thresholds import steps
+    from attribution.thresholds.crossings import prepare
+
+    con = Store.open(sample_store(tmp_path_factory)).connect()
+    select(con, by="all")
+    prepare(con, load_catalogue())
+    steps.keep_step_rows(con, False)
+    monkeypatch.setattr(steps, "STEP_BATCH_ROWS", 10_000_000)
+    one = steps.step_rows(con)
+    monkeypatch.setattr(steps, "STEP_BATCH_ROWS", 97)
+    small = steps.step_rows(con)
+    assert small is not one and one.size > 97 * 20
+    assert (small.deployments, small.kinds) == (one.deployments, one.kinds) and len(one.deployments) > 2
+    for f in ("file", "t", "day", "deployment", "kind", "cuda_graph_off", "config"):
+        a, b = getattr(small, f), getattr(one, f)
+        assert a.dtype == b.dtype and np.array_equal(a, b), f
+    assert small.values.keys() == one.values.keys()
+    for q, (v, present) in one.values.items():
+        assert np.array_equal(small.values[q][0], v) and np.array_equal(small.values[q][1], present), q
+
+
 def test_step_rows_are_kept_for_the_same_window_starts_and_lines(tmp_path_factory):
     """The last step rows read on a store connection are given again only for the same window, engine starts
     and engine_steps view (the thresholds and compare pages of one dashboard view share them)."""
@@ -409,12 +435,16 @@ def test_step_rows_are_kept_for_the_same_window_starts_and_lines(tmp_path_factor
     assert one.size < whole.size and set(one.deployments) == {dep, None}
 
 
-def test_threshold_requests_are_made_once_per_selection_and_starts(tmp_path_factory, monkeypatch):
+@pytest.mark.parametrize("on_disk", [False, True])
+def test_threshold_requests_are_made_once_per_selection_and_starts(tmp_path_factory, monkeypatch, on_disk):
     """mark_requests keeps an int_threshold_requests made from the same selection and engine starts (a report's
     thresholds and its changes' compare of the window's cohorts), and makes it again after a new select(), new
     engine starts, or a release() that dropped it; release(keep=...) keeps it. The report connection's
-    keep_step_rows(con, False) reads the step rows anew each time and keeps none."""
+    keep_step_rows(con, False) reads the step rows anew each time and keeps none. With the selections in a
+    database file (the report's), the table is made there (compressed), read through a temporary view of its
+    name, and release() drops both."""
     from attribution.analyses import release
+    from attribution.analyses.common import selections_on_disk
     from attribution.db import fetch
     from attribution.thresholds import crossings, steps
     from attribution.thresholds.crossings import mark_requests, prepare, register
@@ -425,11 +455,21 @@ def test_threshold_requests_are_made_once_per_selection_and_starts(tmp_path_fact
     monkeypatch.setattr(crossings, "materialize", lambda con, name, *a, **kw: made.append(name)
                         or materialize(con, name, *a, **kw))
     con = Store.open(sample_store(tmp_path_factory)).connect()
+    if on_disk:
+        selections_on_disk(con, tmp_path_factory.mktemp("selections"))
     rows = "select count(*), sum(rid), min(config_id) from int_threshold_requests"
+    where = ("select temporary, database_name from duckdb_tables() where table_name = 'int_threshold_requests' "
+             "union all select temporary, 'view' from duckdb_views() where view_name = 'int_threshold_requests'")
     select(con, by="all")
     settings = prepare(con, load_catalogue())
     mark_requests(con)
     first = fetch(con, rows).row(0)
+    held = sorted(fetch(con, where).rows())
+    if on_disk:  # a table of the selections' database (not temporary) and the temporary view over it
+        assert len(held) == 2 and held[0][0] is False and held[0][1].startswith("selections_")
+        assert held[1] == (True, "view")
+    else:
+        assert held == [(True, "temp")]
     mark_requests(con, flags=False)
     assert len(made) == 1 and fetch(con, rows).row(0) == first
     starts = engine_starts(con)
@@ -442,6 +482,7 @@ def test_threshold_requests_are_made_once_per_selection_and_starts(tmp_path_fact
     mark_requests(con)
     assert len(made) == 3
     release(con)
+    assert not fetch(con, where).height  # (table and view)
     mark_requests(con)
     assert len(made) == 4 and fetch(con, rows).row(0) == first
     select(con, by="all")  # the same window again (a kept selection), but a new select()

@@ -207,6 +207,12 @@ def selections_on_disk(con: duckdb.DuckDBPyConnection, directory: Path) -> None:
     _ON_DISK[con] = name
 
 
+def selections_database(con: duckdb.DuckDBPyConnection) -> str | None:
+    """The attached database holding `con`'s selections (selections_on_disk), else None: a table made from a
+    selection (int_threshold_requests) can be kept there too, compressed, instead of in memory."""
+    return _ON_DISK.get(con) if isinstance(con, duckdb.DuckDBPyConnection) else None
+
+
 def _prepare(con: duckdb.DuckDBPyConnection, window: Window, by: GroupBy) -> KeptSelection | None:
     """Make `int_analysis_requests` hold the selection. On a connection whose joined_requests cannot change
     under it (a store commit's cached join, or Spark's views over one snapshot) the last few selections are
@@ -285,6 +291,12 @@ def release(con: duckdb.DuckDBPyConnection, keep: Iterable[str] = ()) -> None:
     for (name,) in con.execute("select table_name from duckdb_tables() where temporary").fetchall():
         if name not in kept and name != "int_analysis_requests":
             con.execute(f'drop table if exists temp."{name}"')
+    if (database := selections_database(con)) is not None:  # (a table kept beside the selections, and its view)
+        for (name,) in con.execute("select table_name from duckdb_tables() where database_name = $d",
+                                   {"d": database}).fetchall():
+            if f"{database}.{name}" not in kept and name not in kept:
+                con.execute(f'drop view if exists temp."{name}"')
+                con.execute(f'drop table if exists {database}."{name}"')
     for name in ("thr_arrival_flags",):
         with contextlib.suppress(duckdb.Error):
             con.unregister(name)

@@ -14,7 +14,7 @@ import duckdb
 import polars as pl
 
 from attribution import queries
-from attribution.analyses.common import Analysis, Selection, selection_serial
+from attribution.analyses.common import Analysis, Selection, selection_serial, selections_database
 from attribution.analyses.concurrency import scrape_intervals
 from attribution.queries import materialize
 from attribution.thresholds import steps as step_kernel
@@ -103,7 +103,14 @@ def mark_requests(con: duckdb.DuckDBPyConnection, *, requests: bool = True, flag
     `int_analysis_requests`; each is named as its file. On DuckDB a table still there from the same selection
     and engine starts is kept, not made again."""
     if requests and not _made(con):
-        materialize(con, "int_threshold_requests")
+        if (database := selections_database(con)) is not None:
+            # beside the selections, compressed, and read through a temporary view of its name: in memory it
+            # took DuckDB's cap (a 6M-request window: ~1.3 GB; 1M: 222 MB in memory, 28 MB in the file)
+            materialize(con, "int_threshold_requests", database=database)
+            con.execute(f"create or replace temp view int_threshold_requests as "
+                        f"select * from {database}.int_threshold_requests")
+        else:
+            materialize(con, "int_threshold_requests")
         serial, starts = selection_serial(con), _STARTS.get(con) if isinstance(con, duckdb.DuckDBPyConnection) \
             else None
         if serial is not None and starts is not None:
@@ -116,14 +123,15 @@ def mark_requests(con: duckdb.DuckDBPyConnection, *, requests: bool = True, flag
 
 def _made(con: duckdb.DuckDBPyConnection) -> bool:
     """`int_threshold_requests` on `con` holds what it would be made from now: the same selection and the same
-    registered engine starts (a temporary table that release() has not dropped)."""
+    registered engine starts (a table that release() has not dropped)."""
     if not isinstance(con, duckdb.DuckDBPyConnection) or (made := _MADE.get(con)) is None:
         return False
     starts = _STARTS.get(con)
     if made[0] != selection_serial(con) or starts is None or not starts.equals(made[1]):
         return False
-    return bool(con.execute("select count(*) from duckdb_tables() where temporary "
-                            "and table_name = 'int_threshold_requests'").fetchall()[0][0])
+    database = selections_database(con)
+    return bool(con.execute("select count(*) from duckdb_tables() where table_name = 'int_threshold_requests' "
+                            "and (temporary or database_name = $d)", {"d": database}).fetchall()[0][0])
 
 
 def _summary(settings: pl.DataFrame, used: set[str]) -> pl.DataFrame:

@@ -17,6 +17,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -56,6 +57,7 @@ SHARED_LINES_MAX = 4_000_000  # above: every line held (~90 B each) costs more m
 SHARED_COUNTS = 64  # narrowings whose line count is kept per commit
 SHARED_KEEP = 1  # sets of lines kept per commit (one engine_steps narrowing: ~220 MB at 2.5M lines)
 SHARED_CUTS = 2  # windows' rows (and their steps tables) kept per commit, given again for the same window
+STEP_BATCH_ROWS = 1 << 18  # step lines streamed per batch (_read_step_rows): ~25 MB of DuckDB's result at a time
 
 
 @dataclass
@@ -456,31 +458,55 @@ def _read_step_rows(con: duckdb.DuckDBPyConnection, since: datetime | None, unti
                     needed: list[str]) -> StepRows:
     read = _read_quantities(needed)
     cols = ["file_id", "line", "deployment", "t", "kind", "cuda_graph", "config_hash", *read]
-    df = queries.run_columns(con, "threshold_step_rows", cols, since=since, until=until)
-    file = df["file_id"].to_numpy().astype(np.int32)
-    t = df["t"].to_numpy()
-    order = file_order(file, t, df["line"].fill_null(0).to_numpy())
-    # each column converted, then dropped from the frame: on millions of lines the frame and its arrays
-    # together, not either, set the peak
-    df = df.drop("file_id", "line", "t")
-    dep, deps = _codes(df["deployment"])
-    kind, kinds = _codes(df["kind"])
-    off = (df["cuda_graph"] == False).fill_null(False).to_numpy()[order]  # noqa: E712
-    config = df["config_hash"].to_numpy()[order]
-    df = df.drop("deployment", "kind", "cuda_graph", "config_hash")
+    # each batch made NumPy columns as DuckDB streams it: on millions of lines DuckDB's whole result, its Arrow
+    # table and a Polars frame alive at once set the thresholds' peak (6M requests: 15M lines, ~800 MB more)
+    parts = queries.run_folded(con, "threshold_step_rows", cols, partial(_step_batch, read=read),
+                               batch_rows=STEP_BATCH_ROWS, since=since, until=until)
+    file, t, line = (_joined(parts, c) for c in ("file", "t", "line"))
+    order = file_order(file, t, line)
+    del line
+    t, file = t[order], file[order]
+    dep, deps = _joined_codes(parts, "deployment")
+    kind, kinds = _joined_codes(parts, "kind")
+    dep, kind = dep[order], kind[order]
+    off, config = _joined(parts, "off")[order], _joined(parts, "config")[order]
     got = {}
     for name in read:
-        v = df[name].cast(pl.Float64).to_numpy()  # NULL -> NaN
-        df = df.drop(name)
-        v = v[order] if isinstance(order, np.ndarray) else v.copy()  # (writable: zeroed below)
+        v = _joined(parts, name)
+        v = v[order] if isinstance(order, np.ndarray) else v  # (writable: zeroed below)
         present = ~np.isnan(v)
         v[~present] = 0.0
         got[name] = (v, present)
-    t, file, kind = t[order], file[order], kind[order]
     values = {q: decode_batch_sizes(file, kind, kinds, *got["running_requests"]) if q == "decode_batch_size"
               else got[q] for q in needed}
-    return StepRows(file=file, t=t, day=_day(t), deployment=dep[order], deployments=deps, kind=kind,
-                    kinds=kinds, cuda_graph_off=off, config=config, values=values)
+    return StepRows(file=file, t=t, day=_day(t), deployment=dep, deployments=deps, kind=kind, kinds=kinds,
+                    cuda_graph_off=off, config=config, values=values)
+
+
+def _step_batch(df: pl.DataFrame, read: list[str]) -> dict[str, Any]:
+    """One streamed batch of threshold_step_rows as NumPy columns (a string column as codes and their values,
+    `_codes`; a quantity as float64, NaN where NULL)."""
+    return {"file": df["file_id"].to_numpy().astype(np.int32), "t": df["t"].to_numpy(),
+            "line": df["line"].fill_null(0).to_numpy(), "deployment": _codes(df["deployment"]),
+            "kind": _codes(df["kind"]), "off": (df["cuda_graph"] == False).fill_null(False).to_numpy(),  # noqa: E712
+            "config": df["config_hash"].to_numpy(),
+            **{name: df[name].cast(pl.Float64).to_numpy() for name in read}}
+
+
+def _joined(parts: list[dict[str, Any]], name: str) -> np.ndarray:
+    """Column `name` of every batch, in order, each batch's part dropped as it is joined (a new array)."""
+    return np.concatenate([p.pop(name) for p in parts]) if parts else np.empty(0)
+
+
+def _joined_codes(parts: list[dict[str, Any]], name: str) -> tuple[np.ndarray, list[Any]]:
+    """A string column coded per batch (`_codes`) as one column's codes and values, as `_codes` of the whole
+    column gives them."""
+    coded = [p.pop(name) for p in parts]
+    values = pl.Series([v for _, vs in coded for v in vs[:-1]], dtype=pl.Utf8).unique().sort().to_list()
+    at = {v: i for i, v in enumerate(values)}
+    codes = np.concatenate([np.array([*(at[v] for v in vs[:-1]), len(values)], np.int64)[c] for c, vs in coded]
+                           ) if coded else np.empty(0, np.int64)
+    return codes.astype(np.int16 if len(values) < 32_000 else np.int64), [*values, None]
 
 
 @dataclass
