@@ -356,3 +356,23 @@ def test_a_chunk_gives_the_same_lines_split_in_python_or_read_by_the_csv_reader(
             read = lines_frame(chunk, errors)
             assert split.equals(read), data[:60]
             assert split.height == chunk.n_lines
+
+
+def test_a_chunks_lines_are_counted_as_bytes_count_counts_them(tmp_path, monkeypatch):
+    """reader.count_newlines (NumPy, a block at a time) gives `data.count(b"\\n")` on sizes around its blocks and
+    on newlines at a block's first and last byte, and chunks() numbers every line of a file with it."""
+    block = 1 << 12
+    monkeypatch.setattr(reader, "_COUNT_BLOCK", block)
+    rng = __import__("random").Random(7)
+    for size in (0, 1, block - 1, block, block + 1, 3 * block + 5):
+        for data in (bytes(rng.choice(b"ab\n\r\x00\xff") for _ in range(size)), b"\n" * size,
+                     b"x" * size, bytes(10 if i % block in (0, block - 1) else 121 for i in range(size))):
+            assert reader.count_newlines(data) == data.count(b"\n"), (size, data[:20])
+    lines = [f"line {i} " + "z" * rng.randrange(0, 300) for i in range(3000)]
+    path = tmp_path / "f.log"
+    path.write_text("\n".join(lines) + "\nno end")
+    got = [c for c in reader.chunks(path, chunk_bytes=3 * block + 17)]
+    assert len(got) > 30 and all(len(c.data) > block for c in got[:-2])
+    assert [c.first_line for c in got[1:]] == [c.first_line + c.n_lines for c in got[:-1]]
+    assert sum(c.n_lines for c in got) == 3001 and got[-1].tail
+    assert all(c.n_lines == c.data.count(b"\n") for c in got[:-1])
