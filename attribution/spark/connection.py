@@ -206,12 +206,12 @@ _DAY = "day"  # the partition directories' key (attribution.layout)
 _EXCLUDED_RULES = "spark.sql.optimizer.excludedRules"
 _REDUNDANT_ALIASES = "org.apache.spark.sql.catalyst.optimizer.RemoveRedundantAliases"
 # Spark 4's RemoveRedundantAliases leaves an invalid plan for some query files (PLAN_VALIDATION_FAILED:
-# memsplit_demand, store_coverage_by_deployment): they run without it (the rule only drops aliases,
+# memsplit_demand, store_coverage_by_deployment, goodput_and_slo_terms_by_group's union): they run without it (the rule only drops aliases,
 # so that changes no answer; SparkConnection._planned adds a file whose plan fails so). Every other query keeps
 # it: without it a column renamed on the way (`raw.* replace (...)`, a `qualify`'s subquery) is no longer the
 # attribute its rows were partitioned by, and Spark shuffles them again (the engine x gateway join: once more
 # per side, 1M rows each at 1M requests)
-WITHOUT_ALIAS_RULE = {"memsplit_demand", "store_coverage_by_deployment"}
+WITHOUT_ALIAS_RULE = {"memsplit_demand", "store_coverage_by_deployment", "goodput_and_slo_terms_by_group"}
 
 # Hadoop's connectors name S3 `s3a://` (its `s3://` is EMR's own connector or nothing); the others keep theirs
 HADOOP_SCHEMES = {"s3": "s3a", "gcs": "gs", "az": "abfss"}
