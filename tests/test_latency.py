@@ -65,6 +65,11 @@ def test_prompt_length_buckets():
     custom = latency(select(con), bucket_edges=[1000]).tables["buckets"].filter(pl.col("metric") == "e2e_s")
     assert custom.select("bucket", "bucket_lo", "bucket_hi", "requests").rows() == [
         ("<1000", 0, 1000, 2), ("1000+", 1000, None, 3)]
+    # a request without a prompt length: in its group's percentiles, in no bucket (the two come from one query)
+    res = latency(select(_con(prompt_tokens=[100, None], e2e_s=[1.0, 9.0])))
+    assert _pick(res.tables["percentiles"], metric="e2e_s")["requests"] == 2
+    assert res.tables["buckets"].filter(pl.col("metric") == "e2e_s").select("bucket", "requests", "max").rows() == [
+        ("<256", 1, 1.0)]
 
 
 def test_goodput_for_a_joint_slo():

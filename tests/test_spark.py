@@ -166,7 +166,7 @@ def test_every_query_of_the_analyses_transpiles(memsplit_con):
     for name in ("stg_requests", "stg_joined_requests", "stg_ingest_line_shapes", "int_analysis_requests",
                  "window_newest_request", "window_newest_log_line", "engine_responses",
                  "engine_request_rows_by_deployment", "analysis_requests_in_window", "int_request_length_counts",
-                 "length_stats_from_counts", "length_histogram_from_counts", "latency_by_group",
+                 "length_stats_from_counts", "length_histogram_from_counts", "latency_by_group_and_prompt_bucket",
                  "latency_exact_by_deployment_model", "concurrency_sampled_timeseries", "int_concurrency_step_hist",
                  *SPARK_BLOCKS):
         q = queries.load(name, "spark")

@@ -165,6 +165,11 @@ DEFINITIONS = {
 }
 
 
+GOODPUT_COLUMNS = ("grp", "requests", "failed", "unmeasured", "judged", "good", "good_share_of_judged_requests",
+                   "span_s", "requests_per_s", "goodput_per_s")
+SLO_TERMS_COLUMNS = ("grp", "term", "limit_s", "measured", "met", "met_share")
+
+
 def latency(sel: Selection, *, slo: Slo | None = None, scores: list[Score] | None = None,
             bucket_edges: tuple[int, ...] | list[int] = DEFAULT_BUCKETS,
             percentiles: Iterable[float] | None = None) -> Analysis:
@@ -179,11 +184,18 @@ def latency(sel: Selection, *, slo: Slo | None = None, scores: list[Score] | Non
     metrics, limits = [m for m, _ in slo.terms], [v for _, v in slo.terms]
     pcts = percentile_list(percentiles)
     qs = [q / 100 for q in pcts]
+    # the percentiles per group and per group and prompt bucket in one pass over the selection, the goodput and
+    # each SLO term's share in another (a query each, not four: on Spark each query costs its plan and job), each
+    # split by level
+    both = sel.run("latency_by_group_and_prompt_bucket", bucket_edges=edges, quantiles=qs)
+    judged = sel.run("goodput_and_slo_terms_by_group", slo_metrics=metrics, slo_limits=limits)
+    per_group = both.filter(pl.col("level") == "group").select("grp", "metric", "requests", "mean", "q", "max")
+    per_bucket = both.filter(pl.col("level") == "bucket").drop("level")
     tables = {
-        "percentiles": spread_percentiles(sel.run("latency_by_group", quantiles=qs), pcts),
-        "buckets": spread_percentiles(sel.run("latency_by_prompt_bucket", bucket_edges=edges, quantiles=qs), pcts),
-        "goodput": sel.run("goodput_by_group", slo_metrics=metrics, slo_limits=limits),
-        "slo_terms": sel.run("slo_terms_by_group", slo_metrics=metrics, slo_limits=limits),
+        "percentiles": spread_percentiles(per_group, pcts),
+        "buckets": spread_percentiles(per_bucket, pcts),
+        "goodput": judged.filter(pl.col("level") == "group").select(*GOODPUT_COLUMNS),
+        "slo_terms": judged.filter(pl.col("level") == "term").select(*SLO_TERMS_COLUMNS),
     }
     score_frames = []
     for s in scores:

@@ -206,12 +206,12 @@ _DAY = "day"  # the partition directories' key (attribution.layout)
 _EXCLUDED_RULES = "spark.sql.optimizer.excludedRules"
 _REDUNDANT_ALIASES = "org.apache.spark.sql.catalyst.optimizer.RemoveRedundantAliases"
 # Spark 4's RemoveRedundantAliases leaves an invalid plan for some query files (PLAN_VALIDATION_FAILED:
-# memsplit_demand, store_coverage_by_deployment): they run without it (the rule only drops aliases,
+# memsplit_demand, store_coverage_by_deployment, goodput_and_slo_terms_by_group's union): they run without it (the rule only drops aliases,
 # so that changes no answer; SparkConnection._planned adds a file whose plan fails so). Every other query keeps
 # it: without it a column renamed on the way (`raw.* replace (...)`, a `qualify`'s subquery) is no longer the
 # attribute its rows were partitioned by, and Spark shuffles them again (the engine x gateway join: once more
 # per side, 1M rows each at 1M requests)
-WITHOUT_ALIAS_RULE = {"memsplit_demand", "store_coverage_by_deployment"}
+WITHOUT_ALIAS_RULE = {"memsplit_demand", "store_coverage_by_deployment", "goodput_and_slo_terms_by_group"}
 
 # Hadoop's connectors name S3 `s3a://` (its `s3://` is EMR's own connector or nothing); the others keep theirs
 HADOOP_SCHEMES = {"s3": "s3a", "gcs": "gs", "az": "abfss"}
@@ -232,7 +232,7 @@ def connect(store: Store, snapshot: Snapshot, spark: SparkSession,
     """The views of attribution.views.connect, on Spark; `workloads` (match, name) replaces the store's
     workload map (attribution.config.connect_settings); `days` (attribution.pruning.plan): each table named
     reads only those days' partitions; `keep`: views computed once when first read whatever the store's size
-    (keep_small)."""
+    (keep_staged_when_read)."""
     from attribution import queries
     from attribution.views import STAGED, has_scrapes, ingest_files_frame, load_workload_map
 
@@ -258,7 +258,7 @@ def connect(store: Store, snapshot: Snapshot, spark: SparkSession,
     con.register("ingest_files", ingest_files_frame(snapshot))
     con.register("workload_map", workloads if workloads is not None else load_workload_map(store))
     queries.create_view(_as_con(con), "stg_joined_requests", "joined_requests")
-    keep_small(con, snapshot, keep)
+    keep_staged_when_read(con, snapshot, keep)
     return con
 
 
@@ -307,20 +307,22 @@ KEPT_VIEWS = ("requests", "engine_config", "engine_steps", "joined_requests")
 REPORT_KEEPS = ("joined_requests",)
 
 
-def keep_small(con: SparkConnection, snapshot: Snapshot, keep: tuple[str, ...] = ()) -> None:
-    """A small store's staged views (each a plan of joins and windows over the files, which every query reading
-    them plans and runs again) computed once and kept (localCheckpoint, as `materialize`) when a query first
-    reads them: an analysis runs tens of queries over them, each paying their plan and jobs; a view the command
-    does not read (engine_steps for `lengths`, all but the join for a relative window's probe) costs nothing.
-    The same rows, so the same answers. A bigger store's views read the files in each query, as on a cluster,
-    but for those in `keep`: a caller that reads them many times (the report: the requests' join, REPORT_KEEPS)
-    keeps them at any size, in the executors' storage (memory, spilling to their disks)."""
+def keep_staged_when_read(con: SparkConnection, snapshot: Snapshot, keep: tuple[str, ...] = ()) -> None:
+    """Marks the staged views kept_views names (every one on a small store, else those in `keep`) to be computed
+    once and kept (localCheckpoint, as `materialize`) when a query first reads them (keep_when_read). Each is a
+    plan of joins and windows over the files, which every query reading it plans and runs again, and an
+    analysis runs tens of queries over them; a view the command does not read (engine_steps for `lengths`, all
+    but the join for a relative window's probe) costs nothing. The same rows, so the same answers. A bigger
+    store's views read the files in each query, as on a cluster, but for those in `keep`: a caller that reads
+    them many times (the report: the requests' join, REPORT_KEEPS) keeps them at any size, in the executors'
+    storage (memory, spilling to their disks)."""
     if names := kept_views(snapshot, keep):
         con.keep_when_read({name: con.spark.table(name) for name in names})
 
 
 def kept_views(snapshot: Snapshot, keep: tuple[str, ...] = ()) -> tuple[str, ...]:
-    """The staged views keep_small keeps: all of KEPT_VIEWS on a small store, else those of them in `keep`."""
+    """The staged views keep_staged_when_read keeps: all of KEPT_VIEWS on a small store, else those of them in
+    `keep`."""
     if sum(int(e.get("rows") or 0) for e in snapshot.data.values()) <= SMALL_STORE_ROWS:
         return KEPT_VIEWS
     return tuple(name for name in KEPT_VIEWS if name in keep)
@@ -337,7 +339,7 @@ def connect_settings(store: Store, snapshot: Snapshot, settings: Settings,
                      days: dict[str, Days] | None = None, keep: tuple[str, ...] = ()) -> SparkConnection:
     """The Spark views of `snapshot` (only `days`' partitions, where given) with the settings' workload names,
     on the session the settings ask for (`spark_master`, `spark_conf`): what `--engine spark` runs an analysis
-    or the report on (`keep`: views kept at any size, keep_small)."""
+    or the report on (`keep`: views kept at any size, keep_staged_when_read)."""
     from attribution.config import workload_map
     from attribution.spark.session import get_session, parse_conf
 
