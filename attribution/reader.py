@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
-import numpy as np
 import zstandard
 
 PIECE = 1 << 20  # bytes read from disk at a time
@@ -232,6 +231,8 @@ def count_newlines(data: bytes) -> int:
     NumPy compares 16-32 at once (~3 ms), a block at a time so the comparison's mask stays in the cache."""
     if len(data) < _COUNT_BLOCK:
         return data.count(b"\n")
+    import numpy as np  # here, not at the top: the CLI's import and --help load no NumPy (tests/test_imports.py)
+
     a = np.frombuffer(data, np.uint8)
     return sum(int(np.count_nonzero(a[i : i + _COUNT_BLOCK] == 10)) for i in range(0, len(a), _COUNT_BLOCK))
 
