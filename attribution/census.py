@@ -6,14 +6,21 @@ Skip rules are data: `sources/skip_rules.toml`, keyed by source name (read by at
 from __future__ import annotations
 
 import functools
+import importlib
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from attribution.privacy import SAMPLE_CHARS, SECRET_RE, before_content, redact
 from attribution.sources.base import rules_for
+
+# The standard library's regex parser (a rule's literals, `rule_literals`); without it every rule is tried.
+try:
+    sre_parse: Any = importlib.import_module("re._parser")
+except ImportError:  # pragma: no cover (Python 3.11-3.13 have it)
+    sre_parse = None
 
 if TYPE_CHECKING:
     from polars.expr.whenthen import ChainedThen, Then
@@ -145,176 +152,50 @@ def skip_pattern(rules: tuple[tuple[str, str], ...]) -> str:
     return "^(?:" + "|".join(f"(?P<_r{i}>(?s:.*?)(?:{rx}))" for i, (_, rx) in enumerate(rules)) + ")"
 
 
-class _NotRead(Exception):
-    """A rule in syntax _Literals does not read (look-arounds, verbose or case-insensitive flags, an unbalanced
-    parenthesis): its literals are unknown."""
-
-
-class _Literals:
-    """The literals of a regex (Rust syntax, the subset Rust and Python read alike), read by a small recursive
-    descent of its own: the standard library parses regexes only in a private module (`re._parser`, whose node
-    names change between versions), and neither Polars nor the `regex` package offers its parse. Conservative:
-    what it does not read makes the rule's literals unknown (None), never wrong."""
-
-    # after a backslash these letters are one literal character; any other letter or digit is a class, an
-    # anchor or a code point (not read: it cuts the run of literals); any other character stands for itself
-    ESCAPED = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "a": "\a"}
-
-    def __init__(self, rx: str):
-        self.rx, self.i = rx, 0
-
-    def read(self) -> frozenset[str] | None:
-        got = self.alternation()
-        if self.i != len(self.rx):  # (a `)` that closes nothing)
-            raise _NotRead
-        return got
-
-    def alternation(self) -> frozenset[str] | None:
-        """Branches up to the closing parenthesis or the end: one string of each branch's (None if a branch has
-        none)."""
-        alts = [self.sequence()]
-        while self.i < len(self.rx) and self.rx[self.i] == "|":
-            self.i += 1
-            alts.append(self.sequence())
-        if any(a is None for a in alts):
-            return None
-        return frozenset().union(*alts)  # type: ignore[arg-type]
-
-    def sequence(self) -> frozenset[str] | None:
-        """Of the candidates a branch holds (each run of literal characters, each group or class that is not
-        optional), the one whose shortest string is longest (the first of equals)."""
-        cands: list[frozenset[str]] = []
-        run: list[str] = []
-        while self.i < len(self.rx) and self.rx[self.i] not in "|)":
-            char, got = self.atom()
-            optional, repeated = self.quantifier()
-            if char is not None and not repeated:
-                run.append(char)
-                continue
-            if run:
-                cands.append(frozenset(["".join(run)]))
-                run = []
-            if char is not None:
-                got = frozenset([char])
-            if got and not optional:
-                cands.append(got)
+def _literals(items: Any, flags: int) -> frozenset[str] | None:
+    """Strings one of which every match of the parsed `items` holds (None: none known). Conservative: a run
+    of literal characters is cut at anything else; of several candidates the one with the longest shortest
+    string is kept."""
+    best: frozenset[str] | None = None
+    cands: list[frozenset[str]] = []
+    run: list[str] = []
+    for op, arg in [*items, (None, None)]:
+        if op is sre_parse.LITERAL and not flags & re.IGNORECASE:
+            run.append(chr(arg))
+            continue
         if run:
             cands.append(frozenset(["".join(run)]))
-        best: frozenset[str] | None = None
-        for c in cands:
-            if best is None or min(map(len, c)) > min(map(len, best)):
-                best = c
-        return best
-
-    def atom(self) -> tuple[str | None, frozenset[str] | None]:
-        """(a literal character, None), or (None, the strings one of which each match of the atom holds)."""
-        rx, c = self.rx, self.rx[self.i]
-        self.i += 1
-        if c == "\\":
-            if self.i >= len(rx):
-                raise _NotRead
-            e = rx[self.i]
-            self.i += 1
-            if e in self.ESCAPED:
-                return self.ESCAPED[e], None
-            return (None, None) if e.isalnum() else (e, None)
-        if c == "[":
-            chars = self.char_class()
-            return (next(iter(chars)), None) if chars is not None and len(chars) == 1 else (None, chars)
-        if c == "(":
-            return None, self.group()
-        if c in ".^$":
-            return None, None
-        if c in "*+?{":  # (a quantifier of nothing)
-            raise _NotRead
-        return c, None
-
-    def char_class(self) -> frozenset[str] | None:
-        """`[...]`: its characters when they are all plain ones (one of them: a literal character), else None
-        (a range, a negation, an escaped class)."""
-        rx, chars, plain = self.rx, [], True
-        if self.i < len(rx) and rx[self.i] == "^":
-            plain = False
-            self.i += 1
-        if self.i < len(rx) and rx[self.i] == "]":  # (a leading `]` is a character)
-            chars.append("]")
-            self.i += 1
-        while self.i < len(rx) and rx[self.i] != "]":
-            c = rx[self.i]
-            if c == "\\":
-                self.i += 1
-                if self.i >= len(rx):
-                    raise _NotRead
-                if (e := rx[self.i]) in self.ESCAPED:
-                    chars.append(self.ESCAPED[e])
-                elif e.isalnum():
-                    plain = False
-                else:
-                    chars.append(e)
-            elif c == "[" or (c == "-" and chars and self.i + 1 < len(rx) and rx[self.i + 1] != "]"):
-                plain = False  # (a nested class or a range)
-            else:
-                chars.append(c)
-            self.i += 1
-        if self.i >= len(rx):
-            raise _NotRead
-        self.i += 1
-        return frozenset(chars) if plain and chars else None
-
-    def group(self) -> frozenset[str] | None:
-        """`(...)`, `(?:...)`, `(?P<name>...)`, `(?<name>...)`, `(?flags:...)`: the alternation inside (None
-        under a case-insensitive flag); a flag group `(?flags)` alone is read only without `i` and `x`."""
-        rx, folded = self.rx, False
-        if rx.startswith("?", self.i):
-            if rx.startswith(("?P<", "?<"), self.i) and not rx.startswith(("?<=", "?<!"), self.i):
-                if ">" not in rx[self.i:]:
-                    raise _NotRead
-                self.i = rx.index(">", self.i) + 1
-            else:
-                m = re.match(r"\?([A-Za-z-]*)([:)])", rx[self.i:])
-                if m is None or "x" in m.group(1):  # (a look-around, verbose mode)
-                    raise _NotRead
-                self.i += m.end()
-                folded = "i" in m.group(1).split("-")[0]
-                if m.group(2) == ")":
-                    if folded:
-                        raise _NotRead
-                    return None
-        got = self.alternation()
-        if self.i >= len(rx) or rx[self.i] != ")":
-            raise _NotRead
-        self.i += 1
-        return None if folded else got
-
-    def quantifier(self) -> tuple[bool, bool]:
-        """(optional: the atom before may match nothing; repeated: a quantifier follows it, cutting a run)."""
-        rx = self.rx
-        if self.i >= len(rx) or rx[self.i] not in "*+?{":
-            return False, False
-        optional = rx[self.i] in "*?"
-        if rx[self.i] == "{":
-            m = re.match(r"\{(\d*)(,\d*)?\}", rx[self.i:])
-            if m is None:
-                raise _NotRead
-            optional = not m.group(1) or int(m.group(1)) == 0
-            self.i += m.end()
-        else:
-            self.i += 1
-        if self.i < len(rx) and rx[self.i] == "?":  # (lazy)
-            self.i += 1
-        return optional, True
+            run = []
+        got: frozenset[str] | None = None
+        if op is sre_parse.SUBPATTERN:
+            _group, add, _delete, sub = arg
+            got = None if add & re.IGNORECASE else _literals(sub, flags)
+        elif op is sre_parse.BRANCH:
+            alts = [_literals(b, flags) for b in arg[1]]
+            got = None if any(a is None for a in alts) else frozenset().union(*alts)  # type: ignore[arg-type]
+        elif op in (sre_parse.MAX_REPEAT, sre_parse.MIN_REPEAT) and arg[0] >= 1:
+            got = _literals(arg[2], flags)
+        elif op is sre_parse.IN and not flags & re.IGNORECASE and arg and all(o is sre_parse.LITERAL for o, _ in arg):
+            got = frozenset(chr(c) for _, c in arg)
+        if got:
+            cands.append(got)
+    for c in cands:
+        if best is None or min(map(len, c)) > min(map(len, best)):
+            best = c
+    return best
 
 
 @functools.lru_cache(maxsize=512)
 def rule_literals(rx: str) -> frozenset[str] | None:
     """Strings one of which every line a rule (Rust regex syntax) matches holds; None when unknown (the rule is
-    then always tried). Read by _Literals, so only for patterns both syntaxes read alike."""
-    if any(m in rx for m in ("[[", "\\p", "\\P", "&&", "--", "~~", "\\z", "\\Q")):
+    then always tried). Read with Python's parser, so only for patterns both syntaxes read alike."""
+    if sre_parse is None or any(m in rx for m in ("[[", "\\p", "\\P", "&&", "--", "~~", "\\z", "\\Q")):
         return None
     try:
-        return _Literals(rx).read()
-    except _NotRead:
+        parsed = sre_parse.parse(rx)
+    except (re.error, ValueError, OverflowError):
         return None
+    return _literals(parsed, parsed.state.flags)
 
 
 def possible_rules(pairs: tuple[tuple[str, str], ...], present: str | None) -> tuple[tuple[str, str], ...]:
