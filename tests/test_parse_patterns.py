@@ -175,6 +175,11 @@ def test_rule_literals_of_alternations_classes_and_flags():
     for unknown in (r"^\s*$", r"(?i)token", r"(?i:multi)", r"[^a]", r"\p{L}+", r"[[:alpha:]]x", r"a(b"):
         assert census.rule_literals(unknown) is None, unknown
     assert census.rule_literals(r"(?i:multi-modal) warmup") == frozenset({" warmup"})
+    # an escaped code point is its character (or unknown), never its digits read as text
+    for rx, line in ((r"foo\x41bar", "fooAbar"), (r"ab\u0041cd", "abAcd"), (r"x\x{41}yz", "xAyz")):
+        lits = census.rule_literals(rx)
+        assert pl.Series([line]).str.contains(rx).item(), rx  # (the rule matches the line, in Rust's syntax)
+        assert lits is None or any(lit in line for lit in lits), (rx, lits)
 
 
 # Lines that make the gated masks' edge cases: colours (removed first, joining text), case folding outside ASCII
