@@ -43,8 +43,10 @@ def prepare(root: str | Path, commit: int, settings: Settings, *, memory_mb: int
         return []
     if memory_mb is not None:  # (the one bound of attribution.db: $ATTRIBUTION_DUCKDB_MEMORY_MB overrides it)
         # the selections (and the thresholds' requests) in a database file of the scratch directory, compressed,
-        # as the report keeps them: at 6M requests each was ~1 GB of DuckDB memory at its cap (peak 2.55 -> 1.97 GB)
-        selections_on_disk(store_view.con, bound_memory(store_view.con, memory_mb))
+        # as the report keeps them: at 6M requests each was ~1 GB of DuckDB memory at its cap (peak 2.55 -> 1.97 GB);
+        # like the report (one pass over each page), DuckDB's cached blocks are let go before the sweeps (`shed`):
+        # the overview's page peaked at 2.06-2.14 GB with them, 1.48-1.53 without (bench/scale/README.md, session 20)
+        selections_on_disk(store_view.con, bound_memory(store_view.con, memory_mb, shed=True))
     if increases_enabled():
         _increases(store_view, log)
     if not pages or store_view.choices().requests < prepare_pages_min():
