@@ -237,7 +237,6 @@ def count_newlines(data: bytes) -> int:
     return sum(int(np.count_nonzero(a[i : i + _COUNT_BLOCK] == 10)) for i in range(0, len(a), _COUNT_BLOCK))
 
 
-
 def chunks(
     path: Path,
     start: int = 0,

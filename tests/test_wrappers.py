@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import random
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -363,7 +364,7 @@ def test_a_chunks_lines_are_counted_as_bytes_count_counts_them(tmp_path, monkeyp
     on newlines at a block's first and last byte, and chunks() numbers every line of a file with it."""
     block = 1 << 12
     monkeypatch.setattr(reader, "_COUNT_BLOCK", block)
-    rng = __import__("random").Random(7)
+    rng = random.Random(7)
     for size in (0, 1, block - 1, block, block + 1, 3 * block + 5):
         for data in (bytes(rng.choice(b"ab\n\r\x00\xff") for _ in range(size)), b"\n" * size,
                      b"x" * size, bytes(10 if i % block in (0, block - 1) else 121 for i in range(size))):

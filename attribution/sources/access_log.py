@@ -160,11 +160,10 @@ def scrub(df: pl.DataFrame, cols: list[str]) -> pl.DataFrame:
     for c, any_key in zip(texts, found, strict=True):
         if not any_key:
             continue
-        hit = df[c].str.contains(SECRET_RE).fill_null(False)
-        if hit.any():  # rare, so the per-value Python runs on the hits only
-            fixed = df[c].filter(hit).map_elements(
-                lambda s: re.sub(SECRET_RE, lambda m: hash_key(m.group(0)) or "", s), return_dtype=pl.Utf8)
-            df = df.with_columns(df[c].scatter(hit.arg_true(), fixed))
+        hit = df[c].str.contains(SECRET_RE).fill_null(False)  # (rare: the per-value Python runs on the hits only)
+        fixed = df[c].filter(hit).map_elements(
+            lambda s: re.sub(SECRET_RE, lambda m: hash_key(m.group(0)) or "", s), return_dtype=pl.Utf8)
+        df = df.with_columns(df[c].scatter(hit.arg_true(), fixed))
     return df
 
 
