@@ -373,7 +373,7 @@ def test_arrivals_at_a_tied_instant_take_the_last_file_then_line():
 
 
 def test_step_rows_streamed_in_small_batches_are_those_read_in_one(tmp_path_factory, monkeypatch):
-    """_read_step_rows folds DuckDB's streamed batches into NumPy columns: batches of a few lines (deployments
+    """_read_step_rows folds DuckDB's streamed batches into NumPy columns: batches of 4,099 lines, ~60 of them (deployments
     and kinds coded per batch, then as one column) give every array and list that one batch gives."""
     import numpy as np
 
@@ -386,9 +386,9 @@ def test_step_rows_streamed_in_small_batches_are_those_read_in_one(tmp_path_fact
     steps.keep_step_rows(con, False)
     monkeypatch.setattr(steps, "STEP_BATCH_ROWS", 10_000_000)
     one = steps.step_rows(con)
-    monkeypatch.setattr(steps, "STEP_BATCH_ROWS", 97)
+    monkeypatch.setattr(steps, "STEP_BATCH_ROWS", 4099)
     small = steps.step_rows(con)
-    assert small is not one and one.size > 97 * 20
+    assert small is not one and one.size > 4099 * 20
     assert (small.deployments, small.kinds) == (one.deployments, one.kinds) and len(one.deployments) > 2
     for f in ("file", "t", "day", "deployment", "kind", "cuda_graph_off", "config"):
         a, b = getattr(small, f), getattr(one, f)
